@@ -1,0 +1,34 @@
+# One virtual environment (.venv) serves the site, the tests and the measurements.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: serve build test lint format clean
+
+serve: $(INSTALLED)  ## build and serve the site with live reload at http://127.0.0.1:8000
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
+build: $(INSTALLED)  ## build the site strictly into site/
+	$(BIN)/mkdocs build --strict
+
+test: lint  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
+	$(BIN)/pytest
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(INSTALLED)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+$(INSTALLED): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs,test]"
+	touch $@
+
+clean:
+	rm -rf site .cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,20 @@
+"""attn_ref: a small, tested reference implementation of attention.
+
+Every function here is checked against PyTorch's own implementation in the
+test suite, and the docstring examples pin the numbers shown on the site.
+"""
+
+from attn_ref.functional import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from attn_ref.multihead import MultiHeadAttention, merge_heads, split_heads
+from attn_ref.positional import sinusoidal_positional_encoding
+
+__all__ = [
+    "MultiHeadAttention",
+    "causal_mask",
+    "merge_heads",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "sinusoidal_positional_encoding",
+    "softmax",
+    "split_heads",
+]

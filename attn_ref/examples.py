@@ -1,0 +1,73 @@
+"""Input data of the site's worked examples, kept in one place.
+
+Pages, tutorials, snippets and doctests all read their inputs from here, so
+that a number shown on one page cannot drift from the same number elsewhere.
+The data are plain nested lists: pass them to ``torch.tensor`` or
+``numpy.array`` as the page needs.
+
+Examples:
+    The A·V worked example: each output row mixes the rows of ``AV_VALUES``
+    with the weights in the same row of ``AV_WEIGHTS``.
+
+    >>> import torch
+    >>> torch.tensor(AV_WEIGHTS) @ torch.tensor(AV_VALUES)
+    tensor([[0.6200, 0.7200, 0.8200, 0.9200],
+            [0.5000, 0.6000, 0.7000, 0.8000],
+            [0.5400, 0.6400, 0.7400, 0.8400]])
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AV_VALUES",
+    "AV_WEIGHTS",
+    "BATCH_SEED",
+    "BATCH_SHAPE",
+    "HEAD_SIZE",
+    "TEN_TOKENS",
+    "THREE_TOKENS",
+]
+
+#: Three tokens with four features each: ``(seq_len=3, d_model=4)``.
+THREE_TOKENS: list[list[float]] = [
+    [1.0, 0.0, 1.0, 0.0],
+    [0.0, 2.0, 0.0, 2.0],
+    [1.0, 1.0, 1.0, 1.0],
+]
+
+#: A hand-picked ``(3, 3)`` attention-weight matrix (rows sum to one) ...
+AV_WEIGHTS: list[list[float]] = [
+    [0.2, 0.3, 0.5],
+    [0.1, 0.8, 0.1],
+    [0.4, 0.1, 0.5],
+]
+
+#: ... and the ``(3, 4)`` values it mixes, for the A·V worked example.
+AV_VALUES: list[list[float]] = [
+    [0.1, 0.2, 0.3, 0.4],
+    [0.5, 0.6, 0.7, 0.8],
+    [0.9, 1.0, 1.1, 1.2],
+]
+
+#: Batch, time and channels of the causal self-attention tutorial, ``(B, T, C)``.
+BATCH_SHAPE: tuple[int, int, int] = (4, 8, 32)
+
+#: Seed of that tutorial's random input and projections.
+BATCH_SEED: int = 1337
+
+#: Size of that tutorial's single attention head.
+HEAD_SIZE: int = 16
+
+#: Ten positional-encoded tokens with ten features each: ``(seq_len=10, d_model=10)``.
+TEN_TOKENS: list[list[float]] = [
+    [0.0171, 1.0654, 0.4616, 0.9196, 0.7193, -0.7430, 0.7120, 0.4198, 2.7427, 0.2844],
+    [0.9161, -0.4999, 1.8302, 1.2182, 0.0651, 2.0396, 0.3780, 0.4085, 1.3560, -1.3176],
+    [-0.3461, 0.2526, 0.4120, 0.0398, 1.6146, 2.6475, -0.1887, -0.6907, -0.4066, 1.2899],
+    [-0.8345, -0.4657, -0.5635, 1.1514, 0.1762, 1.8148, -1.4084, 0.9153, -1.1734, 1.1989],
+    [-0.3981, -0.7277, -1.2657, 1.9887, -0.2399, 0.0412, 1.9375, 0.6083, 0.2095, 1.5739],
+    [-1.5240, 1.2359, 0.5596, -0.1529, -0.4064, -0.0906, -1.6746, 0.2480, -0.2364, 0.8417],
+    [0.6992, -1.1193, 0.5642, 1.3861, -0.5185, 0.6701, -0.5353, 1.8013, 0.7900, -0.9430],
+    [-0.3550, 2.1032, 1.8690, 0.7174, -1.7692, 0.8200, -0.9620, 1.8325, 0.3009, 1.0083],
+    [1.5902, -0.8516, 3.2954, -0.5147, 0.1798, 1.8522, -1.0186, 0.6484, 0.9932, 0.4030],
+    [-0.5990, -0.4916, 0.5419, -0.0293, -0.3465, 1.1548, -1.1130, -0.8118, 0.3455, 0.9474],
+]

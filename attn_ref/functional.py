@@ -1,0 +1,233 @@
+r"""Scaled dot-product attention and its pieces, written out in PyTorch.
+
+The argument names and order follow
+:func:`torch.nn.functional.scaled_dot_product_attention`, so that code written
+against one runs against the other. Unlike PyTorch's function, these return
+the attention weights as well as the output, so that pages can print and plot
+them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "softmax",
+]
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    r"""Numerically stable softmax along ``dim``.
+
+    .. math::
+
+        \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
+        \qquad m = \max_j x_j
+
+    Subtracting the maximum $m$ changes nothing mathematically (it cancels
+    between numerator and denominator) but keeps every exponent $\le 0$, so
+    ``exp`` never overflows. A slice whose entries are all ``-inf`` has no
+    maximum to subtract and gives ``nan``, exactly as :func:`torch.softmax`
+    does; :func:`scaled_dot_product_attention` handles that case itself.
+
+    Args:
+        x: Logits of any floating dtype.
+        dim: The dimension that sums to one.
+
+    Returns:
+        A tensor of the shape and dtype of ``x``.
+
+    Examples:
+        >>> softmax(torch.tensor([1.0, 2.0, 3.0]))
+        tensor([0.0900, 0.2447, 0.6652])
+        >>> softmax(torch.tensor([1e4, 1e4 + 1.0]))  # no overflow at large logits
+        tensor([0.2689, 0.7311])
+    """
+    _check_tensor("x", x)
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    exps = shifted.exp()
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    r"""Attention of each query over all keys, returning output and weights.
+
+    .. math::
+
+        \operatorname{Attention}(Q, K, V) =
+        \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+
+    Masks follow PyTorch's conventions. A boolean ``attn_mask`` is ``True``
+    where a query **may** attend to a key; a floating ``attn_mask`` is added
+    to the scores (use ``-inf`` to block). ``is_causal=True`` lets query $i$
+    see keys $0, \dots, i$ only, and cannot be combined with ``attn_mask``
+    (combine masks yourself with ``&``, as PyTorch also requires).
+
+    A query whose keys are all masked gets weights of zero and an output of
+    zero, which is what :func:`torch.nn.functional.scaled_dot_product_attention`
+    returns (a plain softmax would give ``nan`` there). Half-precision inputs
+    are computed in float32 and the results cast back to the input dtype.
+
+    Args:
+        query: ``(..., L, d_k)``.
+        key: ``(..., S, d_k)``, same leading dimensions as ``query``.
+        value: ``(..., S, d_v)``, same leading dimensions as ``query``.
+        attn_mask: Boolean or floating, broadcastable to ``(..., L, S)``.
+        is_causal: Apply a lower-triangular (top-left aligned) mask.
+        scale: Multiplier of the scores; defaults to $1/\sqrt{d_k}$.
+
+    Returns:
+        ``(output, weights)`` with shapes ``(..., L, d_v)`` and ``(..., L, S)``.
+
+    Raises:
+        TypeError: An argument is not a floating tensor, or dtypes differ.
+        ValueError: A shape does not fit; the message names the argument,
+            the shape it got and the shape it needs.
+
+    Examples:
+        The three tokens of the worked example, with identity projections so
+        that ``Q = K = V = X``:
+
+        >>> from attn_ref.examples import THREE_TOKENS
+        >>> X = torch.tensor(THREE_TOKENS)
+        >>> output, weights = scaled_dot_product_attention(X, X, X)
+        >>> weights
+        tensor([[0.4223, 0.1554, 0.4223],
+                [0.0159, 0.8668, 0.1173],
+                [0.1554, 0.4223, 0.4223]])
+        >>> output
+        tensor([[0.8446, 0.7330, 0.8446, 0.7330],
+                [0.1332, 1.8509, 0.1332, 1.8509],
+                [0.5777, 1.2670, 0.5777, 1.2670]])
+        >>> torch.allclose(weights.sum(dim=-1), torch.ones(3))  # each row sums to one
+        True
+    """
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(name, tensor, min_ndim=2)
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(
+            f"query, key and value must share a dtype; got {query.dtype}, {key.dtype} and {value.dtype}"
+        )
+    *batch, L, d_k = query.shape
+    S = key.shape[-2]
+    _check_shape("key", key, (*batch, S, d_k), "(..., S, d_k) with query's ... and d_k")
+    _check_shape("value", value, (*batch, S, value.shape[-1]), "(..., S, d_v) with key's ... and S")
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both; combine masks with &")
+    if is_causal:
+        attn_mask = causal_mask(L, S, device=query.device)
+
+    compute_dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    q, k, v = (t.to(compute_dtype) for t in (query, key, value))
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_k)
+
+    scores = q @ k.transpose(-2, -1) * scale  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
+    if attn_mask is not None:
+        scores = _apply_mask(scores, attn_mask)
+    weights = softmax(scores, dim=-1)
+    # A row with every key masked is all -inf: softmax gives nan, PyTorch gives 0.
+    weights = weights.nan_to_num(nan=0.0)
+    output = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
+    return output.to(query.dtype), weights.to(query.dtype)
+
+
+def causal_mask(L: int, S: int | None = None, device: torch.device | str | None = None) -> Tensor:
+    """Boolean mask that lets query ``i`` attend to keys ``0..i`` only.
+
+    Args:
+        L: Number of queries.
+        S: Number of keys; defaults to ``L``.
+        device: Where to create the mask.
+
+    Returns:
+        A ``(L, S)`` boolean tensor, ``True`` where attending is allowed.
+
+    Examples:
+        >>> causal_mask(3)
+        tensor([[ True, False, False],
+                [ True,  True, False],
+                [ True,  True,  True]])
+    """
+    S = L if S is None else S
+    for name, size in (("L", L), ("S", S)):
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:
+    """Boolean key mask for a batch of sequences padded to a common length.
+
+    Args:
+        lengths: ``(B,)`` true length of each sequence.
+        S: Padded length; defaults to the longest sequence.
+
+    Returns:
+        A ``(B, 1, S)`` boolean tensor, ``True`` on real tokens. The middle
+        dimension of one broadcasts over the queries, so the result can be
+        passed as ``attn_mask`` for inputs of shape ``(B, L, d)``; for
+        ``(B, n_heads, L, d)`` inputs use ``mask[:, None]``.
+
+    Examples:
+        >>> padding_mask([3, 1])
+        tensor([[[ True,  True,  True]],
+        <BLANKLINE>
+                [[ True, False, False]]])
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(
+            f"lengths must be a 1-D integer sequence of shape (B,), got shape "
+            f"{tuple(lengths.shape)} and dtype {lengths.dtype}"
+        )
+    longest = int(lengths.max())
+    S = longest if S is None else S
+    if (lengths < 0).any() or longest > S:
+        raise ValueError(f"lengths must lie in [0, S={S}], got {lengths.tolist()}")
+    positions = torch.arange(S, device=lengths.device)  # (S,)
+    return (positions[None, :] < lengths[:, None])[:, None, :]  # (B, S) -> (B, 1, S)
+
+
+def _apply_mask(scores: Tensor, attn_mask: Tensor) -> Tensor:
+    _check_tensor("attn_mask", attn_mask, allow_bool=True)
+    try:
+        broadcast = torch.broadcast_shapes(attn_mask.shape, scores.shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != scores.shape:
+        raise ValueError(
+            f"attn_mask has shape {tuple(attn_mask.shape)}, which does not broadcast "
+            f"to the scores' shape (..., L, S) = {tuple(scores.shape)}"
+        )
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill(~attn_mask, float("-inf"))
+    return scores + attn_mask.to(scores.dtype)
+
+
+def _check_tensor(name: str, x: object, min_ndim: int = 0, allow_bool: bool = False) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not (x.dtype.is_floating_point or (allow_bool and x.dtype == torch.bool)):
+        kinds = "a floating or boolean" if allow_bool else "a floating"
+        raise TypeError(f"{name} must have {kinds} dtype, got {x.dtype}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
+
+
+def _check_shape(name: str, x: Tensor, expected: tuple[int, ...], described: str) -> None:
+    if tuple(x.shape) != tuple(expected):
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(expected)}: {described}")

@@ -1,0 +1,18 @@
+// MathJax 3, served by the site itself (see docs/_hooks/site_hooks.py).
+// Markdown pages carry math as \( \) and \[ \] inside .arithmatex elements
+// (pymdownx.arithmatex, generic mode); notebook pages carry $ and $$ inside
+// their rendered Markdown cells. Nothing else on a page is touched: the page
+// body is ignored and only those two classes are processed. (Material's usual
+// ".*|" would also ignore every class-less <p> inside a notebook cell.)
+window.MathJax = {
+  tex: {
+    inlineMath: [["\\(", "\\)"], ["$", "$"]],
+    displayMath: [["\\[", "\\]"], ["$$", "$$"]],
+    processEscapes: true,
+    processEnvironments: true,
+  },
+  options: {
+    ignoreHtmlClass: "md-header|md-container",
+    processHtmlClass: "arithmatex|jp-MarkdownOutput",
+  },
+};
