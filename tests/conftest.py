@@ -1,0 +1,51 @@
+"""Shared fixtures: run a snippet in a fresh interpreter, build the site once."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SNIPPETS = ROOT / "snippets"
+
+
+@functools.cache
+def run_snippet(relative_path: str) -> str:
+    """Run ``snippets/<relative_path>`` in a fresh interpreter and return what it printed.
+
+    The working directory is a neutral folder, so a snippet cannot lean on
+    files next to it; it fails the test if it exits with an error.
+    """
+    path = SNIPPETS / relative_path
+    assert path.is_file(), f"no snippet at {path}"
+    result = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "tests",
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        timeout=300,
+    )
+    assert result.returncode == 0, f"{relative_path} failed:\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the site once per test session with ``mkdocs build --strict``."""
+    site_dir = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=1200,
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr}"
+    return site_dir
