@@ -24,6 +24,10 @@ __all__ = [
     "BATCH_SEED",
     "BATCH_SHAPE",
     "HEAD_SIZE",
+    "LINEAR_SEED",
+    "LINEAR_SHAPE",
+    "LINEAR_WEIGHT",
+    "LINEAR_X",
     "TEN_TOKENS",
     "THREE_TOKENS",
 ]
@@ -71,3 +75,23 @@ TEN_TOKENS: list[list[float]] = [
     [1.5902, -0.8516, 3.2954, -0.5147, 0.1798, 1.8522, -1.0186, 0.6484, 0.9932, 0.4030],
     [-0.5990, -0.4916, 0.5419, -0.0293, -0.3465, 1.1548, -1.1130, -0.8118, 0.3455, 0.9474],
 ]
+
+#: Two inputs with four features, ``(B=2, d_in=4)``: one with a negative and a
+#: zero feature, one all zeros (the linear-layer-as-attention page).
+LINEAR_X: list[list[float]] = [
+    [2.0, -1.0, 0.0, 0.5],
+    [0.0, 0.0, 0.0, 0.0],
+]
+
+#: A ``(d_out=3, d_in=4)`` weight for ``LINEAR_X``, laid out as in ``torch.nn.Linear``.
+LINEAR_WEIGHT: list[list[float]] = [
+    [1.0, 0.0, 3.0, -2.0],
+    [0.0, 1.5, -1.0, 0.0],
+    [2.0, -2.0, 1.0, 0.0],
+]
+
+#: Batch, input and output sizes of the linear layer rebuilt as attention, ``(B, d_in, d_out)``.
+LINEAR_SHAPE: tuple[int, int, int] = (4, 8, 32)
+
+#: Seed of that example's random input, weight and keys.
+LINEAR_SEED: int = 0

@@ -1,0 +1,177 @@
+r"""A linear layer rewritten, input by input, as one query attending over keys.
+
+For one input row $x \in \mathbb{R}^{d_\text{in}}$ and a weight
+$W \in \mathbb{R}^{d_\text{out} \times d_\text{in}}$, the linear layer's output
+is a sum over the input features, $x W^\top = \sum_i x_i\, W_{:, i}^\top$.
+Writing $x_i = a_i \cdot \lVert x \rVert_1 \operatorname{sign}(x_i)$ with
+$a_i = |x_i| / \lVert x \rVert_1$ turns that sum into an attention output: one
+query, one key per input feature, weights $a$ and values
+$v_i = \lVert x \rVert_1 \operatorname{sign}(x_i)\, W_{:, i}^\top$.
+:func:`linear_as_attention` builds such ``q``, ``k`` and ``v`` (and a mask for
+zero features) so that :func:`torch.nn.functional.scaled_dot_product_attention`
+returns ``x @ weight.T``.
+
+The query and the values depend on ``x``; only the keys can be fixed. The
+construction therefore shows that *each* output of a linear layer is *some*
+attention output, not that a linear layer is an attention layer with fixed
+projections.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["linear_as_attention"]
+
+
+def linear_as_attention(
+    x: Tensor,
+    weight: Tensor,
+    key: Tensor | None = None,
+    *,
+    d_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""Queries, keys, values and a mask whose attention output is ``x @ weight.T``.
+
+    Each row $x$ of the batch becomes one query over $d_\text{in}$ keys, one
+    key per input feature. With $a_i = |x_i| / \lVert x \rVert_1$:
+
+    .. math::
+
+        v_i = \lVert x \rVert_1 \operatorname{sign}(x_i)\, W_{:, i}^\top,
+        \qquad
+        \ell_i = \log |x_i| - \operatorname{mean}_{j: x_j \ne 0} \log |x_j|,
+        \qquad
+        q k^\top = \sqrt{d_k}\, \ell ,
+
+    so that $\operatorname{softmax}(\ell) = a$ and $a v = x W^\top$. Features
+    with $x_i = 0$ would need $\ell_i = -\infty$; they are masked out instead
+    (their value is zero anyway). A row of zeros has zero values, so its
+    output is zero whatever the weights; none of its keys is masked.
+
+    Without ``key``, a random key with orthonormal columns is drawn (its
+    condition number is 1). With ``d_k >= d_in`` it satisfies
+    $k k^\top = I$, and $q = \sqrt{d_k}\,\ell\, k$. The smallest size that
+    works for a key fixed in advance is ``d_k = d_in - 1``: the key's columns
+    then span the vectors orthogonal to $(1, \dots, 1)$, which holds every
+    centred $\ell$, and softmax ignores the missing constant. With ``key``
+    given, $q$ is the least-squares solution of $q k^\top = \sqrt{d_k}\,\ell$,
+    exact when ``key`` has rank ``d_in``; its rounding error grows with the
+    condition number of ``key``.
+
+    Args:
+        x: ``(B, d_in)`` inputs, one row per query.
+        weight: ``(d_out, d_in)`` weight of the linear layer, as in
+            :class:`torch.nn.Linear`; same dtype as ``x``.
+        key: Optional ``(d_in, d_k)`` key of rank ``d_in`` (so ``d_k >= d_in``),
+            shared by every row; drawn at random when omitted.
+        d_k: Size of the drawn key, at least ``max(1, d_in - 1)``; defaults
+            to ``d_in``. Leave it out when passing ``key``.
+        generator: Random generator for the drawn key.
+
+    Returns:
+        ``(q, k, v, attn_mask)`` with shapes ``(B, 1, d_k)``, ``(B, d_in, d_k)``,
+        ``(B, d_in, d_out)`` and ``(B, 1, d_in)``. ``k`` is one key expanded
+        over the batch (a view); ``attn_mask`` is boolean, ``True`` where the
+        query may attend. Pass all four to
+        :func:`torch.nn.functional.scaled_dot_product_attention`.
+
+    Raises:
+        TypeError: ``x``, ``weight`` or ``key`` is not a floating tensor, or
+            their dtypes differ.
+        ValueError: A shape does not fit, ``d_k`` is too small, or ``key``
+            does not have rank ``d_in``.
+
+    Examples:
+        One row with a negative and a zero feature, and a row of zeros:
+
+        >>> import torch.nn.functional as F
+        >>> from attn_ref.examples import LINEAR_WEIGHT, LINEAR_X
+        >>> x = torch.tensor(LINEAR_X, dtype=torch.float64)
+        >>> W = torch.tensor(LINEAR_WEIGHT, dtype=torch.float64)
+        >>> q, k, v, mask = linear_as_attention(x, W, generator=torch.Generator().manual_seed(0))
+        >>> q.shape, k.shape, v.shape, mask.shape
+        (torch.Size([2, 1, 4]), torch.Size([2, 4, 4]), torch.Size([2, 4, 3]), torch.Size([2, 1, 4]))
+        >>> mask
+        tensor([[[ True,  True, False,  True]],
+        <BLANKLINE>
+                [[ True,  True,  True,  True]]])
+        >>> y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]
+        >>> x @ W.T
+        tensor([[ 1.0000, -1.5000,  6.0000],
+                [ 0.0000,  0.0000,  0.0000]], dtype=torch.float64)
+        >>> bool((y - x @ W.T).abs().max() < 1e-13)
+        True
+    """
+    _check_floating("x", x)
+    _check_floating("weight", weight)
+    if x.ndim != 2:
+        raise ValueError(f"x must have shape (B, d_in), got {tuple(x.shape)}")
+    B, d_in = x.shape
+    if weight.ndim != 2 or weight.shape[1] != d_in:
+        raise ValueError(f"weight has shape {tuple(weight.shape)}, expected (d_out, d_in={d_in})")
+    if weight.dtype != x.dtype:
+        raise TypeError(f"x and weight must share a dtype; got {x.dtype} and {weight.dtype}")
+    if key is None:
+        d_k = d_in if d_k is None else d_k
+        if not isinstance(d_k, int) or d_k < max(1, d_in - 1):
+            raise ValueError(f"d_k must be an int >= max(1, d_in - 1) = {max(1, d_in - 1)}, got {d_k!r}")
+    else:
+        _check_key(key, x, d_in, d_k)
+        d_k = key.shape[1]
+
+    nonzero = x != 0  # (B, d_in)
+    all_zero = ~nonzero.any(dim=-1, keepdim=True)  # (B, 1)
+    l1 = x.abs().sum(dim=-1, keepdim=True)  # (B, 1)
+    value = weight.T * (l1 * x.sign())[..., None]  # (d_in, d_out) * (B, d_in, 1) -> (B, d_in, d_out)
+
+    log_abs = torch.where(nonzero, x.abs().log(), 0.0)  # (B, d_in), log|x_i| or 0
+    count = nonzero.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, 1)
+    logits = torch.where(nonzero, log_abs - log_abs.sum(dim=-1, keepdim=True) / count, 0.0)  # (B, d_in)
+    scores = logits * math.sqrt(d_k)  # (B, d_in), the target of q @ k.T
+    if key is None:
+        key = _orthonormal_key(d_in, d_k, x, generator)  # (d_in, d_k)
+        query = scores @ key  # (B, d_in) @ (d_in, d_k) -> (B, d_k)
+    else:
+        query = torch.linalg.lstsq(key, scores.T).solution.T  # (d_in, d_k) \ (d_in, B) -> (B, d_k)
+
+    attn_mask = (nonzero | all_zero)[:, None, :]  # (B, d_in) -> (B, 1, d_in)
+    return query[:, None, :], key.expand(B, d_in, d_k), value, attn_mask  # q: (B, d_k) -> (B, 1, d_k)
+
+
+def _orthonormal_key(d_in: int, d_k: int, like: Tensor, generator: torch.Generator | None) -> Tensor:
+    """A random ``(d_in, d_k)`` key with orthonormal columns (or rows).
+
+    ``d_k >= d_in``: orthonormal rows, ``k @ k.T = I``. ``d_k = d_in - 1``:
+    orthonormal columns orthogonal to the all-ones vector.
+    """
+    if d_k >= d_in:
+        gaussian = torch.randn(d_k, d_in, generator=generator, dtype=like.dtype, device=like.device)
+        return torch.linalg.qr(gaussian).Q.T  # (d_k, d_in) -> (d_in, d_k)
+    gaussian = torch.randn(d_in, d_k, generator=generator, dtype=like.dtype, device=like.device)
+    centred = gaussian - gaussian.mean(dim=0, keepdim=True)  # (d_in, d_k), columns orthogonal to ones
+    return torch.linalg.qr(centred).Q  # (d_in, d_k)
+
+
+def _check_floating(name: str, tensor: object) -> None:
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.dtype.is_floating_point:
+        raise TypeError(f"{name} must have a floating dtype, got {tensor.dtype}")
+
+
+def _check_key(key: Tensor, x: Tensor, d_in: int, d_k: int | None) -> None:
+    _check_floating("key", key)
+    if key.dtype != x.dtype:
+        raise TypeError(f"x and key must share a dtype; got {x.dtype} and {key.dtype}")
+    if key.ndim != 2 or key.shape[0] != d_in or key.shape[1] < d_in:
+        raise ValueError(f"key has shape {tuple(key.shape)}, expected (d_in={d_in}, d_k) with d_k >= d_in")
+    if d_k is not None and d_k != key.shape[1]:
+        raise ValueError(f"d_k={d_k} does not match key of shape {tuple(key.shape)}; leave d_k out")
+    rank = int(torch.linalg.matrix_rank(key.double()))
+    if rank < d_in:
+        raise ValueError(f"key of shape {tuple(key.shape)} has rank {rank}, expected rank d_in={d_in}")
