@@ -153,7 +153,8 @@ class MultiHeadAttention(nn.Module):
         if mha.bias_k is not None or mha.add_zero_attn or mha.dropout:
             raise ValueError("mha must not use add_bias_kv, add_zero_attn or dropout")
         has_bias = mha.in_proj_bias is not None
-        ours = cls(mha.embed_dim, mha.num_heads, bias=has_bias)
+        like = mha.in_proj_weight  # same device and dtype as the module copied
+        ours = cls(mha.embed_dim, mha.num_heads, bias=has_bias).to(like.device, like.dtype)
         with torch.no_grad():
             projections = (ours.q_proj, ours.k_proj, ours.v_proj)
             for proj, weight in zip(projections, mha.in_proj_weight.chunk(3), strict=True):

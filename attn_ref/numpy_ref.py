@@ -61,7 +61,11 @@ def scaled_dot_product_attention(
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., L, S)
     if attn_mask is not None:
         mask = np.asarray(attn_mask, dtype=bool)
-        if np.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
+        try:
+            fits = np.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+        except ValueError:
+            fits = False
+        if not fits:
             raise ValueError(f"attn_mask has shape {mask.shape}, which does not broadcast to {scores.shape}")
         scores = np.where(mask, scores, -np.inf)
     with np.errstate(invalid="ignore"):  # all -inf rows: nan, replaced below

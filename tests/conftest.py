@@ -6,6 +6,7 @@ import functools
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,18 @@ def run_snippet(relative_path: str) -> str:
     return result.stdout
 
 
+@dataclass(frozen=True)
+class BuiltSite:
+    path: Path
+    log: str
+
+    def pages(self) -> list[Path]:
+        """Every HTML page a reader can open, in a stable order."""
+        return sorted(p for p in self.path.rglob("index.html") if "assets" not in p.parts)
+
+
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
     """Build the site once per test session with ``mkdocs build --strict``."""
     site_dir = tmp_path_factory.mktemp("site")
     result = subprocess.run(
@@ -48,4 +59,4 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=1200,
     )
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr}"
-    return site_dir
+    return BuiltSite(site_dir, result.stderr)

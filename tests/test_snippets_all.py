@@ -15,4 +15,6 @@ def test_snippet_runs_in_a_fresh_interpreter(relative_path):
 
 @pytest.mark.parametrize("relative_path", ALL_SNIPPETS)
 def test_snippet_has_a_test_of_its_output(relative_path):
-    assert f'run_snippet("{relative_path}")' in SNIPPET_TESTS, f"no test in tests/snippets runs {relative_path}"
+    assert f'run_snippet("{relative_path}")' in SNIPPET_TESTS, (
+        f"no test in tests/snippets runs {relative_path}"
+    )

@@ -1,0 +1,200 @@
+"""Every page of the built site in headless Chromium, offline: math typeset, plots drawn,
+copy buttons present, no console errors, no request to another host, and the page's Python
+code blocks, copied with the copy buttons, run in order in one fresh interpreter."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BuiltSite
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+RAW_TEX = re.compile(r"\\\(|\\\[|\$\$")
+RAW_INLINE_DOLLAR = re.compile(r"\$[^$\s][^$\n]*\$")
+
+# The visible text of the article, without code, math already typeset and scripts.
+VISIBLE_PROSE = """() => {
+  const article = document.querySelector("article").cloneNode(true);
+  article.querySelectorAll("pre, code, script, style, mjx-container").forEach(e => e.remove());
+  return {all: article.innerText,
+          notebook: [...article.querySelectorAll(".jp-MarkdownOutput")].map(e => e.innerText).join("\\n")};
+}"""
+
+PAGE_FACTS = """() => ({
+  images: [...document.querySelectorAll("article img")].map(i => ({src: i.src.slice(0, 60), ok: i.complete && i.naturalWidth > 0})),
+  svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
+  codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
+  notebookCells: document.querySelectorAll("article .jp-CodeCell .jp-InputArea").length,
+  notebookCopyButtons: document.querySelectorAll("article .jp-CodeCell clipboard-copy").length,
+})"""
+
+# Buttons whose target is a Python block, in page order: Material's (API signatures are not
+# code to run) and mkdocs-jupyter's.
+PYTHON_COPY_BUTTONS = (
+    "article .language-python:not(.doc-signature) [data-md-type=copy], article .jp-CodeCell clipboard-copy"
+)
+
+
+def _page_urls(site: BuiltSite) -> list[str]:
+    return [
+        page.parent.relative_to(site.path).as_posix() + "/" if page.parent != site.path else ""
+        for page in site.pages()
+    ]
+
+
+@pytest.fixture(scope="module")
+def server(built_site):
+    handler = functools.partial(_QuietHandler, directory=str(built_site.path))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is required in CI: apt-get install chromium")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Visit:
+    """One page load, with every request to another host blocked and recorded."""
+
+    def __init__(self, browser, base: str, path: str, **context_options):
+        self.context = browser.new_context(**context_options)
+        self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+        self.page = self.context.new_page()
+        self.outside: list[str] = []
+        self.console_errors: list[str] = []
+        self.page.route("**/*", functools.partial(self._route, base))
+        self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.console_errors.append(str(e)))
+        self.page.goto(base + path, wait_until="networkidle")
+        self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        self.page.evaluate("() => MathJax.startup.promise")
+
+    def _route(self, base, route):
+        if route.request.url.startswith(base) or route.request.url.startswith("data:"):
+            route.continue_()
+        else:
+            self.outside.append(route.request.url)
+            route.abort()
+
+    def copied_python(self) -> list[str]:
+        """The text each Python block's copy button puts on the clipboard, in page order."""
+        texts = []
+        for button in self.page.locator(PYTHON_COPY_BUTTONS).all():
+            self.page.evaluate("() => navigator.clipboard.writeText('')")
+            button.scroll_into_view_if_needed()
+            button.click()
+            texts.append(self.page.evaluate("() => navigator.clipboard.readText()"))
+        return texts
+
+    def close(self):
+        self.context.close()
+
+
+def pytest_generate_tests(metafunc):
+    if "page_path" in metafunc.fixturenames:
+        from tests.conftest import ROOT
+
+        # The page list comes from the docs folder so that ids are known before the build.
+        docs = ROOT / "docs"
+        paths = [""]
+        for source in sorted(docs.rglob("*")):
+            relative = source.relative_to(docs)
+            if (
+                source.suffix in {".md", ".py"}
+                and relative.parts[0] not in {"_hooks"}
+                and source.name != "index.md"
+            ):
+                paths.append(relative.with_suffix("").as_posix() + "/")
+        metafunc.parametrize("page_path", paths)
+
+
+def test_page_renders_offline(browser, server, built_site, page_path):
+    assert sorted(_page_urls(built_site)) == sorted(set(_page_urls(built_site)))
+    visit = Visit(browser, server, page_path)
+    try:
+        prose = visit.page.evaluate(VISIBLE_PROSE)
+        facts = visit.page.evaluate(PAGE_FACTS)
+    finally:
+        visit.close()
+    assert visit.outside == []
+    assert visit.console_errors == []
+    assert RAW_TEX.findall(prose["all"]) == [], "math left as raw TeX"
+    assert RAW_INLINE_DOLLAR.findall(prose["notebook"]) == [], "notebook math left as raw TeX"
+    assert all(image["ok"] for image in facts["images"]), facts["images"]
+    assert all(label for label in facts["svgPlots"]), "every plot needs a text alternative"
+    assert facts["codeBlocksWithoutCopy"] == 0
+    assert facts["notebookCopyButtons"] == facts["notebookCells"]
+    source = _source_text(page_path)
+    if "attention_heatmap" in source or "figure_to_svg" in source:
+        assert facts["images"] or facts["svgPlots"], "the page makes a plot but none is shown"
+
+
+def _source_text(page_path: str) -> str:
+    from tests.conftest import ROOT
+
+    stem = ROOT / "docs" / (page_path.rstrip("/") or "index")
+    for suffix in (".md", ".py"):
+        if stem.with_suffix(suffix).is_file():
+            text = stem.with_suffix(suffix).read_text()
+            included = re.findall(r'--8<-- "([^":]+)', text)
+            return text + "".join((ROOT / path).read_text() for path in included)
+    return ""
+
+
+def test_copied_python_runs_in_page_order(browser, server, page_path, tmp_path):
+    visit = Visit(browser, server, page_path)
+    try:
+        blocks = visit.copied_python()
+    finally:
+        visit.close()
+    if not blocks:
+        pytest.skip("no Python code on this page")
+    assert all(block.strip() for block in blocks), "a copy button copied nothing"
+    script = tmp_path / "copied.py"
+    script.write_text("\n\n".join(blocks) + "\n")
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,55 @@
+"""The site builds strictly, offline, with every tutorial downloadable."""
+
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+TUTORIALS = sorted(p.stem for p in (ROOT / "docs" / "tutorials").glob("*.py"))
+# Loads of another host: scripts, stylesheets, images, fonts, frames (plain links to read elsewhere are fine).
+OUTSIDE_LOAD = re.compile(r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//', re.I)
+THIRD_PARTY_WARNING = "[IPKernelApp] WARNING | Kernel is running over TCP"
+
+
+def _nav_files(items):
+    for item in items:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        yield from _nav_files(value) if isinstance(value, list) else [value]
+
+
+def test_strict_build_has_no_warnings_of_our_own(built_site):
+    warnings = [
+        line for line in built_site.log.splitlines() if "WARNING" in line and THIRD_PARTY_WARNING not in line
+    ]
+    assert warnings == []
+
+
+def test_every_nav_entry_is_built(built_site):
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    for source in _nav_files(config["nav"]):
+        page = source.rsplit(".", 1)[0].removesuffix("index")
+        assert (built_site.path / page / "index.html").is_file(), source
+
+
+def test_no_page_loads_anything_from_another_host(built_site):
+    offenders = {
+        str(page.relative_to(built_site.path)): OUTSIDE_LOAD.findall(page.read_text())
+        for page in built_site.pages()
+    }
+    assert {page: found for page, found in offenders.items() if found} == {}
+
+
+def test_math_is_served_by_the_site(built_site):
+    assert (built_site.path / "assets" / "mathjax" / "tex-chtml.js").is_file()
+    assert list(
+        (built_site.path / "assets" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff")
+    )
+
+
+@pytest.mark.parametrize("name", TUTORIALS)
+def test_tutorial_page_offers_its_notebook(built_site, name):
+    page = (built_site.path / "tutorials" / name / "index.html").read_text()
+    assert f'href="{name}.ipynb" download' in page
+    assert (built_site.path / "tutorials" / name / f"{name}.ipynb").is_file()
