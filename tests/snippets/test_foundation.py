@@ -32,4 +32,3 @@ def test_three_tokens_heatmap_reports_each_querys_strongest_key():
     weights, _ = _hand_attention(np.array(THREE_TOKENS))
     # Rows 1 and 3 tie between two keys; argmax takes the first of a tie.
     assert out.strip() == f"strongest key for each query: {weights.round(6).argmax(axis=1).tolist()}"
-
