@@ -1,10 +1,13 @@
-"""MkDocs hooks that keep the site offline, fresh and downloadable.
+"""MkDocs hooks that keep the site offline, light, reproducible, fresh and downloadable.
 
 - MathJax is copied from the pinned ``django-static-mathjax`` package into the
   site, so that math renders with no request to another host.
-- Notebook pages lose the CDN MathJax 2 tag that nbconvert writes (the site's
-  own MathJax typesets them), and gain a button to download the tutorial as
-  an ``.ipynb`` notebook, written next to the page.
+- Notebook pages: the CDN MathJax 2 tag that nbconvert writes is dropped (the
+  site's own MathJax typesets them); the ~580 KB of CSS inlined in each page
+  moves to one shared, content-hashed stylesheet; nbconvert's random cell ids
+  become sequential ones, so that two builds give the same bytes; outputs are
+  kept out of the search index; and a button downloads the tutorial as an
+  ``.ipynb`` notebook written next to the page.
 - mkdocs-jupyter caches executed notebooks by their own text only; the cache
   folder is keyed here on the code they import too, so that a change to
   ``attn_ref`` or ``snippets`` re-executes them.
@@ -22,11 +25,18 @@ from pathlib import Path
 
 import jupytext
 import mathjax
+from mkdocs.utils import get_relative_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("attn_ref", "snippets")
 MATHJAX_FILES = ("tex-chtml.js", "output/chtml/fonts/woff-v2")
-NBCONVERT_MATHJAX = re.compile(r'<script src="site-mathjax">\s*</script>')
+NBCONVERT_MATHJAX = re.compile(r'<script src="site-mathjax">\s*</script>\s*<!-- MathJax configuration -->.*?</script>', re.S)
+NBCONVERT_MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded".*?</script>', re.S)
+INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
+CELL_ID = re.compile(r"cell-id=[0-9a-f]+")
+OUTPUT_AREA = '<div class="jp-OutputArea jp-Cell-outputArea">'
+
+notebook_stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
 
 
 def code_digest() -> str:
@@ -54,22 +64,38 @@ def _is_notebook(page) -> bool:
     return page.file.src_uri.startswith("tutorials/") and page.file.src_uri.endswith(".py")
 
 
+def _sequential_cell_ids(html: str) -> str:
+    numbers: dict[str, str] = {}
+    return CELL_ID.sub(lambda m: numbers.setdefault(m.group(0), f"cell-id={len(numbers)}"), html)
+
+
 def on_page_content(html, page, config, files):
     if not _is_notebook(page):
         return html
     html = NBCONVERT_MATHJAX.sub("", html)
+    html = NBCONVERT_MERMAID.sub("", html)  # the tutorials draw no Mermaid diagrams
+    header, wrapper, cells = html.partition('<div class="jupyter-wrapper">')  # styles inside plots stay
+    css = "\n".join(INLINE_STYLE.findall(header))
+    stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
+    notebook_stylesheets[stylesheet] = css
+    html = INLINE_STYLE.sub("", header) + wrapper + cells
+    html = _sequential_cell_ids(html)
+    html = html.replace(OUTPUT_AREA, OUTPUT_AREA[:-1] + " data-search-exclude>")
     name = Path(page.file.src_uri).with_suffix(".ipynb").name
+    link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
     button = (
         f'<p><a class="md-button md-button--primary" href="{name}" download>'
         f"Download this tutorial as a notebook ({name})</a></p>"
     )
     head, found, rest = html.partition("</h1>")  # the button goes under the tutorial's title
-    return head + found + button + rest if found else button + html
+    return link + (head + found + button + rest if found else button + html)
 
 
 def on_post_page(output, page, config):
     if _is_notebook(page):
         notebook = jupytext.read(page.file.abs_src_path)
+        for number, cell in enumerate(notebook.cells):
+            cell.id = f"cell-{number}"  # stable ids: the download is the same file every build
         target = Path(page.file.abs_dest_path).with_name(Path(page.file.src_uri).stem + ".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
         jupytext.write(notebook, target, fmt="ipynb")
@@ -77,11 +103,14 @@ def on_post_page(output, page, config):
 
 
 def on_post_build(config):
+    site = Path(config["site_dir"])
+    for path, css in notebook_stylesheets.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(css)
     source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
-    target = Path(config["site_dir"]) / "assets" / "mathjax"
     for item in MATHJAX_FILES:
         if (source / item).is_dir():
-            shutil.copytree(source / item, target / item, dirs_exist_ok=True)
+            shutil.copytree(source / item, site / "assets" / "mathjax" / item, dirs_exist_ok=True)
         else:
-            (target / item).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source / item, target / item)
+            (site / "assets" / "mathjax" / item).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / item, site / "assets" / "mathjax" / item)
