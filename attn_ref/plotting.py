@@ -21,6 +21,7 @@ def attention_heatmap(
     ax: Axes | None = None,
     title: str | None = None,
     annotate: bool | None = None,
+    vmax: float | None = None,
 ) -> Axes:
     """Draw an ``(L, S)`` attention-weight matrix, one row per query.
 
@@ -35,6 +36,8 @@ def attention_heatmap(
         ax: Axes to draw on; a new figure is made when omitted.
         title: Optional title.
         annotate: Write each weight in its cell.
+        vmax: Weight drawn in the brightest colour; defaults to the largest
+            weight. Give panels the same ``vmax`` to compare them by colour.
 
     Returns:
         The axes drawn on.
@@ -56,7 +59,8 @@ def attention_heatmap(
     if ax is None:
         size = min(1.0 + 0.55 * S, 7.0)
         _, ax = plt.subplots(figsize=(size + 1.2, min(0.8 + 0.55 * L, 7.0)), layout="constrained")
-    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-12, float(w.max())))
+    vmax = float(w.max()) if vmax is None else vmax
+    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-12, vmax))
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
     ax.set_xticks(range(S), key_labels)
     ax.set_yticks(range(L), query_labels)
@@ -65,7 +69,7 @@ def attention_heatmap(
     if title:
         ax.set_title(title)
     if annotate if annotate is not None else S <= 12:
-        threshold = 0.6 * w.max()
+        threshold = 0.6 * vmax
         for i in range(L):
             for j in range(S):
                 colour = "black" if w[i, j] > threshold else "white"

@@ -30,3 +30,9 @@ def test_svg_carries_its_text_alternative_and_no_date():
     assert "<dc:date>" not in svg
     with pytest.raises(ValueError, match="alt must describe"):
         figure_to_svg(plt.figure(), alt=" ")
+
+
+def test_shared_vmax_fixes_the_colour_scale():
+    ax = attention_heatmap([[0.2, 0.3], [0.1, 0.4]], vmax=1.0)
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+    plt.close(ax.figure)
