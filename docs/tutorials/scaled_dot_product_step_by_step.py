@@ -269,24 +269,24 @@ def number(x: torch.Tensor) -> str:
     return f"{x.item():.4g}"
 
 
-def display_math(latex: str) -> str:
-    """Display math, in a box that scrolls sideways if it is too wide."""
-    return f'<div class="arithmatex">\n$$\n{latex}\n$$\n</div>\n\n'
+def display_math(environment: str, latex: str) -> str:
+    """A LaTeX environment shown as display math, in a box that scrolls sideways."""
+    begin, end = rf"\begin{{{environment}}}", rf"\end{{{environment}}}"
+    return f'<div class="arithmatex">\n{begin}\n{latex}\n{end}\n</div>\n\n'
 
 
-rows_of_sums = []
-for i in range(A.size(0)):
+blocks = []
+for i in range(A.size(0)):  # one block of sums per row of O
     lines = []
     for j in range(V_small.size(1)):
         pairs = zip(A[i], V_small[:, j], strict=True)  # (A_ik, V_kj) for each k
         terms = " + ".join(rf"{number(a)} \times {number(v)}" for a, v in pairs)
         result = number(AV[i, j])
         lines.append(rf"O_{{{i + 1}{j + 1}}} &= {terms} &&= {result}")
-    rows_of_sums.append(" \\\\\n".join(lines))
-sums = "\\begin{aligned}\n" + " \\\\[6pt]\n".join(rows_of_sums) + "\n\\end{aligned}"
+    blocks.append(display_math("align*", " \\\\\n".join(lines)))
 rows = r" \\ ".join(" & ".join(number(x) for x in row) for row in AV)
 matrix = rf"O = AV = \begin{{bmatrix}} {rows} \end{{bmatrix}}"
-Markdown(display_math(sums) + display_math(matrix))
+Markdown("".join(blocks) + display_math("equation*", matrix))
 
 # %% [markdown]
 # Read row by row, each output row is a mix of the three value rows, with the
