@@ -168,7 +168,7 @@ print("every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T)
 # Without the $1/\sqrt{d_k}$ factor, the scores are spread $\sqrt{d_k}$ times as wide.
 # As a result, the seed's softmax puts much more weight on a few keys. The cell below
 # recomputes the seed's weights (they match its printout) and compares the largest
-# weight in each row with and without scaling. The last line is the weight each key
+# weight in each row with and without scaling. The last column is the weight each key
 # would get if the row were uniform.
 #
 # </div>
