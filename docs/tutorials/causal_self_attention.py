@@ -483,8 +483,9 @@ for seq, n in enumerate(lengths):
 #   finite score, so the query spreads its weight evenly over keys it must not see,
 #   padding and future alike;
 # - `nn.MultiheadAttention`, whose boolean mask means the opposite (`True` = may *not*
-#   attend), returns `nan` when called as usual. With `need_weights=False` it takes
-#   PyTorch's fused path and returns a finite output.
+#   attend), returns `nan` when called as usual, because it then computes the weights
+#   with a plain softmax. With `need_weights=False` it calls
+#   `scaled_dot_product_attention` instead, and its output stays finite.
 
 # %%
 no_key = ~mask_left.any(dim=-1)  # (B, T): True for a query with every key masked
