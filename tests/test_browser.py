@@ -35,7 +35,7 @@ RAW_INLINE_DOLLAR = re.compile(r"\$[^$\s][^$\n]*\$")
 # The visible text of the article, without code, math already typeset and scripts.
 VISIBLE_PROSE = """() => {
   const article = document.querySelector("article").cloneNode(true);
-  article.querySelectorAll("pre, code, script, style, mjx-container").forEach(e => e.remove());
+  article.querySelectorAll("pre, code, script, style, mjx-container, .zeroclipboard-container").forEach(e => e.remove());
   return {all: article.innerText,
           notebook: [...article.querySelectorAll(".jp-MarkdownOutput")].map(e => e.innerText).join("\\n")};
 }"""
