@@ -1,9 +1,10 @@
 // MathJax 3, served by the site itself (see docs/_hooks/site_hooks.py).
 // Markdown pages carry math as \( \) and \[ \] inside .arithmatex elements
 // (pymdownx.arithmatex, generic mode); notebook pages carry $ and $$ inside
-// their rendered Markdown (cells, and Markdown displayed by code). Nothing else on a page is touched: the page
-// body is ignored and only those two classes are processed. (Material's usual
-// ".*|" would also ignore every class-less <p> inside a notebook cell.)
+// rendered Markdown (Markdown cells, and Markdown displayed by code cells).
+// Nothing else is touched: the page body is ignored and only those classes
+// are processed. (Material's usual ".*|" would also ignore every class-less
+// <p> inside a notebook cell.)
 window.MathJax = {
   tex: {
     inlineMath: [["\\(", "\\)"], ["$", "$"]],
