@@ -53,7 +53,8 @@ def attention_with(num_heads):
 
 output, weights = attention_with(num_heads)(X, X, X)  # (B, T, C), (B, H, T, T)
 print("X:", tuple(X.shape), " weights:", tuple(weights.shape))
-print("W_Q of all heads:", tuple(W_Q.shape), " of head 0:", tuple(W_Q[:, :d_k].shape))
+print("W_Q, all heads side by side:", tuple(W_Q.shape))
+print("W_Q[:, :d_k], the columns of head 0:", tuple(W_Q[:, :d_k].shape))
 for h in range(num_heads):
     row = weights[0, h, 3]  # (T,): the weights of 'she' in head h
     top = tokens[row.argmax()]
@@ -65,8 +66,8 @@ output_1, weights_1 = attention_with(1)(X, X, X)  # (B, T, C), (B, 1, T, T)
 print("one head: weights of 'she':", weights_1[0, 0, 3].numpy().round(3))
 print("one head: output of 'she':", output_1[0, 3].numpy().round(3))
 
-fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained")
 panels = [(weights[0, 0], "head 0 of 2"), (weights[0, 1], "head 1 of 2")]
 panels += [(weights_1[0, 0], "one head, same matrices")]
 for ax, (w, title) in zip(axes, panels, strict=True):
-    attention_heatmap(w, query_labels=tokens, ax=ax, title=title)
+    attention_heatmap(w, query_labels=tokens, ax=ax, title=title, vmax=1.0)

@@ -55,5 +55,6 @@ print("output of 'she' (alice, bob):", output[3].numpy().round(3))
 print("key of 'met' (W_K ignores 'verb'):", K[1].numpy())
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
-attention_heatmap(plain, query_labels=tokens, ax=axes[0], title="plain: X Xᵀ")
-attention_heatmap(weights, query_labels=tokens, ax=axes[1], title="projected: Q Kᵀ")
+panels = [(plain, "plain: X Xᵀ"), (weights, "projected: Q Kᵀ")]
+for ax, (w, title) in zip(axes, panels, strict=True):
+    attention_heatmap(w, query_labels=tokens, ax=ax, title=title, vmax=1.0)

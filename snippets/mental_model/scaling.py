@@ -30,11 +30,11 @@ for d_k in widths:
         results[name].append((z.var(), *softmax_stats(z)))
 
 titles = ["score variance", "largest weight", "entropy (nats)", "gradient size"]
-print(" " * 4 + " |" + "".join(f"{title:^19}|" for title in titles))
-print(f"{'d_k':>4} |" + f"{'plain':>9} {'scaled':>7} |" * 4)
+print(" " * 4 + "".join(f"  {title:^16}" for title in titles))
+print(f"{'d_k':>4}" + f"  {'plain':>8}{'scaled':>8}" * 4)
 for i, d_k in enumerate(widths):
     pairs = zip(results["plain"][i], results["scaled"][i], strict=True)
-    print(f"{d_k:>4} |" + "".join(f"{p:>9.3f} {s:>7.3f} |" for p, s in pairs))
+    print(f"{d_k:>4}" + "".join(f"  {p:>8.3f}{s:>8.3f}" for p, s in pairs))
 print(f"uniform weights: largest weight 1/S = {1 / S:.4f}", end=", ")
 print(f"entropy log S = {np.log(S):.3f}")
 # --8<-- [end:experiment]
