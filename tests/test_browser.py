@@ -55,6 +55,15 @@ PYTHON_COPY_BUTTONS = (
 )
 
 
+# Open the content tab (pymdownx.tabbed) that holds an element, if any.
+SHOW_TAB = """button => {
+  const block = button.closest(".tabbed-block");
+  if (!block) return;
+  const index = [...block.parentElement.children].indexOf(block);
+  block.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[index].click();
+}"""
+
+
 def _page_urls(site: BuiltSite) -> list[str]:
     return [
         page.parent.relative_to(site.path).as_posix() + "/" if page.parent != site.path else ""
@@ -118,6 +127,7 @@ class Visit:
         texts = []
         for button in self.page.locator(PYTHON_COPY_BUTTONS).all():
             self.page.evaluate("() => navigator.clipboard.writeText('')")
+            button.evaluate(SHOW_TAB)  # a block in a content tab is copied with its tab open
             button.scroll_into_view_if_needed()
             button.click()
             texts.append(self.page.evaluate("() => navigator.clipboard.readText()"))
