@@ -1,0 +1,43 @@
+# How small can d_k be? A key fixed in advance needs d_in - 1; a key built from x, 1.
+import torch
+import torch.nn.functional as F
+
+from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
+from attn_ref.linear_as_attention import linear_as_attention
+
+generator = torch.Generator().manual_seed(LINEAR_SEED)
+B, d_in, d_out = LINEAR_SHAPE
+x = torch.randn(B, d_in, generator=generator, dtype=torch.float64)
+W = torch.randn(d_out, d_in, generator=generator, dtype=torch.float64)
+y_exact = x @ W.T  # (B, d_out)
+
+# d_k = d_in - 1: a fixed key whose columns are orthogonal to (1, ..., 1) works.
+q, k, v, mask = linear_as_attention(x, W, d_k=d_in - 1, generator=generator)
+y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]
+error = (y - y_exact).abs().max().item()
+print(f"d_k = {d_in - 1}: k {tuple(k.shape)}, max |y - x W^T| = {error:.1e}")
+
+# d_k = d_in - 2: the function refuses ...
+try:
+    linear_as_attention(x, W, d_k=d_in - 2)
+except ValueError as message:
+    print(f"d_k = {d_in - 2}: ValueError: {message}")
+
+# ... because q k^T + c reaches only a (d_k + 1)-dimensional subspace of the logits.
+# Even the least-squares fit over q and c misses the weights it should give.
+k = torch.randn(d_in, d_in - 2, generator=generator, dtype=torch.float64)  # fixed key
+weights = x.abs() / x.abs().sum(dim=-1, keepdim=True)  # (B, d_in), the weights we need
+ones = torch.ones(d_in, 1, dtype=torch.float64)
+reachable = torch.cat([k, ones], dim=1)  # (d_in, d_k + 1): the matrix [k | 1]
+solution = torch.linalg.lstsq(reachable, weights.log().T).solution  # (d_k + 1, B)
+fitted = torch.softmax((reachable @ solution).T, dim=-1)  # (B, d_in)
+miss = (fitted - weights).abs().max().item()
+print(f"d_k = {d_in - 2}, least-squares q and c: max |weights - wanted| = {miss:.2f}")
+
+# d_k = 1 is enough if the key may depend on x: k = the logits themselves, q = 1.
+k_from_x = weights.log()[..., None]  # (B, d_in) -> (B, d_in, 1)
+q_one = torch.ones(B, 1, 1, dtype=torch.float64)  # scale 1 / sqrt(1) = 1: q k^T = logit
+v = W.T * (x.abs().sum(dim=-1, keepdim=True) * x.sign())[..., None]  # (B, d_in, d_out)
+y = F.scaled_dot_product_attention(q_one, k_from_x, v)[:, 0]
+error = (y - y_exact).abs().max().item()
+print(f"d_k = 1 with k built from x: max |y - x W^T| = {error:.1e}")

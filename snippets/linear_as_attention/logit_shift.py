@@ -1,0 +1,21 @@
+# Adding one number c to every logit leaves the softmax unchanged, up to rounding.
+import torch
+
+from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
+
+torch.manual_seed(LINEAR_SEED)
+_, d_in, _ = LINEAR_SHAPE
+x = torch.randn(d_in)
+weights = x.abs() / x.abs().sum()  # (d_in,), the post's attention weights for one row
+logits = weights.log()
+
+shift = -torch.randn(1)  # the post's term: ONE random number, the same for every logit
+print("the post's shift:", shift)
+print("   c         max |softmax(logits + c) - weights|")
+for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
+    change = (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
+    print(f"{c:9.3g}   {change:.1e}")
+
+noise = torch.randn(d_in)  # by contrast, a different random number for each logit
+change = (torch.softmax(logits + noise, dim=-1) - weights).abs().max().item()
+print(f"one random number per logit: max change {change:.1e}")

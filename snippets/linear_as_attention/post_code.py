@@ -1,0 +1,71 @@
+# The post's construction as it describes it, in float32, with its shapes.
+# --8<-- [start:build]
+import math
+
+import torch
+import torch.nn.functional as F
+
+from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
+
+
+def post_construction(x, fc_weight, k):
+    """The post's steps 2 to 5; k is its random key, (B, d_in, d_k) with d_k = d_in."""
+    x_abs = x.abs()
+    x_sum = x_abs.sum(dim=-1, keepdim=True)  # (B, 1), the L1 norm of each row
+    attn_weights = (x_abs / x_sum)[:, None]  # (B, d_in) -> (B, 1, d_in)
+    v = fc_weight.T[None] * (x_sum[..., None] * x.sign()[..., None])  # (B, d_in, d_out)
+    _y = (attn_weights @ v)[:, 0]  # (B, 1, d_out) -> (B, d_out)
+    logits = torch.log(attn_weights) - torch.randn(1)  # (B, 1, d_in)
+    d_k = k.shape[-1]
+    s = logits * math.sqrt(d_k)
+    q = s @ torch.linalg.inv(k.transpose(-2, -1))  # (B, 1, d_in) @ (B, d_in, d_k)
+    logits_rec = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, 1, d_in)
+    y2 = F.scaled_dot_product_attention(q, k, v)[:, 0]  # (B, 1, d_out) -> (B, d_out)
+    return _y, logits, logits_rec, y2
+
+
+torch.manual_seed(LINEAR_SEED)
+B, d_in, d_out = LINEAR_SHAPE
+x = torch.randn(B, d_in)
+fc_weight = torch.randn(d_out, d_in)
+y1 = x @ fc_weight.T  # (B, d_out)
+k = torch.randn(B, d_in, d_in)  # the inverse needs a square key: d_k = d_in
+_y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
+
+y_exact = x.double() @ fc_weight.double().T  # the same product in float64
+# The post's three asserts, as checks:
+print("allclose(_y, y1):                       ", torch.allclose(_y, y1))
+print("allclose(logits_rec, logits, atol=1e-3):", torch.allclose(logits_rec, logits, atol=1e-3))
+print("allclose(y2, y1, atol=1e-3):            ", torch.allclose(y2, y1, atol=1e-3))
+errors = {
+    "logits_rec - logits": logits_rec - logits,
+    "y1 - x W^T (float64)": y1.double() - y_exact,
+    "_y - x W^T (float64)": _y.double() - y_exact,
+    "y2 - x W^T (float64)": y2.double() - y_exact,
+}
+for name, error in errors.items():
+    print(f"max |{name}| {'':{21 - len(name)}}= {error.abs().max().item():.2e}")
+print("condition number of k, per row:", torch.linalg.cond(k).round().int().tolist())
+# --8<-- [end:build]
+# --8<-- [start:many]
+# The same for many seeds: how often do the post's checks fail? How large is the error?
+n_seeds = 1000
+fails_exact = fails_loose = 0
+worst = (0.0, None, None)  # (error, seed, condition number of k)
+for seed in range(n_seeds):
+    torch.manual_seed(seed)
+    x = torch.randn(B, d_in)
+    fc_weight = torch.randn(d_out, d_in)
+    k = torch.randn(B, d_in, d_in)
+    _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
+    y1 = x @ fc_weight.T
+    fails_exact += not torch.allclose(_y, y1)
+    fails_loose += not torch.allclose(y2, y1, atol=1e-3)
+    error = (y2.double() - x.double() @ fc_weight.double().T).abs().max().item()
+    if error > worst[0]:
+        worst = (error, seed, torch.linalg.cond(k).max().item())
+print(f"allclose(_y, y1) fails for {fails_exact} of {n_seeds} seeds")
+print(f"allclose(y2, y1, atol=1e-3) fails for {fails_loose} of {n_seeds} seeds")
+print(f"largest |y2 - x W^T| = {worst[0]:.2e}, at seed {worst[1]}")
+print(f"the largest cond(k) at that seed: {worst[2]:.0f}")
+# --8<-- [end:many]

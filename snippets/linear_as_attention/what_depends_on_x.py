@@ -1,0 +1,28 @@
+# Which of q, k, v are fixed, and which depend on x (and how)?
+import torch
+
+from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
+from attn_ref.linear_as_attention import linear_as_attention
+
+generator = torch.Generator().manual_seed(LINEAR_SEED)
+_, d_in, d_out = LINEAR_SHAPE
+W = torch.randn(d_out, d_in, generator=generator, dtype=torch.float64)
+x1 = torch.randn(1, d_in, generator=generator, dtype=torch.float64)
+x2 = torch.randn(1, d_in, generator=generator, dtype=torch.float64)
+
+
+def build(x):
+    """q, k, v for x, always with the same random key (same generator seed)."""
+    q, k, v, _ = linear_as_attention(x, W, generator=torch.Generator().manual_seed(1))
+    return {"q": q, "k": k, "v": v}
+
+
+a, b, both, double = build(x1), build(x2), build(x1 + x2), build(2 * x1)
+columns = ("same for x1, x2", "f(2 x1) = 2 f(x1)", "f(x1 + x2) = f(x1) + f(x2)")
+print(f"{'':4}{columns[0]:17}{columns[1]:20}{columns[2]}")
+for name in ("q", "k", "v"):
+    fixed = torch.allclose(a[name], b[name])
+    homogeneous = torch.allclose(double[name], 2 * a[name])
+    additive = torch.allclose(both[name], a[name] + b[name])
+    print(f"{name:4}{fixed!s:17}{homogeneous!s:20}{additive}")
+print("q(2 x1) = q(x1):", torch.allclose(double["q"], a["q"]))
