@@ -96,7 +96,8 @@ def figure_to_svg(figure: Figure, alt: str) -> str:
     if not alt.strip():
         raise ValueError("alt must describe the figure")
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    with plt.rc_context({"svg.hashsalt": "attn_ref"}):  # stable element ids: identical builds
+        figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(figure)
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype

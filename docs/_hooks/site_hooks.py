@@ -5,9 +5,10 @@
 - Notebook pages: the CDN MathJax 2 tag that nbconvert writes is dropped (the
   site's own MathJax typesets them); the ~580 KB of CSS inlined in each page
   moves to one shared, content-hashed stylesheet; nbconvert's random cell ids
-  become sequential ones, so that two builds give the same bytes; outputs are
-  kept out of the search index; and a button downloads the tutorial as an
-  ``.ipynb`` notebook written next to the page.
+  become sequential ones and a cell's printed text is shown as one block, so
+  that two builds give the same bytes; outputs are kept out of the search
+  index; and a button downloads the tutorial as an ``.ipynb`` notebook
+  written next to the page.
 - mkdocs-jupyter caches executed notebooks by their own text only; the cache
   folder is keyed here on the code they import too, so that a change to
   ``attn_ref`` or ``snippets`` re-executes them.
@@ -30,11 +31,21 @@ from mkdocs.utils import get_relative_url
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("attn_ref", "snippets")
 MATHJAX_FILES = ("tex-chtml.js", "output/chtml/fonts/woff-v2")
-NBCONVERT_MATHJAX = re.compile(r'<script src="site-mathjax">\s*</script>\s*<!-- MathJax configuration -->.*?</script>', re.S)
-NBCONVERT_MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded".*?</script>', re.S)
+NBCONVERT_MATHJAX = re.compile(
+    r'<script src="site-mathjax">\s*</script>\s*<!-- MathJax configuration -->.*?</script>', re.S
+)
+NBCONVERT_MERMAID = re.compile(
+    r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded".*?</script>', re.S
+)
 INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 CELL_ID = re.compile(r"cell-id=[0-9a-f]+")
 OUTPUT_AREA = '<div class="jp-OutputArea jp-Cell-outputArea">'
+# Where the kernel flushed printed text in two messages: a timing accident that differs between builds.
+SPLIT_PRINT = re.compile(
+    r'</pre>\s*</div>\s*</div>\s*<div class="jp-OutputArea-child">\s*'
+    r'<div class="jp-OutputPrompt jp-OutputArea-prompt"></div>\s*'
+    r'<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain" tabindex="0">\s*<pre>'
+)
 
 notebook_stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
 
@@ -80,6 +91,7 @@ def on_page_content(html, page, config, files):
     notebook_stylesheets[stylesheet] = css
     html = INLINE_STYLE.sub("", header) + wrapper + cells
     html = _sequential_cell_ids(html)
+    html = SPLIT_PRINT.sub("", html)
     html = html.replace(OUTPUT_AREA, OUTPUT_AREA[:-1] + " data-search-exclude>")
     name = Path(page.file.src_uri).with_suffix(".ipynb").name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
