@@ -7,9 +7,9 @@ Writing $x_i = a_i \cdot \lVert x \rVert_1 \operatorname{sign}(x_i)$ with
 $a_i = |x_i| / \lVert x \rVert_1$ turns that sum into an attention output: one
 query, one key per input feature, weights $a$ and values
 $v_i = \lVert x \rVert_1 \operatorname{sign}(x_i)\, W_{:, i}^\top$.
-:func:`linear_as_attention` builds such ``q``, ``k`` and ``v`` (and a mask for
-zero features) so that :func:`torch.nn.functional.scaled_dot_product_attention`
-returns ``x @ weight.T``.
+``linear_as_attention`` builds such ``q``, ``k`` and ``v`` (and a mask for zero
+features) so that ``torch.nn.functional.scaled_dot_product_attention`` returns
+``x @ weight.T``.
 
 The query and the values depend on ``x``; only the keys can be fixed. The
 construction therefore shows that *each* output of a linear layer is *some*
@@ -40,33 +40,33 @@ def linear_as_attention(
     Each row $x$ of the batch becomes one query over $d_\text{in}$ keys, one
     key per input feature. With $a_i = |x_i| / \lVert x \rVert_1$:
 
-    .. math::
-
-        v_i = \lVert x \rVert_1 \operatorname{sign}(x_i)\, W_{:, i}^\top,
-        \qquad
-        \ell_i = \log |x_i| - \operatorname{mean}_{j: x_j \ne 0} \log |x_j|,
-        \qquad
-        q k^\top = \sqrt{d_k}\, \ell ,
+    $$
+    v_i = \lVert x \rVert_1 \operatorname{sign}(x_i)\, W_{:, i}^\top,
+    \qquad
+    \ell_i = \log |x_i| - \operatorname{mean}_{j: x_j \ne 0} \log |x_j|,
+    \qquad
+    q k^\top = \sqrt{d_k}\, \ell ,
+    $$
 
     so that $\operatorname{softmax}(\ell) = a$ and $a v = x W^\top$. Features
     with $x_i = 0$ would need $\ell_i = -\infty$; they are masked out instead
     (their value is zero anyway). A row of zeros has zero values, so its
     output is zero whatever the weights; none of its keys is masked.
 
-    Without ``key``, a random key with orthonormal columns is drawn (its
-    condition number is 1). With ``d_k >= d_in`` it satisfies
-    $k k^\top = I$, and $q = \sqrt{d_k}\,\ell\, k$. The smallest size that
-    works for a key fixed in advance is ``d_k = d_in - 1``: the key's columns
-    then span the vectors orthogonal to $(1, \dots, 1)$, which holds every
-    centred $\ell$, and softmax ignores the missing constant. With ``key``
-    given, $q$ is the least-squares solution of $q k^\top = \sqrt{d_k}\,\ell$,
-    exact when ``key`` has rank ``d_in``; its rounding error grows with the
-    condition number of ``key``.
+    Without ``key``, a random key with orthonormal rows is drawn (its
+    condition number is 1): $k k^\top = I$, and $q = \sqrt{d_k}\,\ell\, k$.
+    The smallest size that works for a key fixed in advance is
+    ``d_k = d_in - 1``: the key's orthonormal columns then span the vectors
+    orthogonal to $(1, \dots, 1)$, which hold every centred $\ell$, and
+    softmax ignores the missing constant. With ``key`` given, $q$ is the
+    least-squares solution of $q k^\top = \sqrt{d_k}\,\ell$, exact when
+    ``key`` has rank ``d_in``; its rounding error grows with the condition
+    number of ``key``.
 
     Args:
         x: ``(B, d_in)`` inputs, one row per query.
         weight: ``(d_out, d_in)`` weight of the linear layer, as in
-            :class:`torch.nn.Linear`; same dtype as ``x``.
+            ``torch.nn.Linear``; same dtype as ``x``.
         key: Optional ``(d_in, d_k)`` key of rank ``d_in`` (so ``d_k >= d_in``),
             shared by every row; drawn at random when omitted.
         d_k: Size of the drawn key, at least ``max(1, d_in - 1)``; defaults
@@ -78,7 +78,7 @@ def linear_as_attention(
         ``(B, d_in, d_out)`` and ``(B, 1, d_in)``. ``k`` is one key expanded
         over the batch (a view); ``attn_mask`` is boolean, ``True`` where the
         query may attend. Pass all four to
-        :func:`torch.nn.functional.scaled_dot_product_attention`.
+        ``torch.nn.functional.scaled_dot_product_attention``.
 
     Raises:
         TypeError: ``x``, ``weight`` or ``key`` is not a floating tensor, or
