@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.site_tools import ROOT, build, html_pages
+
 SNIPPETS = ROOT / "snippets"
 
 
@@ -42,21 +43,12 @@ class BuiltSite:
     log: str
 
     def pages(self) -> list[Path]:
-        """Every HTML page a reader can open, in a stable order."""
-        return sorted(p for p in self.path.rglob("index.html") if "assets" not in p.parts)
+        return [page for page in html_pages(self.path) if page.name == "index.html"]
 
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
-    """Build the site once per test session with ``mkdocs build --strict``."""
+    """The site, built once per test session with ``mkdocs build --strict``."""
     site_dir = tmp_path_factory.mktemp("site")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-        timeout=1200,
-    )
-    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr}"
-    return BuiltSite(site_dir, result.stderr)
+    _, log = build(ROOT, site_dir)
+    return BuiltSite(site_dir, log)

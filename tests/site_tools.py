@@ -1,0 +1,55 @@
+"""Build the site from a clean copy of the project, and look at what was built.
+
+Shared by the test suite (tests/conftest.py, tests/test_freshness.py) and the
+measurement script (tests/measure.py), so that both build the site the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+
+
+def copy_project(destination: Path) -> Path:
+    """Copy the files git knows (tracked, or new and not ignored): no site, cache or venv."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+def build(project: Path, site_dir: Path) -> tuple[float, str]:
+    """``mkdocs build --strict`` of ``project`` into ``site_dir``: (seconds, log). Fails loudly."""
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={**BUILD_ENV, "PYTHONPATH": str(project)},  # the copy's attn_ref, not the checkout's
+        timeout=1200,
+    )
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"mkdocs build --strict failed in {project}:\n{result.stderr}")
+    return seconds, result.stderr
+
+
+def html_pages(site_dir: Path) -> list[Path]:
+    """Every HTML page a reader can open, in a stable order."""
+    return sorted(p for p in site_dir.rglob("*.html") if "assets" not in p.relative_to(site_dir).parts)
