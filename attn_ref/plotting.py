@@ -11,7 +11,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
-__all__ = ["attention_heatmap", "figure_to_svg"]
+__all__ = ["InlineSVG", "attention_heatmap", "figure_to_svg"]
+
+
+class InlineSVG(str):
+    """SVG markup that a notebook displays as the figure itself (and ``print`` writes out)."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
 
 
 def attention_heatmap(
@@ -77,7 +84,7 @@ def attention_heatmap(
     return ax
 
 
-def figure_to_svg(figure: Figure, alt: str) -> str:
+def figure_to_svg(figure: Figure, alt: str) -> InlineSVG:
     """Render ``figure`` as an inline SVG with a text alternative, and close it.
 
     Args:
@@ -85,7 +92,9 @@ def figure_to_svg(figure: Figure, alt: str) -> str:
         alt: What the figure shows, for readers who cannot see it.
 
     Returns:
-        SVG markup carrying ``role="img"`` and ``aria-label=alt``.
+        SVG markup carrying ``role="img"`` and ``aria-label=alt``. Printed on
+        a Markdown page it is the plot; as a notebook cell's last expression,
+        the notebook shows it as the plot.
 
     Examples:
         >>> fig, _ = plt.subplots()
@@ -102,4 +111,4 @@ def figure_to_svg(figure: Figure, alt: str) -> str:
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
     escaped = alt.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-    return svg.replace("<svg", f'<svg role="img" aria-label="{escaped}"', 1)
+    return InlineSVG(svg.replace("<svg", f'<svg role="img" aria-label="{escaped}"', 1))

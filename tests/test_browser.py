@@ -5,18 +5,17 @@ code blocks, copied with the copy buttons, run in order in one fresh interpreter
 from __future__ import annotations
 
 import functools
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BuiltSite
+from tests.conftest import ROOT, BuiltSite
+from tests.site_server import serve
 
 pytestmark = pytest.mark.browser
 
@@ -41,7 +40,7 @@ VISIBLE_PROSE = """() => {
 }"""
 
 PAGE_FACTS = """() => ({
-  images: [...document.querySelectorAll("article img")].map(i => ({src: i.src.slice(0, 60), ok: i.complete && i.naturalWidth > 0})),
+  images: [...document.querySelectorAll("article img")].map(i => ({src: i.src.slice(0, 60), alt: i.alt, ok: i.complete && i.naturalWidth > 0})),
   svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
   codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
   notebookCells: document.querySelectorAll("article .jp-CodeCell .jp-InputArea").length,
@@ -73,16 +72,8 @@ def _page_urls(site: BuiltSite) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(built_site):
-    handler = functools.partial(_QuietHandler, directory=str(built_site.path))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/"
-    httpd.shutdown()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+    with serve(built_site.path) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -137,30 +128,54 @@ class Visit:
         self.context.close()
 
 
+def _pages_from_docs() -> list[str]:
+    """URL paths of the pages, from the docs folder, so that test ids are known before the build."""
+    docs = ROOT / "docs"
+    paths = [""]
+    for source in sorted(docs.rglob("*")):
+        relative = source.relative_to(docs)
+        if source.suffix in {".md", ".py"} and relative.parts[0] != "_hooks" and source.name != "index.md":
+            paths.append(relative.with_suffix("").as_posix() + "/")
+    return paths
+
+
+PAGE_PATHS = _pages_from_docs()
+
+
 def pytest_generate_tests(metafunc):
     if "page_path" in metafunc.fixturenames:
-        from tests.conftest import ROOT
-
-        # The page list comes from the docs folder so that ids are known before the build.
-        docs = ROOT / "docs"
-        paths = [""]
-        for source in sorted(docs.rglob("*")):
-            relative = source.relative_to(docs)
-            if (
-                source.suffix in {".md", ".py"}
-                and relative.parts[0] not in {"_hooks"}
-                and source.name != "index.md"
-            ):
-                paths.append(relative.with_suffix("").as_posix() + "/")
-        metafunc.parametrize("page_path", paths)
+        metafunc.parametrize("page_path", PAGE_PATHS)
 
 
-def test_page_renders_offline(browser, server, built_site, page_path):
-    assert sorted(_page_urls(built_site)) == sorted(set(_page_urls(built_site)))
-    visit = Visit(browser, server, page_path)
+def test_every_built_page_is_checked(built_site):
+    assert sorted(_page_urls(built_site)) == sorted(PAGE_PATHS)
+
+
+MODES = {  # name: browser context options
+    "light": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"},
+    "dark": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "dark"},
+    "narrow": {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True},
+}
+FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
+NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
+SCREENSHOTS = ROOT / "screenshots"
+
+TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
+  .reduce((total, entry) => total + entry.transferSize, 0)"""
+SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - window.innerWidth"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_page_renders_offline(browser, server, page_path, mode):
+    visit = Visit(browser, server, page_path, **MODES[mode])
     try:
         prose = visit.page.evaluate(VISIBLE_PROSE)
         facts = visit.page.evaluate(PAGE_FACTS)
+        transferred = visit.page.evaluate(TRANSFERRED)
+        overflow = visit.page.evaluate(SIDEWAYS_SCROLL)
+        SCREENSHOTS.mkdir(exist_ok=True)
+        name = page_path.strip("/").replace("/", "_") or "home"
+        visit.page.screenshot(path=SCREENSHOTS / f"{name}-{mode}.png", full_page=True)
     finally:
         visit.close()
     assert visit.outside == []
@@ -168,17 +183,20 @@ def test_page_renders_offline(browser, server, built_site, page_path):
     assert RAW_TEX.findall(prose["all"]) == [], "math left as raw TeX"
     assert RAW_INLINE_DOLLAR.findall(prose["notebook"]) == [], "notebook math left as raw TeX"
     assert all(image["ok"] for image in facts["images"]), facts["images"]
+    assert all(image["alt"] and image["alt"] != NBCONVERT_DEFAULT_ALT for image in facts["images"]), facts[
+        "images"
+    ]
     assert all(label for label in facts["svgPlots"]), "every plot needs a text alternative"
     assert facts["codeBlocksWithoutCopy"] == 0
     assert facts["notebookCopyButtons"] == facts["notebookCells"]
     source = _source_text(page_path)
     if "attention_heatmap" in source or "figure_to_svg" in source:
         assert facts["images"] or facts["svgPlots"], "the page makes a plot but none is shown"
+    assert transferred <= FIRST_VISIT_BUDGET
+    assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
 
 
 def _source_text(page_path: str) -> str:
-    from tests.conftest import ROOT
-
     stem = ROOT / "docs" / (page_path.rstrip("/") or "index")
     for suffix in (".md", ".py"):
         if stem.with_suffix(suffix).is_file():

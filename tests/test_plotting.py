@@ -36,3 +36,8 @@ def test_shared_vmax_fixes_the_colour_scale():
     ax = attention_heatmap([[0.2, 0.3], [0.1, 0.4]], vmax=1.0)
     assert ax.images[0].get_clim() == (0.0, 1.0)
     plt.close(ax.figure)
+
+
+def test_svg_displays_itself_in_a_notebook():
+    svg = figure_to_svg(plt.figure(), alt="empty")
+    assert svg._repr_html_() == str(svg)

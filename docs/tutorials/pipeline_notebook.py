@@ -29,7 +29,12 @@ weights
 print("row sums:", weights.sum(dim=-1))
 print("matches PyTorch:", torch.allclose(output, torch.nn.functional.scaled_dot_product_attention(X, X, X)))
 
+# %% [markdown]
+# The weights as a heatmap, one row per query. `figure_to_svg` renders the
+# figure with a text alternative, for readers who cannot see it:
+
 # %%
-from attn_ref.plotting import attention_heatmap
+from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 ax = attention_heatmap(weights, query_labels=["token 1", "token 2", "token 3"])
+figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights of the three-token example")
