@@ -59,9 +59,9 @@ def linear_as_attention(
     ``d_k = d_in - 1``: the key's orthonormal columns then span the vectors
     orthogonal to $(1, \dots, 1)$, which hold every centred $\ell$, and
     softmax ignores the missing constant. With ``key`` given, $q$ is the
-    least-squares solution of $q k^\top = \sqrt{d_k}\,\ell$, exact when
-    ``key`` has rank ``d_in``; its rounding error grows with the condition
-    number of ``key``.
+    minimum-norm solution of $q k^\top = \sqrt{d_k}\,\ell$ (through a QR
+    factorisation of $k^\top$), exact when ``key`` has rank ``d_in``; its
+    rounding error grows with the condition number of ``key``.
 
     Args:
         x: ``(B, d_in)`` inputs, one row per query.
@@ -137,10 +137,22 @@ def linear_as_attention(
         key = _orthonormal_key(d_in, d_k, x, generator)  # (d_in, d_k)
         query = scores @ key  # (B, d_in) @ (d_in, d_k) -> (B, d_k)
     else:
-        query = torch.linalg.lstsq(key, scores.T).solution.T  # (d_in, d_k) \ (d_in, B) -> (B, d_k)
+        query = _min_norm_query(key, scores)  # (B, d_k)
 
     attn_mask = (nonzero | all_zero)[:, None, :]  # (B, d_in) -> (B, 1, d_in)
     return query[:, None, :], key.expand(B, d_in, d_k), value, attn_mask  # q: (B, d_k) -> (B, 1, d_k)
+
+
+def _min_norm_query(key: Tensor, scores: Tensor) -> Tensor:
+    """The smallest ``q`` (per row) with ``q @ key.T == scores``, for ``key`` of rank ``d_in``.
+
+    With the reduced QR factorisation ``key.T = Q R``, ``q = z Q.T`` where
+    ``z R = scores``: one triangular solve, backward stable, and the same
+    result on every run (LAPACK's default least-squares driver is not).
+    """
+    Q, R = torch.linalg.qr(key.T)  # (d_k, d_in) = (d_k, d_in) @ (d_in, d_in)
+    z = torch.linalg.solve_triangular(R.T, scores.T, upper=False)  # (d_in, B)
+    return (Q @ z).T  # (d_k, d_in) @ (d_in, B) -> (d_k, B) -> (B, d_k)
 
 
 def _orthonormal_key(d_in: int, d_k: int, like: Tensor, generator: torch.Generator | None) -> Tensor:

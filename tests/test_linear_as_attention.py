@@ -149,13 +149,16 @@ def test_given_key_error_scales_with_its_condition_number(problem, log_cond):
     assert (np.abs(y - x @ W.T) <= _tolerance(x, W, dtype, cond)).all()
 
 
-def test_wide_given_key_uses_least_squares():
+def test_wide_given_key_gets_the_minimum_norm_query():
     rng = np.random.default_rng(0)
     x, W = rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
     key = torch.tensor(rng.standard_normal((5, 9)))
     (q, k, _, _), y = _run(x, W, torch.float64, key=key)
     assert q.shape == (4, 1, 9) and k.shape == (4, 5, 9)
     np.testing.assert_allclose(y, x @ W.T, atol=1e-12)
+    # Minimum norm: q lies in the row space of k^T, i.e. q = z k for some z (NumPy's lstsq).
+    z = np.linalg.lstsq(key.numpy().T, q[:, 0].numpy().T, rcond=None)[0]
+    np.testing.assert_allclose(z.T @ key.numpy(), q[:, 0].numpy(), atol=1e-12)
 
 
 def test_query_ignores_scale_and_values_scale_with_x():

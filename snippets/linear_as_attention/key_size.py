@@ -29,7 +29,8 @@ k = torch.randn(d_in, d_in - 2, generator=generator, dtype=torch.float64)  # fix
 weights = x.abs() / x.abs().sum(dim=-1, keepdim=True)  # (B, d_in), the weights we need
 ones = torch.ones(d_in, 1, dtype=torch.float64)
 reachable = torch.cat([k, ones], dim=1)  # (d_in, d_k + 1): the matrix [k | 1]
-solution = torch.linalg.lstsq(reachable, weights.log().T).solution  # (d_k + 1, B)
+target = weights.log().T  # (d_in, B)
+solution = torch.linalg.lstsq(reachable, target, driver="gelsd").solution  # (d_k + 1, B)
 fitted = torch.softmax((reachable @ solution).T, dim=-1)  # (B, d_in)
 miss = (fitted - weights).abs().max().item()
 print(f"d_k = {d_in - 2}, least-squares q and c: max |weights - wanted| = {miss:.2f}")
