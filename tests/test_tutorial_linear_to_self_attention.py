@@ -211,9 +211,12 @@ def test_heatmaps_are_drawn_and_strongest_keys_are_right(run):
         assert run.has_line(f"{query} attends most to {' and '.join(strongest)}")
     plotting_cells = [c for c in run.cells if c.cell_type == "code" and "attention_heatmap(" in c.source]
     assert len(plotting_cells) == 2
-    for cell in plotting_cells:
-        images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
-        assert len(images) == 1, cell.source
+    heatmaps_per_cell = [1, 2]
+    for cell, heatmaps in zip(plotting_cells, heatmaps_per_cell, strict=True):
+        figures = [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
+        assert len(figures) == 1, cell.source
+        assert figures[0].startswith('<svg role="img" aria-label="')
+        assert figures[0].count("<image ") == 2 * heatmaps  # each heatmap: the weights and a colour bar
 
 
 def test_random_projections_match_float64_hand_computation(run):

@@ -244,8 +244,14 @@ def test_every_check_the_tutorial_prints_holds(executed):
 
 def test_one_heatmap_for_identity_weights_and_one_per_head(executed):
     notebook, values = executed
-    figures = [o for c in _code_cells(notebook) for o in c.outputs if "image/png" in o.get("data", {})]
+    figures = [
+        o["data"]["text/html"]
+        for c in _code_cells(notebook)
+        for o in c.outputs
+        if "text/html" in o.get("data", {})
+    ]
+    figures = [svg for svg in figures if svg.startswith('<svg role="img" aria-label="')]
     assert len(figures) == 2
-    # Each heatmap brings a colour bar: one head gives 2 axes, H heads 2 H.
-    assert "with 2 Axes" in figures[0]["data"]["text/plain"]
-    assert f"with {2 * values['num_heads']} Axes" in figures[1]["data"]["text/plain"]
+    # Each heatmap draws two images, the weights and a colour bar: one heatmap, then one per head.
+    assert figures[0].count("<image ") == 2
+    assert figures[1].count("<image ") == 2 * values["num_heads"]

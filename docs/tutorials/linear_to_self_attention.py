@@ -415,18 +415,21 @@ for name, (a, b) in comparisons.items():
 # give equal weights, so a query splits its attention evenly between keys that match it equally well.
 
 # %%
-from attn_ref.plotting import attention_heatmap
+from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 tokens = ["token 1", "token 2", "token 3"]
+for query, row in zip(tokens, weights_pt, strict=True):
+    top = torch.isclose(row, row.max())  # (3,): True where the maximum is
+    strongest = [key for key, is_top in zip(tokens, top, strict=True) if is_top]
+    print(f"{query} attends most to {' and '.join(strongest)}")
 ax = attention_heatmap(
     weights_pt,
     query_labels=tokens,
     title="Identity projections",
 )
-for query, row in zip(tokens, weights_pt, strict=True):
-    top = torch.isclose(row, row.max())  # (3,): True where the maximum is
-    strongest = [key for key, is_top in zip(tokens, top, strict=True) if is_top]
-    print(f"{query} attends most to {' and '.join(strongest)}")
+figure_to_svg(
+    ax.figure, alt="Heatmap of the 3 by 3 attention weights with identity projections, one row per query"
+)
 
 # %% [markdown]
 # ## 4. What the identity projections hide
@@ -500,8 +503,8 @@ print(f"largest difference with the seed's scale: {off:.4f}")
 # %% [markdown]
 # Side by side, the two sets of weights: the same tokens, attended to differently because the
 # projections changed. PyTorch's default initialisation draws small weights, so untrained projections
-# give small scores and weights close to uniform (their range is printed above). Each panel scales its
-# colours to its own largest weight: compare the numbers written in the cells, not the colours.
+# give small scores and weights close to uniform (their range is printed above). Both panels share one
+# colour scale, from 0 to 1, so equal colours mean equal weights.
 # Training adjusts $W_q$, $W_k$ and $W_v$ until the patterns help the task.
 
 # %%
@@ -513,14 +516,18 @@ attention_heatmap(
     query_labels=tokens,
     ax=left,
     title="Identity projections",
+    vmax=1.0,
 )
 attention_heatmap(
     weights_r,
     query_labels=tokens,
     ax=right,
     title="Random projections, d_k = 2",
+    vmax=1.0,
 )
-plt.show()
+figure_to_svg(
+    fig, alt="Two 3 by 3 attention heatmaps side by side: identity projections, then random projections"
+)
 
 # %% [markdown]
 # ## Summary

@@ -35,7 +35,7 @@ from attn_ref import (
     split_heads,
 )
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
-from attn_ref.plotting import attention_heatmap
+from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 torch.set_printoptions(precision=4, sci_mode=False, linewidth=68)
 torch.set_grad_enabled(False)  # forward passes only: no gradients
@@ -162,6 +162,9 @@ ax = attention_heatmap(
     weights[0],
     query_labels=token_labels,
     title="Identity projections (Q = K = V = X)",
+)
+figure_to_svg(
+    ax.figure, alt="Heatmap of the 10 by 10 attention weights with identity projections, one row per query"
 )
 
 # %% [markdown]
@@ -465,6 +468,7 @@ for h, ax in enumerate(axes):
         ax=ax,
         title=f"Head {h} (random, untrained projections)",
     )
+figure_to_svg(fig, alt=f"{num_heads} heatmaps of 10 by 10 attention weights, one per head, one row per query")
 
 # %% [markdown]
 # ### Concatenate the heads
