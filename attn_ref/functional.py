@@ -1,7 +1,7 @@
 r"""Scaled dot-product attention and its pieces, written out in PyTorch.
 
 The argument names and order follow
-:func:`torch.nn.functional.scaled_dot_product_attention`, so that code written
+`torch.nn.functional.scaled_dot_product_attention`, so that code written
 against one runs against the other. Unlike PyTorch's function, these return
 the attention weights as well as the output, so that pages can print and plot
 them.
@@ -25,16 +25,16 @@ __all__ = [
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     r"""Numerically stable softmax along ``dim``.
 
-    .. math::
-
-        \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
-        \qquad m = \max_j x_j
+    $$
+    \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
+    \qquad m = \max_j x_j
+    $$
 
     Subtracting the maximum $m$ changes nothing mathematically (it cancels
     between numerator and denominator) but keeps every exponent $\le 0$, so
     ``exp`` never overflows. A slice whose entries are all ``-inf`` has no
-    maximum to subtract and gives ``nan``, exactly as :func:`torch.softmax`
-    does; :func:`scaled_dot_product_attention` handles that case itself.
+    maximum to subtract and gives ``nan``, exactly as `torch.softmax`
+    does; `scaled_dot_product_attention` handles that case itself.
 
     Args:
         x: Logits of any floating dtype.
@@ -65,10 +65,10 @@ def scaled_dot_product_attention(
 ) -> tuple[Tensor, Tensor]:
     r"""Attention of each query over all keys, returning output and weights.
 
-    .. math::
-
-        \operatorname{Attention}(Q, K, V) =
-        \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+    $$
+    \operatorname{Attention}(Q, K, V) =
+    \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+    $$
 
     Masks follow PyTorch's conventions. A boolean ``attn_mask`` is ``True``
     where a query **may** attend to a key; a floating ``attn_mask`` is added
@@ -77,7 +77,7 @@ def scaled_dot_product_attention(
     (combine masks yourself with ``&``, as PyTorch also requires).
 
     A query whose keys are all masked gets weights of zero and an output of
-    zero, which is what :func:`torch.nn.functional.scaled_dot_product_attention`
+    zero, which is what `torch.nn.functional.scaled_dot_product_attention`
     returns (a plain softmax would give ``nan`` there). Half-precision inputs
     are computed in float32 and the results cast back to the input dtype.
 

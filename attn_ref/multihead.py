@@ -1,7 +1,7 @@
 r"""Multi-head attention from scratch: split into heads, attend, merge, project.
 
-:class:`MultiHeadAttention` computes what :class:`torch.nn.MultiheadAttention`
-computes (with ``batch_first=True``), and :meth:`MultiHeadAttention.from_torch`
+`MultiHeadAttention` computes what `torch.nn.MultiheadAttention`
+computes (with ``batch_first=True``), and `MultiHeadAttention.from_torch`
 copies the weights of one into the other so that the two can be compared.
 """
 
@@ -42,7 +42,7 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
 
 
 def merge_heads(x: Tensor) -> Tensor:
-    """Undo :func:`split_heads`: concatenate the heads' features.
+    """Undo `split_heads`: concatenate the heads' features.
 
     Args:
         x: ``(B, H, T, d_k)``.
@@ -64,17 +64,17 @@ def merge_heads(x: Tensor) -> Tensor:
 class MultiHeadAttention(nn.Module):
     r"""Multi-head attention with batch-first inputs.
 
-    .. math::
-
-        \operatorname{MultiHead}(Q, K, V) = \operatorname{Concat}(\text{head}_1,
-        \dots, \text{head}_H)\, W^O, \qquad
-        \text{head}_h = \operatorname{Attention}(Q W^Q_h, K W^K_h, V W^V_h)
+    $$
+    \operatorname{MultiHead}(Q, K, V) = \operatorname{Concat}(\text{head}_1,
+    \dots, \text{head}_H)\, W^O, \qquad
+    \text{head}_h = \operatorname{Attention}(Q W^Q_h, K W^K_h, V W^V_h)
+    $$
 
     Each head works in ``d_k = embed_dim // num_heads`` dimensions, so all
     heads together cost about as much as one head of full width.
 
-    Masks follow :func:`attn_ref.scaled_dot_product_attention`: ``True``
-    means *may attend*. :class:`torch.nn.MultiheadAttention` uses the
+    Masks follow `attn_ref.scaled_dot_product_attention`: ``True``
+    means *may attend*. `torch.nn.MultiheadAttention` uses the
     opposite convention for boolean masks, so negate a mask (``~mask``)
     when passing the same one to both.
 
@@ -134,7 +134,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
-        """Build a copy of a :class:`torch.nn.MultiheadAttention` with the same weights.
+        """Build a copy of a `torch.nn.MultiheadAttention` with the same weights.
 
         PyTorch stores the three input projections stacked in one
         ``(3C, C)`` matrix; they are split here into ``q_proj``, ``k_proj``

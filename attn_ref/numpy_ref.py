@@ -1,6 +1,6 @@
 r"""NumPy versions of softmax and scaled dot-product attention.
 
-They mirror :mod:`attn_ref.functional` for readers who want to see attention
+They mirror `attn_ref.functional` for readers who want to see attention
 without PyTorch, and serve as an independent check of it in the tests.
 """
 
@@ -13,7 +13,7 @@ __all__ = ["scaled_dot_product_attention", "softmax"]
 
 
 def softmax(x: ArrayLike, axis: int = -1) -> NDArray[np.floating]:
-    r"""Numerically stable softmax along ``axis``; see :func:`attn_ref.functional.softmax`.
+    r"""Numerically stable softmax along ``axis``; see `attn_ref.functional.softmax`.
 
     Examples:
         >>> softmax([1.0, 2.0, 3.0]).round(4)

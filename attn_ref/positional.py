@@ -11,10 +11,10 @@ __all__ = ["sinusoidal_positional_encoding"]
 def sinusoidal_positional_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> Tensor:
     r"""The fixed encoding that tells attention where each token sits.
 
-    .. math::
-
-        PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right), \qquad
-        PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right)
+    $$
+    PE_{p,\,2i} = \sin\!\left(\frac{p}{b^{2i/d}}\right), \qquad
+    PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right)
+    $$
 
     with $b = 10000$ and $d$ = ``d_model``. Each pair of columns is a sine
     and cosine of one frequency, from one turn every $2\pi$ positions down
