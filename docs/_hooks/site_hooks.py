@@ -12,7 +12,9 @@
 - mkdocs-jupyter caches executed notebooks by their own text only; the cache
   folder is keyed here on the code they import too, so that a change to
   ``attn_ref`` or ``snippets`` re-executes them.
-- ``attn_ref`` is re-imported on every build, so that ``mkdocs serve`` shows
+- ``attn_ref`` is re-imported on every build, and a change to the code
+  rebuilds every page even under ``mkdocs serve --dirty`` (which otherwise
+  rebuilds only the pages whose own file changed), so that the preview shows
   code changes without a restart.
 """
 
@@ -48,6 +50,7 @@ SPLIT_PRINT = re.compile(
 )
 
 notebook_stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
+last_built_digest: str | None = None  # this module lives as long as `mkdocs serve` does
 
 
 def code_digest() -> str:
@@ -69,6 +72,16 @@ def on_config(config):
 def on_pre_build(config):
     for name in [name for name in sys.modules if name == "attn_ref" or name.startswith("attn_ref.")]:
         del sys.modules[name]
+
+
+def on_files(files, config):
+    global last_built_digest
+    digest = code_digest()
+    if last_built_digest not in (None, digest):
+        for page in files.documentation_pages():  # no built page is up to date any more
+            Path(page.abs_dest_path).unlink(missing_ok=True)
+    last_built_digest = digest
+    return files
 
 
 def _is_notebook(page) -> bool:

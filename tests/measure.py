@@ -1,0 +1,197 @@
+"""Print every build, size and quality figure of the site, with its target: ``make measure``.
+
+Builds run in throwaway copies of the project, so the checkout's cache and
+site/ are never touched, and "clean" means clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.site_server import serve
+from tests.site_tools import BUILD_ENV, ROOT, build, copy_project, html_pages
+
+KB = 1024
+EDITED_PAGE = "docs/foundations/pipeline.md"
+SEARCHES = {  # what a reader types: the page it should land on
+    "softmax": "concepts/mental_model/",
+    "causal mask": "tutorials/causal_self_attention/",
+    "multi-head": "concepts/mental_model/",
+    "positional encoding": "concepts/mental_model/",
+}
+TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
+  .reduce((sums, e) => [sums[0] + e.transferSize, sums[1] + e.decodedBodySize], [0, 0])"""
+
+
+def row(name: str, value: str, target: str = "") -> None:
+    print(f"  {name:<52} {value:>14}   {target}")
+
+
+def measure_builds(work: Path) -> tuple[Path, Path]:
+    print("Build")
+    first = copy_project(work / "a")
+    seconds, _ = build(first, work / "site-a")
+    row("clean build (everything executed)", f"{seconds:.1f} s", "target <= 30 s")
+    seconds, _ = build(copy_project(work / "b"), work / "site-b")
+    row("second clean build, in another copy", f"{seconds:.1f} s")
+    seconds, _ = build(first, work / "site-a2")
+    row("rebuild with nothing changed (caches warm)", f"{seconds:.1f} s")
+    row(
+        "live-reload rebuild after editing one page", f"{serve_rebuild_seconds(first):.1f} s", "target <= 3 s"
+    )
+
+    print("Reproducible and never stale")
+    pages = [p.relative_to(work / "site-a") for p in html_pages(work / "site-a")]
+    pages += [p.relative_to(work / "site-a") for p in (work / "site-a").rglob("*.ipynb")]
+    differing = [p for p in pages if (work / "site-a" / p).read_bytes() != (work / "site-b" / p).read_bytes()]
+    row("pages differing between two clean builds", f"{len(differing)} of {len(pages)}", "target 0")
+    init = first / "attn_ref" / "__init__.py"
+    init.write_text(init.read_text() + "\nprint('changed after the first build')\n")
+    build(first, work / "site-a3")
+    notebooks = sorted((work / "site-a3" / "tutorials").glob("*/index.html"))
+    stale = [p for p in notebooks if "changed after the first build" not in p.read_text()]
+    row("tutorials stale after a change to attn_ref", f"{len(stale)} of {len(notebooks)}", "target 0")
+    return work / "site-a", first
+
+
+def serve_rebuild_seconds(project: Path) -> float:
+    """Seconds from saving a Markdown page to the browsers' reload, under `make serve`."""
+    log = project / "serve.log"
+    with log.open("w") as out:
+        command = [
+            "make",
+            "--no-print-directory",
+            "serve",
+            f"BIN={Path(sys.executable).parent}",
+            "INSTALLED=",
+        ]
+        server = subprocess.Popen(
+            [*command, f"SERVE_ADDR=127.0.0.1:{_free_port()}"],
+            cwd=project,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**BUILD_ENV, "PYTHONPATH": str(project)},
+            start_new_session=True,
+        )
+    try:
+        _wait_for(log, "Serving on", count=1)
+        page = project / EDITED_PAGE
+        start = time.perf_counter()
+        page.write_text(page.read_text() + "\nAn edited line.\n")
+        _wait_for(log, "Reloading browsers", count=1)
+        return time.perf_counter() - start
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for(log: Path, text: str, count: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while log.read_text().count(text) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {text!r} in {log}:\n{log.read_text()[-2000:]}")
+        time.sleep(0.05)
+
+
+def measure_sizes(site: Path) -> None:
+    print("Light")
+    pages = sorted(html_pages(site), key=lambda p: p.stat().st_size)
+    largest = pages[-1]
+    row(
+        f"largest page ({largest.relative_to(site)})",
+        f"{largest.stat().st_size / KB:.0f} KB",
+        "target <= 200 KB",
+    )
+    row("pages over 200 KB", str(sum(p.stat().st_size > 200 * KB for p in pages)), "target 0")
+    total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    row("built site, all files", f"{total / KB / KB:.1f} MB")
+
+
+def measure_in_browser(site: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_PATHS
+
+    with serve(site) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        outside: set[str] = set()
+        transfers = {}
+        for path in PAGE_PATHS:
+            context = browser.new_context()
+            page = context.new_page()
+            page.route("**/*", lambda route: _local_only(route, base, outside))
+            page.goto(base + path, wait_until="networkidle")
+            page.evaluate("() => MathJax.startup.promise")
+            transfers[path or "home"] = page.evaluate(TRANSFERRED)
+            context.close()
+        worst = max(transfers, key=lambda p: transfers[p][0])
+        row(
+            f"heaviest first visit ({worst}), transferred",
+            f"{transfers[worst][0] / KB:.0f} KB",
+            "target <= 1024 KB",
+        )
+        row("  the same, uncompressed", f"{transfers[worst][1] / KB:.0f} KB")
+        row("hosts other than the site requested", ", ".join(sorted(outside)) or "none", "target none")
+
+        print("Search")
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(base, wait_until="networkidle")
+        for query, expected in SEARCHES.items():
+            page.locator("label.md-search__icon, .md-search__input").first.click()
+            page.fill(".md-search__input", query)
+            first = page.locator(".md-search-result__item a").first
+            first.wait_for()
+            landed = re.sub(r"#.*", "", first.get_attribute("href")).removeprefix(base)
+            row(
+                f'"{query}" lands on',
+                landed or "home",
+                "ok" if landed == expected else f"expected {expected}",
+            )
+            page.keyboard.press("Escape")
+        context.close()
+        browser.close()
+
+
+def _local_only(route, base: str, outside: set[str]) -> None:
+    if route.request.url.startswith(base):
+        route.continue_()
+    else:
+        outside.add(re.sub(r"^\w+://([^/]+).*", r"\1", route.request.url))
+        route.abort()
+
+
+def measure_publishable(site: Path) -> None:
+    print("Publishable")
+    row("404 page", "yes" if (site / "404.html").is_file() else "no", "target yes")
+    row("site_url set", "yes" if "site_url:" in (ROOT / "mkdocs.yml").read_text() else "no", "target yes")
+    workflow = ROOT / ".github" / "workflows" / "pages.yml"
+    row("GitHub Pages workflow", "yes" if workflow.is_file() else "no", "target yes")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        site, _ = measure_builds(Path(folder))
+        measure_sizes(site)
+        with contextlib.suppress(ImportError):
+            measure_in_browser(site)
+        measure_publishable(site)
+
+
+if __name__ == "__main__":
+    main()
