@@ -21,14 +21,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
+import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import jupytext
 import mathjax
 from mkdocs.utils import get_relative_url
+from mkdocs_jupyter import plugin as jupyter_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("attn_ref", "snippets")
@@ -41,6 +45,10 @@ NBCONVERT_MERMAID = re.compile(
 )
 INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 CELL_ID = re.compile(r"cell-id=[0-9a-f]+")
+NB2HTML_OPTIONS = (  # mkdocs-jupyter's options that its converter takes
+    "execute", "kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
+    "remove_tag_config", "highlight_extra_classes", "include_requirejs", "custom_mathjax_url",
+)  # fmt: skip
 OUTPUT_AREA = '<div class="jp-OutputArea jp-Cell-outputArea">'
 # Where the kernel flushed printed text in two messages: a timing accident that differs between builds.
 SPLIT_PRINT = re.compile(
@@ -50,6 +58,7 @@ SPLIT_PRINT = re.compile(
 )
 
 notebook_stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
+executing: dict[str, Future] = {}  # notebook source path -> its execution in a worker process
 last_built_digest: str | None = None  # this module lives as long as `mkdocs serve` does
 
 
@@ -81,7 +90,54 @@ def on_files(files, config):
         for page in files.documentation_pages():  # no built page is up to date any more
             Path(page.abs_dest_path).unlink(missing_ok=True)
     last_built_digest = digest
+    _execute_notebooks_in_parallel(files, config)
     return files
+
+
+def _execute_notebooks_in_parallel(files, config):
+    """Fill mkdocs-jupyter's cache for every uncached tutorial, two kernels at a time.
+
+    mkdocs-jupyter executes notebooks one after the other when it renders
+    them; here they start at once, beside the Markdown pages, and the plugin
+    then finds each result in its cache (the same key, path and format).
+    """
+    plugin = config.plugins["mkdocs-jupyter"]
+    jobs = {}
+    for file in files.documentation_pages():
+        if not plugin.should_include(file):
+            continue
+        key = jupyter_plugin._compute_cache_key(file.abs_src_path, plugin.config, plugin.config["execute"])
+        cache_path = jupyter_plugin._get_cache_path(plugin.config["cache_dir"], key)
+        if not cache_path.exists():
+            jobs[file.abs_src_path] = cache_path
+    if not jobs:
+        return
+    options = json.dumps({key: plugin.config[key] for key in (*NB2HTML_OPTIONS, "toc_depth")})
+    pool = ThreadPoolExecutor(max_workers=2)
+    for source, cache_path in jobs.items():
+        command = [sys.executable, __file__, source, str(cache_path), options]
+        executing[source] = pool.submit(subprocess.run, command, check=True, capture_output=True, text=True)
+    pool.shutdown(wait=False)
+
+
+def _execute_into_cache(source: str, cache_path: Path, options: dict) -> None:
+    """What mkdocs-jupyter does on a cache miss, in a process of its own."""
+    body = jupyter_plugin.convert.nb2html(source, **{key: options[key] for key in NB2HTML_OPTIONS})
+    toc_tokens, title = jupyter_plugin._get_nb_toc_tokens(source, options["toc_depth"])
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    cache_path.write_text(
+        json.dumps({"content": body, "toc_tokens": toc_tokens, "title": title}), encoding="utf-8"
+    )
+
+
+def on_pre_page(page, config, files):
+    running = executing.pop(page.file.abs_src_path, None)
+    if running is not None:
+        try:
+            running.result()
+        except subprocess.CalledProcessError as failed:  # a failing cell stops the build, as it would have
+            raise RuntimeError(f"executing {page.file.src_uri} failed:\n{failed.stderr}") from None
+    return page
 
 
 def _is_notebook(page) -> bool:
@@ -139,3 +195,7 @@ def on_post_build(config):
         else:
             (site / "assets" / "mathjax" / item).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / item, site / "assets" / "mathjax" / item)
+
+
+if __name__ == "__main__":  # a worker of _execute_notebooks_in_parallel
+    _execute_into_cache(sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]))
