@@ -22,12 +22,6 @@ from tests.site_tools import BUILD_ENV, ROOT, build, copy_project, html_pages
 
 KB = 1024
 EDITED_PAGE = "docs/foundations/pipeline.md"
-SEARCHES = {  # what a reader types: the page it should land on
-    "softmax": "concepts/mental_model/",
-    "causal mask": "tutorials/causal_self_attention/",
-    "multi-head": "concepts/mental_model/",
-    "positional encoding": "concepts/mental_model/",
-}
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((sums, e) => [sums[0] + e.transferSize, sums[1] + e.decodedBodySize], [0, 0])"""
 
@@ -125,7 +119,7 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_PATHS
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_PATHS, SEARCHES, search_first_hit
 
     with serve(site) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -153,11 +147,7 @@ def measure_in_browser(site: Path) -> None:
         page = context.new_page()
         page.goto(base, wait_until="networkidle")
         for query, expected in SEARCHES.items():
-            page.locator("label.md-search__icon, .md-search__input").first.click()
-            page.fill(".md-search__input", query)
-            first = page.locator(".md-search-result__item a").first
-            first.wait_for()
-            landed = re.sub(r"#.*", "", first.get_attribute("href")).removeprefix(base)
+            landed = search_first_hit(page, base, query)
             row(
                 f'"{query}" lands on',
                 landed or "home",

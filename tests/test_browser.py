@@ -156,6 +156,12 @@ MODES = {  # name: browser context options
     "dark": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "dark"},
     "narrow": {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True},
 }
+SEARCHES = {  # what a reader types: the page that teaches it
+    "softmax": "tutorials/linear_to_self_attention/",
+    "causal mask": "tutorials/causal_self_attention/",
+    "multi-head": "tutorials/scaled_dot_product_step_by_step/",
+    "positional encoding": "concepts/mental_model/",
+}
 FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
 NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
 SCREENSHOTS = ROOT / "screenshots"
@@ -226,3 +232,30 @@ def test_copied_python_runs_in_page_order(browser, server, page_path, tmp_path):
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
+
+
+def search_first_hit(page, base: str, query: str) -> str:
+    """Type ``query`` into the site's search box; the page of the first result."""
+    box = page.locator(".md-search__input")
+    box.click()
+    box.fill("")
+    box.press_sequentially(query)
+    first = page.locator(".md-search-result__item > a").first
+    first.wait_for()
+    return first.get_attribute("href").removeprefix(base).split("?")[0].split("#")[0]
+
+
+@pytest.mark.parametrize("query", SEARCHES)
+def test_search_lands_on_the_page_that_teaches_it(browser, server, query):
+    visit = Visit(browser, server, "")
+    try:
+        assert search_first_hit(visit.page, server, query) == SEARCHES[query]
+    finally:
+        visit.close()
+
+
+def test_search_index_leaves_out_printed_output(built_site):
+    index = (built_site.path / "search" / "search_index.json").read_text()
+    assert "weights, one row per query:" not in index  # printed on the pipeline page
+    assert "row sums: tensor" not in index  # printed in the pipeline notebook
+    assert "same as torch.nn.functional.scaled_dot_product_attention" in index  # the code itself stays

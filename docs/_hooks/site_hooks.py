@@ -50,6 +50,7 @@ NB2HTML_OPTIONS = (  # mkdocs-jupyter's options that its converter takes
     "remove_tag_config", "highlight_extra_classes", "include_requirejs", "custom_mathjax_url",
 )  # fmt: skip
 OUTPUT_AREA = '<div class="jp-OutputArea jp-Cell-outputArea">'
+PRINTED_OUTPUT = '<div class="language-text highlight">'  # what a markdown-exec block printed
 # Where the kernel flushed printed text in two messages: a timing accident that differs between builds.
 SPLIT_PRINT = re.compile(
     r'</pre>\s*</div>\s*</div>\s*<div class="jp-OutputArea-child">\s*'
@@ -57,7 +58,14 @@ SPLIT_PRINT = re.compile(
     r'<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain" tabindex="0">\s*<pre>'
 )
 
+INLINE_PLOT = re.compile(r'<svg (?=[^>]*role="img")[^>]*aria-label="([^"]*)".*?</svg>', re.S)
+# nbconvert passes notebook outputs through an HTML parser that lowercases SVG names; HTML pages
+# forgive that, a standalone .svg file does not. These are the camelCase names matplotlib writes.
+SVG_NAMES = {"viewbox=": "viewBox=", "<clippath": "<clipPath", "</clippath>": "</clipPath>"}
+PLOT_SIZE = re.compile(r'\swidth="([\d.]+)pt" height="([\d.]+)pt"')
+
 notebook_stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
+plots: dict[str, str] = {}  # site path -> SVG, written after the build
 executing: dict[str, Future] = {}  # notebook source path -> its execution in a worker process
 last_built_digest: str | None = None  # this module lives as long as `mkdocs serve` does
 
@@ -149,7 +157,32 @@ def _sequential_cell_ids(html: str) -> str:
     return CELL_ID.sub(lambda m: numbers.setdefault(m.group(0), f"cell-id={len(numbers)}"), html)
 
 
+def _plots_to_files(html: str, page) -> str:
+    """Move each plot made at build into a file of its own, shown with its text alternative.
+
+    Pages stay small, and a plot shown twice is loaded once.
+    """
+
+    def to_file(match: re.Match) -> str:
+        svg = match.group(0)
+        for lowered, name in SVG_NAMES.items():
+            svg = svg.replace(lowered, name)
+        path = f"assets/plots/{hashlib.sha256(svg.encode()).hexdigest()[:16]}.svg"
+        plots[path] = svg
+        size = PLOT_SIZE.search(svg)
+        dimensions = (
+            f' width="{float(size[1]) * 4 / 3:.0f}" height="{float(size[2]) * 4 / 3:.0f}"' if size else ""
+        )
+        return (
+            f'<img class="plot" src="{get_relative_url(path, page.url)}" alt="{match.group(1)}"{dimensions}>'
+        )
+
+    return INLINE_PLOT.sub(to_file, html)
+
+
 def on_page_content(html, page, config, files):
+    html = _plots_to_files(html, page)
+    html = html.replace(PRINTED_OUTPUT, PRINTED_OUTPUT[:-1] + " data-search-exclude>")  # search finds prose
     if not _is_notebook(page):
         return html
     html = NBCONVERT_MATHJAX.sub("", html)
@@ -185,9 +218,9 @@ def on_post_page(output, page, config):
 
 def on_post_build(config):
     site = Path(config["site_dir"])
-    for path, css in notebook_stylesheets.items():
+    for path, text in {**notebook_stylesheets, **plots}.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
-        (site / path).write_text(css)
+        (site / path).write_text(text)
     source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
     for item in MATHJAX_FILES:
         if (source / item).is_dir():
