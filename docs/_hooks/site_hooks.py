@@ -6,9 +6,10 @@
   site's own MathJax typesets them); the ~580 KB of CSS inlined in each page
   moves to one shared, content-hashed stylesheet; nbconvert's random cell ids
   become sequential ones and a cell's printed text is shown as one block, so
-  that two builds give the same bytes; outputs are kept out of the search
-  index; and a button downloads the tutorial as an ``.ipynb`` notebook
+  that two builds give the same bytes; and a button downloads the tutorial as an ``.ipynb`` notebook
   written next to the page.
+- On every page, plots made at build become SVG files shown with their text
+  alternative, and printed output is kept out of the search index.
 - mkdocs-jupyter caches executed notebooks by their own text only; the cache
   folder is keyed here on the code they import too, so that a change to
   ``attn_ref`` or ``snippets`` re-executes them.
@@ -49,8 +50,11 @@ NB2HTML_OPTIONS = (  # mkdocs-jupyter's options that its converter takes
     "execute", "kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
     "remove_tag_config", "highlight_extra_classes", "include_requirejs", "custom_mathjax_url",
 )  # fmt: skip
-OUTPUT_AREA = '<div class="jp-OutputArea jp-Cell-outputArea">'
-PRINTED_OUTPUT = '<div class="language-text highlight">'  # what a markdown-exec block printed
+# Printed output, kept out of the search index. The mark goes on the <pre>: Material's search
+# stops excluding at the first closing tag of the marked element's kind, and a <div> nests divs.
+PRINTED_OUTPUT = re.compile(
+    r'(<div class="language-text highlight">|<div class="jp-RenderedText jp-OutputArea-output[^>]*>\s*)<pre>'
+)
 # Where the kernel flushed printed text in two messages: a timing accident that differs between builds.
 SPLIT_PRINT = re.compile(
     r'</pre>\s*</div>\s*</div>\s*<div class="jp-OutputArea-child">\s*'
@@ -182,7 +186,7 @@ def _plots_to_files(html: str, page) -> str:
 
 def on_page_content(html, page, config, files):
     html = _plots_to_files(html, page)
-    html = html.replace(PRINTED_OUTPUT, PRINTED_OUTPUT[:-1] + " data-search-exclude>")  # search finds prose
+    html = PRINTED_OUTPUT.sub(r"\1<pre data-search-exclude>", html)
     if not _is_notebook(page):
         return html
     html = NBCONVERT_MATHJAX.sub("", html)
@@ -194,7 +198,6 @@ def on_page_content(html, page, config, files):
     html = INLINE_STYLE.sub("", header) + wrapper + cells
     html = _sequential_cell_ids(html)
     html = SPLIT_PRINT.sub("", html)
-    html = html.replace(OUTPUT_AREA, OUTPUT_AREA[:-1] + " data-search-exclude>")
     name = Path(page.file.src_uri).with_suffix(".ipynb").name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
     button = (
