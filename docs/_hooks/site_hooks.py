@@ -185,10 +185,13 @@ def _plots_to_files(html: str, page) -> str:
 
 
 def on_page_content(html, page, config, files):
+    if _is_notebook(page):
+        html = _notebook_content(html, page)
     html = _plots_to_files(html, page)
-    html = PRINTED_OUTPUT.sub(r"\1<pre data-search-exclude>", html)
-    if not _is_notebook(page):
-        return html
+    return PRINTED_OUTPUT.sub(r"\1<pre data-search-exclude>", html)
+
+
+def _notebook_content(html: str, page) -> str:
     html = NBCONVERT_MATHJAX.sub("", html)
     html = NBCONVERT_MERMAID.sub("", html)  # the tutorials draw no Mermaid diagrams
     header, wrapper, cells = html.partition('<div class="jupyter-wrapper">')  # styles inside plots stay
