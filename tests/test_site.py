@@ -8,8 +8,11 @@ import yaml
 from tests.conftest import ROOT
 
 TUTORIALS = sorted(p.stem for p in (ROOT / "docs" / "tutorials").glob("*.py"))
-# Loads of another host: scripts, stylesheets, images, fonts, frames (plain links to read elsewhere are fine).
-OUTSIDE_LOAD = re.compile(r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//', re.I)
+# Loads of another host: scripts, stylesheets, images, fonts, frames (links to read, and the page's
+# canonical address, are not loads).
+OUTSIDE_LOAD = re.compile(
+    r'<(?:script|link(?![^>]*rel="canonical")|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//', re.I
+)
 THIRD_PARTY_WARNING = "[IPKernelApp] WARNING | Kernel is running over TCP"
 
 
