@@ -28,6 +28,9 @@ __all__ = [
     "LINEAR_SHAPE",
     "LINEAR_WEIGHT",
     "LINEAR_X",
+    "SENTENCE",
+    "SENTENCE_FEATURES",
+    "SENTENCE_TOKENS",
     "TEN_TOKENS",
     "THREE_TOKENS",
 ]
@@ -52,6 +55,21 @@ AV_VALUES: list[list[float]] = [
     [0.5, 0.6, 0.7, 0.8],
     [0.9, 1.0, 1.1, 1.2],
 ]
+
+#: The sentence "Alice met Bob she" as hand-made features, one column per name in ``SENTENCE_FEATURES``:
+#: ``(seq_len=4, d_model=6)``. Hand-made so that what each projection picks out can be read off.
+SENTENCE: list[list[float]] = [
+    [1.0, 0.0, 0.0, 1.0, 1.0, 0.0],  # Alice: a name, female, alice
+    [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],  # met: a verb
+    [1.0, 0.0, 0.0, 0.0, 0.0, 1.0],  # Bob: a name, bob
+    [0.0, 0.0, 1.0, 1.0, 0.0, 0.0],  # she: a pronoun, female
+]
+
+#: The tokens of ``SENTENCE``, one per row.
+SENTENCE_TOKENS: list[str] = ["Alice", "met", "Bob", "she"]
+
+#: What each column of ``SENTENCE`` means.
+SENTENCE_FEATURES: list[str] = ["name", "verb", "pronoun", "female", "alice", "bob"]
 
 #: Batch, time and channels of the causal self-attention tutorial, ``(B, T, C)``.
 BATCH_SHAPE: tuple[int, int, int] = (4, 8, 32)

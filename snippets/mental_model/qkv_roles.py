@@ -3,28 +3,13 @@ import matplotlib.pyplot as plt
 import torch
 
 from attn_ref import scaled_dot_product_attention
+from attn_ref.examples import SENTENCE, SENTENCE_FEATURES, SENTENCE_TOKENS
 from attn_ref.plotting import attention_heatmap
 
-features = ["name", "verb", "pronoun", "female", "alice", "bob"]
-col = {name: i for i, name in enumerate(features)}
-C = len(features)
-
-
-def token(*active):
-    x = torch.zeros(C)  # (C,)
-    x[[col[name] for name in active]] = 1.0
-    return x
-
-
-tokens = ["Alice", "met", "Bob", "she"]
-X = torch.stack(
-    [
-        token("name", "female", "alice"),
-        token("verb"),
-        token("name", "bob"),
-        token("pronoun", "female"),
-    ]
-)  # (T, C)
+tokens = SENTENCE_TOKENS
+col = {name: i for i, name in enumerate(SENTENCE_FEATURES)}  # feature name -> column
+X = torch.tensor(SENTENCE)  # (T, C)
+C = X.shape[-1]
 
 # Plain dot products: tokens are compared on all their features.
 _, plain = scaled_dot_product_attention(X, X, X)  # (T, T)
