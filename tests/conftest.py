@@ -9,7 +9,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import jupytext
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from tests.site_tools import ROOT, build, html_pages
 
@@ -35,6 +38,23 @@ def run_snippet(relative_path: str) -> str:
     )
     assert result.returncode == 0, f"{relative_path} failed:\n{result.stderr}"
     return result.stdout
+
+
+def execute_tutorial(name: str, folder: Path, probe: str) -> tuple[nbformat.NotebookNode, str]:
+    """Run ``docs/tutorials/<name>.py`` top to bottom in a fresh kernel, in ``folder``.
+
+    ``probe`` is a cell run after the last one, to hand the notebook's
+    variables to the test (by printing them, or with ``torch.save``).
+    Returns the notebook, whose cells carry their outputs, without the probe
+    cell, and what the probe cell printed.
+    """
+    notebook = jupytext.read(ROOT / "docs" / "tutorials" / f"{name}.py")
+    notebook.cells.append(nbformat.v4.new_code_cell(probe))
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    ).execute()
+    probe_cell = notebook.cells.pop()
+    return notebook, "".join(output.get("text", "") for output in probe_cell.outputs)
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,12 @@ from __future__ import annotations
 import math
 import re
 
-import jupytext
-import nbformat
 import numpy as np
 import pytest
 import torch
-from nbclient import NotebookClient
 
 from attn_ref.examples import BATCH_SEED, BATCH_SHAPE, HEAD_SIZE
-from tests.conftest import ROOT
+from tests.conftest import ROOT, execute_tutorial
 
 TUTORIAL = ROOT / "docs" / "tutorials" / "causal_self_attention.py"
 B, T, C = BATCH_SHAPE
@@ -38,18 +35,13 @@ NUMBER = r"-?(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?|-?inf|nan"
 def executed(tmp_path_factory):
     """The executed notebook, its printed text, and the tensors it computed."""
     folder = tmp_path_factory.mktemp("causal_self_attention")
-    notebook = jupytext.read(TUTORIAL)
     saved = folder / "saved.pt"
     dump = (
         f"_saved = {{name: globals()[name] for name in {SAVED!r}}}\n"
         "_saved.update(W_K=key.weight, W_Q=query.weight, W_V=value.weight)\n"
         f"torch.save(_saved, {str(saved)!r})"
     )
-    notebook.cells.append(nbformat.v4.new_code_cell(dump))
-    NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    ).execute()
-    notebook.cells.pop()  # the test's own cell
+    notebook, _ = execute_tutorial("causal_self_attention", folder, probe=dump)
     printed = "".join(
         output.text
         for cell in notebook.cells

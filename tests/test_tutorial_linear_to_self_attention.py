@@ -13,14 +13,12 @@ import json
 import math
 import re
 
-import jupytext
 import nbformat
 import numpy as np
 import pytest
-from nbclient import NotebookClient
 
 from attn_ref.examples import THREE_TOKENS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, execute_tutorial
 
 NOTEBOOK = ROOT / "docs" / "tutorials" / "linear_to_self_attention.py"
 TOKENS = ["token 1", "token 2", "token 3"]
@@ -41,7 +39,7 @@ ATOL = 6e-5  # the tutorial prints four decimals
 class Run:
     """The executed notebook: its cells, everything they printed, and the probe."""
 
-    def __init__(self, notebook: nbformat.NotebookNode) -> None:
+    def __init__(self, notebook: nbformat.NotebookNode, probe: str) -> None:
         self.cells = notebook.cells
         code = [c for c in notebook.cells if c.cell_type == "code"]
         self.errors = [o for c in code for o in c.outputs if o.output_type == "error"]
@@ -51,9 +49,9 @@ class Run:
         stdout = "".join(
             o.text for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stdout"
         )
-        text, _, probe = stdout.partition("PROBE ")
-        self.lines = text.splitlines()
-        self.probe = {key: np.array(value, dtype=np.float64) for key, value in json.loads(probe).items()}
+        self.lines = stdout.splitlines()
+        probed = json.loads(probe.removeprefix("PROBE "))
+        self.probe = {key: np.array(value, dtype=np.float64) for key, value in probed.items()}
 
     def has_line(self, line: str) -> bool:
         return line in self.lines
@@ -77,13 +75,8 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    notebook = jupytext.read(NOTEBOOK)
-    notebook.cells.append(nbformat.v4.new_code_cell(PROBE))
     folder = tmp_path_factory.mktemp("linear_to_self_attention")
-    NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    ).execute()
-    return Run(notebook)
+    return Run(*execute_tutorial("linear_to_self_attention", folder, probe=PROBE))
 
 
 def _softmax_rows(z: np.ndarray) -> np.ndarray:

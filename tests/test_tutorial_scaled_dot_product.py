@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import re
 
-import jupytext
-import nbformat
 import numpy as np
 import pytest
 import torch
-from nbclient import NotebookClient
 
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, execute_tutorial
 
 TUTORIAL = ROOT / "docs" / "tutorials" / "scaled_dot_product_step_by_step.py"
 
@@ -39,18 +36,12 @@ SEED_CLAIMED_AV = [[0.62, 0.74, 0.86, 0.98], [0.42, 0.54, 0.66, 0.78], [0.64, 0.
 def executed(tmp_path_factory):
     """The executed notebook and the tensors it computed."""
     folder = tmp_path_factory.mktemp("scaled_dot_product")
-    notebook = jupytext.read(TUTORIAL)
     saved = folder / "saved.pt"
     dump = (
         f"torch.save({{name: globals()[name] for name in {SAVED!r}}}, {str(saved)!r})\n"
         f"torch.save(mha.state_dict(), {str(folder / 'mha.pt')!r})"
     )
-    notebook.cells.append(nbformat.v4.new_code_cell(dump))
-    client = NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    )
-    client.execute()
-    notebook.cells.pop()  # the test's own cell
+    notebook, _ = execute_tutorial("scaled_dot_product_step_by_step", folder, probe=dump)
     values = torch.load(saved)
     values["mha_state"] = torch.load(folder / "mha.pt")
     return notebook, values
