@@ -156,11 +156,11 @@ MODES = {  # name: browser context options
     "dark": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "dark"},
     "narrow": {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True},
 }
-SEARCHES = {  # what a reader types: the page that teaches it
-    "softmax": "tutorials/linear_to_self_attention/",
-    "causal mask": "tutorials/causal_self_attention/",
-    "multi-head": "tutorials/scaled_dot_product_step_by_step/",
-    "positional encoding": "concepts/mental_model/",
+SEARCHES = {  # what a reader types: the pages with a section that teaches it
+    "softmax": ("tutorials/linear_to_self_attention/",),
+    "causal mask": ("tutorials/causal_self_attention/",),
+    "multi-head": ("concepts/mental_model/", "tutorials/scaled_dot_product_step_by_step/"),
+    "positional encoding": ("concepts/mental_model/",),
 }
 FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
 NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
@@ -249,7 +249,7 @@ def search_first_hit(page, base: str, query: str) -> str:
 def test_search_lands_on_the_page_that_teaches_it(browser, server, query):
     visit = Visit(browser, server, "")
     try:
-        assert search_first_hit(visit.page, server, query) == SEARCHES[query]
+        assert search_first_hit(visit.page, server, query) in SEARCHES[query]
     finally:
         visit.close()
 
