@@ -168,7 +168,7 @@ SCREENSHOTS = ROOT / "screenshots"
 
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((total, entry) => total + entry.transferSize, 0)"""
-SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - window.innerWidth"
+SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
 @pytest.mark.parametrize("mode", MODES)
