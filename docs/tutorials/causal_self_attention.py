@@ -232,7 +232,8 @@ for logit_scale in (1, 100, 1_000, 10_000):
 # Half precision breaks the usual constant altogether. Float16 cannot store
 # $-10^{9}$: the largest finite float16 number is printed below. PyTorch refuses to
 # write $-10^{9}$ into a float16 tensor, and a conversion turns it into $-\infty$
-# anyway. With $-\infty$, the float16 weights are exact.
+# anyway. With $-\infty$, the masked weights are exactly zero in float16 too (the
+# others are rounded to float16, as any float16 number is).
 
 # %%
 print("largest finite float16:", torch.finfo(torch.float16).max)
@@ -476,8 +477,9 @@ for seq, n in enumerate(lengths):
 # $0/0$. Different implementations handle this case differently. The cell below
 # compares them on the first query of sequence 2:
 #
-# - `attn_ref` and PyTorch's `scaled_dot_product_attention` return zero weights and a zero
-#   output;
+# - `attn_ref` returns zero weights and a zero output, and PyTorch's
+#   `scaled_dot_product_attention` (which returns no weights) a zero output, in the
+#   PyTorch version printed below; older versions gave `nan` there;
 # - a plain softmax over the $-\infty$ scores returns `nan`;
 # - a finite fill such as $-10^{9}$ hides the problem: every key gets the same
 #   finite score, so the query spreads its weight evenly over keys it must not see,
@@ -497,6 +499,8 @@ plain = torch.softmax(scores.masked_fill(~mask_left, float("-inf")), dim=-1)  # 
 finite = torch.softmax(scores.masked_fill(~mask_left, -1e9), dim=-1)  # (B, T, T)
 reference_left = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask_left)
 
+# nn.MultiheadAttention projects its inputs again with its own (random) weights: its
+# outputs are compared here only for nan, not for value.
 torch.manual_seed(0)
 mha = nn.MultiheadAttention(head_size, num_heads=1, batch_first=True)
 blocked = ~mask_left  # (B, T, T): nn.MultiheadAttention's convention, True = may not attend

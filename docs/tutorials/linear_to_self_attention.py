@@ -5,7 +5,8 @@
 # `nn.Linear`, checks it against its formula, and then computes self-attention by hand on three
 # tokens with four features each, printing every intermediate result. Each step is written twice, in
 # NumPy and in PyTorch, in neighbouring cells. At the end both are checked against each other, against
-# PyTorch's own `torch.nn.functional.scaled_dot_product_attention` and against `attn_ref`.
+# PyTorch's own `torch.nn.functional.scaled_dot_product_attention` and against `attn_ref`, this site's
+# small reference implementation of attention (installed with the site; see its API page).
 #
 # The tutorial grew out of a colleague's notebook (the *seed*). Where the seed was wrong or fragile,
 # a box says so and the cell under it computes the truth.
@@ -35,6 +36,8 @@
 # The first layer, as in the seed, has three inputs and one output.
 
 # %%
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -111,7 +114,7 @@ seed_y = -0.0713
 for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
     xc = torch.tensor(candidate)
     value = (xc @ seed_weight.T + seed_bias).item()
-    match = round(value, 4) == seed_y
+    match = abs(value - seed_y) < 5e-5  # the seed printed four decimals
     print(f"x = {candidate}: x W^T + b = {value:.4f}, the seed's y: {match}")
 
 # %% [markdown]
@@ -347,9 +350,12 @@ print("same as torch.softmax:", torch.allclose(weights_pt, builtin))
 
 # %% [markdown]
 # The weights of the three-token example are tame; large scores show why the maximum is subtracted.
-# In float32, `exp` overflows to infinity a little below $e^{89}$:
+# In float32, `exp` overflows to infinity once its argument passes the log of the largest float32:
 
 # %%
+print(
+    "largest float32:", torch.finfo(torch.float32).max, " its log:", math.log(torch.finfo(torch.float32).max)
+)
 big = torch.tensor([100.0, 101.0])
 naive = big.exp() / big.exp().sum()
 print("exp(big):      ", big.exp())

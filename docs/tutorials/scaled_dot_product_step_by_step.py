@@ -1,13 +1,15 @@
 # %% [markdown]
 # # Scaled dot-product attention, step by step
 #
-# Ten tokens, each a positional-encoded embedding with ten features, go through
+# Ten tokens, each an embedding with ten features to which a positional encoding
+# (a fixed vector per position, so that order can matter) has been added, go through
 # every step of scaled dot-product attention here: projections to queries, keys
 # and values, scaled scores, softmax, and the weighted sum of the values. Every
 # intermediate is printed with its shape. Then the product of attention weights
 # and values is worked out by hand on a small example, and the tutorial ends
 # with real multi-head attention on the same ten tokens, checked against
-# `torch.nn.MultiheadAttention`.
+# `torch.nn.MultiheadAttention` and with `attn_ref`, this site's small reference
+# implementation of attention.
 #
 # <div class="arithmatex">
 # $$
@@ -45,8 +47,10 @@ print("torch", torch.__version__)
 # ## The input: one batch of ten tokens
 #
 # The embeddings come from `attn_ref.examples.TEN_TOKENS`, one row per token.
-# A batch axis in front gives the layout PyTorch's attention layers expect:
-# `(B, T, C)`, for batch, tokens (time) and channels (features).
+# A batch axis in front gives the layout `(B, T, C)`, for batch, tokens (time)
+# and channels (features): the layout of `torch.nn.functional.scaled_dot_product_attention`,
+# and of `nn.MultiheadAttention` when it is created with `batch_first=True` (its
+# default is `(T, B, C)`).
 
 # %%
 X = torch.tensor(TEN_TOKENS).unsqueeze(0)  # (T, C) -> (B, T, C)
@@ -176,7 +180,9 @@ figure_to_svg(
 #
 # - **The scores are symmetric**: $q_i \cdot k_j = x_i \cdot x_j = q_j \cdot k_i$,
 #   so token $i$ scores token $j$ exactly as token $j$ scores token $i$. With
-#   learned $W^Q \neq W^K$, what a token looks for differs from what it offers.
+#   learned projections the score is $x_i W^Q (W^K)^\top x_j^\top$, which differs
+#   from the score of $j$ for $i$ unless $W^Q (W^K)^\top$ is symmetric: what a
+#   token looks for can differ from what it offers.
 # - **Tokens mostly attend to themselves**: $x_i \cdot x_i = \lVert x_i \rVert^2$
 #   is often the largest score in row $i$. That is not guaranteed (a longer
 #   vector can beat it), but the cell below shows it is true for every token
@@ -223,8 +229,8 @@ print(f"largest |difference| from PyTorch: {gap:.2e}")
 # <p class="admonition-title">The seed's shapes leave out two things</p>
 #
 # The seed gives the weights the shape (tokens, tokens) and the values and the
-# output the shape (tokens, $d_\text{model}$). In its own code every one of
-# them also has the batch axis in front, `(B, T, T)` and `(B, T, C)`. And the
+# output the shape (tokens, $d_\text{model}$). In its own ten-token code every
+# one of them also has the batch axis in front, `(B, T, T)` and `(B, T, C)`. And the
 # output takes its width from the **values**, not from the model: $O = AV$ has
 # as many columns as $V$, which equals $d_\text{model}$ here only because $W^V$
 # is square. Values four features wide give an output four features wide; the

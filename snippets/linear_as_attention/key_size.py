@@ -1,4 +1,5 @@
-# How small can d_k be? A key fixed in advance needs d_in - 1; a key built from x, 1.
+# How small can d_k be, for the weights |x| / sum|x|? A key fixed in advance needs d_in - 1;
+# a key built from x, 1.
 import torch
 import torch.nn.functional as F
 
