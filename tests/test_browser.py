@@ -5,6 +5,7 @@ code blocks, copied with the copy buttons, run in order in one fresh interpreter
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -45,6 +46,8 @@ PAGE_FACTS = """() => ({
   codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
   notebookCells: document.querySelectorAll("article .jp-CodeCell .jp-InputArea").length,
   notebookCopyButtons: document.querySelectorAll("article .jp-CodeCell clipboard-copy").length,
+  headings: [...document.querySelectorAll("article h1, article h2, article h3, article h4, article h5, article h6")]
+    .map(h => Number(h.tagName[1])),
 })"""
 
 # Buttons whose target is a Python block, in page order: Material's (API signatures are not
@@ -198,6 +201,9 @@ def test_page_renders_offline(browser, server, page_path, mode):
     source = _source_text(page_path)
     if "attention_heatmap" in source or "figure_to_svg" in source:
         assert facts["images"] or facts["svgPlots"], "the page makes a plot but none is shown"
+    levels = facts["headings"]
+    assert levels[:1] == [1] and levels.count(1) == 1, "one h1, first"
+    assert all(b - a <= 1 for a, b in itertools.pairwise(levels)), f"a heading level is skipped: {levels}"
     assert transferred <= FIRST_VISIT_BUDGET
     assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
 
