@@ -76,10 +76,13 @@ def scaled_dot_product_attention(
     see keys $0, \dots, i$ only, and cannot be combined with ``attn_mask``
     (combine masks yourself with ``&``, as PyTorch also requires).
 
-    A query whose keys are all masked gets weights of zero and an output of
-    zero, which is what `torch.nn.functional.scaled_dot_product_attention`
-    returns (a plain softmax would give ``nan`` there). Half-precision inputs
-    are computed in float32 and the results cast back to the input dtype.
+    A query whose scores are all ``-inf`` (every key masked) gets weights of
+    zero and an output of zero, as PyTorch's function returns since version
+    2.5; a plain softmax gives ``nan`` there. Only those rows are zeroed: a
+    ``nan`` or ``inf`` in the inputs propagates exactly as in PyTorch's math
+    backend. A boolean mask is added as $0$ or $-\infty$, as PyTorch does, so
+    a ``nan`` score stays ``nan`` even where its key is masked. Half-precision
+    inputs are computed in float32 and the results cast back to the input dtype.
 
     Args:
         query: ``(..., L, d_k)``.
@@ -137,10 +140,11 @@ def scaled_dot_product_attention(
 
     scores = q @ k.transpose(-2, -1) * scale  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
     if attn_mask is not None:
-        scores = _apply_mask(scores, attn_mask)
+        scores = scores + _additive_mask(attn_mask, scores)  # (..., L, S)
     weights = softmax(scores, dim=-1)
-    # A row with every key masked is all -inf: softmax gives nan, PyTorch gives 0.
-    weights = weights.nan_to_num(nan=0.0)
+    # A row with every score -inf has no maximum: softmax gives nan there, PyTorch gives 0.
+    no_key = (scores == float("-inf")).all(dim=-1, keepdim=True)  # (..., L, 1)
+    weights = weights.masked_fill(no_key, 0.0)
     output = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
     return output.to(query.dtype), weights.to(query.dtype)
 
@@ -202,7 +206,8 @@ def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:
     return (positions[None, :] < lengths[:, None])[:, None, :]  # (B, S) -> (B, 1, S)
 
 
-def _apply_mask(scores: Tensor, attn_mask: Tensor) -> Tensor:
+def _additive_mask(attn_mask: Tensor, scores: Tensor) -> Tensor:
+    """``attn_mask`` as numbers to add to ``scores``: a boolean mask becomes 0 or -inf."""
     _check_tensor("attn_mask", attn_mask, allow_bool=True)
     try:
         broadcast = torch.broadcast_shapes(attn_mask.shape, scores.shape)
@@ -214,8 +219,10 @@ def _apply_mask(scores: Tensor, attn_mask: Tensor) -> Tensor:
             f"to the scores' shape (..., L, S) = {tuple(scores.shape)}"
         )
     if attn_mask.dtype == torch.bool:
-        return scores.masked_fill(~attn_mask, float("-inf"))
-    return scores + attn_mask.to(scores.dtype)
+        return torch.zeros(attn_mask.shape, dtype=scores.dtype, device=scores.device).masked_fill(
+            ~attn_mask, float("-inf")
+        )
+    return attn_mask.to(scores.dtype)
 
 
 def _check_tensor(name: str, x: object, min_ndim: int = 0, allow_bool: bool = False) -> None:

@@ -37,7 +37,8 @@ def scaled_dot_product_attention(
         key: ``(..., S, d_k)``.
         value: ``(..., S, d_v)``.
         attn_mask: Boolean, broadcastable to ``(..., L, S)``; ``True`` may attend.
-            A query with every key masked gets zero weights, as in PyTorch.
+            A query with every key masked gets zero weights, as in PyTorch;
+            ``nan`` and ``inf`` in the inputs propagate as they do there.
 
     Returns:
         ``(output, weights)`` with shapes ``(..., L, d_v)`` and ``(..., L, S)``.
@@ -58,16 +59,23 @@ def scaled_dot_product_attention(
         )
     if v.shape[:-1] != k.shape[:-1]:
         raise ValueError(f"value has shape {v.shape}, expected {k.shape[:-1]} + (d_v,) to match key")
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., L, S)
-    if attn_mask is not None:
-        mask = np.asarray(attn_mask, dtype=bool)
-        try:
-            fits = np.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(f"attn_mask has shape {mask.shape}, which does not broadcast to {scores.shape}")
-        scores = np.where(mask, scores, -np.inf)
-    with np.errstate(invalid="ignore"):  # all -inf rows: nan, replaced below
-        weights = np.nan_to_num(softmax(scores), nan=0.0)
-    return weights @ v, weights  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
+    with np.errstate(invalid="ignore"):  # nan and inf in the inputs propagate, as in PyTorch, silently
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., L, S)
+        if attn_mask is not None:
+            mask = _broadcastable_mask(attn_mask, scores.shape)
+            scores = scores + np.where(mask, 0.0, -np.inf)  # added, as PyTorch does: nan stays nan
+        weights = softmax(scores)  # a row of -inf gives nan here
+        no_key = np.all(scores == -np.inf, axis=-1, keepdims=True)  # (..., L, 1): every key masked
+        weights = np.where(no_key, 0.0, weights)
+        return weights @ v, weights  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
+
+
+def _broadcastable_mask(attn_mask: ArrayLike, shape: tuple[int, ...]) -> NDArray[np.bool_]:
+    mask = np.asarray(attn_mask, dtype=bool)
+    try:
+        fits = np.broadcast_shapes(mask.shape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"attn_mask has shape {mask.shape}, which does not broadcast to {shape}")
+    return mask

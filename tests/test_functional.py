@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_ref import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 
@@ -70,6 +71,72 @@ def test_matches_pytorch_when_causal(inputs):
     q, k, v, _ = inputs
     output, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@st.composite
+def non_finite_inputs(draw):
+    """Attention inputs with a few entries of query, key or value set to nan, inf or -inf,
+    and a boolean mask that may block whole rows."""
+    q, k, v, g = draw(attention_inputs())
+    for _ in range(draw(st.integers(1, 3))):
+        tensor = draw(st.sampled_from([q, k, v]))
+        index = tuple(draw(st.integers(0, size - 1)) for size in tensor.shape)
+        tensor[index] = draw(st.sampled_from([float("nan"), float("inf"), float("-inf")]))
+    mask = draw(st.none() | st.just(torch.rand(q.shape[-2], k.shape[-2], generator=g) > 0.4))
+    return q, k, v, mask
+
+
+@SETTINGS
+@given(non_finite_inputs())
+def test_nan_and_inf_propagate_as_in_pytorch(inputs):
+    """Only rows whose scores are all -inf become zero; every other nan stays where PyTorch puts it.
+
+    PyTorch's math backend is the reference: its fused CPU kernel returns zeros for a
+    query that contains nan (see test_pytorch_cpu_kernels_disagree_on_a_nan_query).
+    """
+    q, k, v, mask = inputs
+    output, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(output, expected, equal_nan=True)
+    assert torch.equal(output.isnan(), expected.isnan())
+
+
+def test_one_nan_in_a_query_gives_nan_in_that_row_only():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, generator=g) for _ in range(3))
+    q[0, 0] = float("nan")
+    output, weights = scaled_dot_product_attention(q, k, v)
+    assert output[0].isnan().all() and weights[0].isnan().all()
+    assert not output[1:].isnan().any()
+    from attn_ref import numpy_ref
+
+    numpy_output, _ = numpy_ref.scaled_dot_product_attention(q.numpy(), k.numpy(), v.numpy())
+    assert np.isnan(numpy_output[0]).all() and not np.isnan(numpy_output[1:]).any()
+
+
+def test_pytorch_cpu_kernels_disagree_on_a_nan_query():
+    """A fact about torch 2.13 that the pages cite: the fused CPU kernel hides the nan."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 3, 4, generator=g) for _ in range(3))  # (B, H, T, d_k): fused-eligible
+    q[0, 0, 0, 0] = float("nan")
+    with sdpa_kernel(SDPBackend.MATH):
+        math_backend = F.scaled_dot_product_attention(q, k, v)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        fused = F.scaled_dot_product_attention(q, k, v)
+    assert math_backend[0, 0, 0].isnan().all()
+    assert torch.equal(fused[0, 0, 0], torch.zeros(4))
+    torch.testing.assert_close(fused[0, 0, 1:], math_backend[0, 0, 1:])
+
+
+def test_a_nan_key_poisons_every_row_even_where_masked_as_in_pytorch():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, generator=g) for _ in range(3))
+    k[2, 0] = float("nan")
+    mask = torch.tensor([[True, True, False]] * 3)  # key 2 is masked for every query
+    output, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert output.isnan().all()  # nan * q is nan, and nan + (-inf) is nan
+    assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).isnan().all()
 
 
 @SETTINGS

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_ref import numpy_ref
 
@@ -23,6 +24,24 @@ def test_matches_pytorch(L, S, d, seed, masked):
     ).numpy()
     np.testing.assert_allclose(output, expected, atol=1e-12)
     assert np.all(weights >= 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from([np.nan, np.inf, -np.inf]), st.booleans())
+def test_non_finite_inputs_propagate_as_in_pytorch(seed, special, masked):
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.normal(size=(3, 4, 2)), rng.normal(size=(3, 5, 2)), rng.normal(size=(3, 5, 2))
+    array = (q, k, v)[rng.integers(3)]
+    array[tuple(rng.integers(size) for size in array.shape)] = special
+    mask = rng.random((4, 5)) > 0.4 if masked else None
+    output, _ = numpy_ref.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(
+            *(torch.from_numpy(a) for a in (q, k, v)),
+            attn_mask=None if mask is None else torch.from_numpy(mask),
+        ).numpy()
+    np.testing.assert_array_equal(np.isnan(output), np.isnan(expected))
+    np.testing.assert_allclose(output, expected, atol=1e-12)
 
 
 def test_softmax_is_stable_at_large_logits():
