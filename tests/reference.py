@@ -1,0 +1,38 @@
+"""Attention written out in float64 NumPy, independently of attn_ref: the tests' one reference."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """exp(z - max) / sum(exp(z - max)) along ``axis``."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def attention(
+    query: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+    allowed: np.ndarray | None = None,
+    scale: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(Q K^T * scale) V, returning (output, weights), for ``(..., L, d)`` inputs.
+
+    ``allowed`` is a boolean ``(..., L, S)`` mask, True where a query may see a key;
+    a query that may see no key gets zero weights. ``scale`` defaults to 1/sqrt(d_k).
+    """
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (query, key, value))
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ np.swapaxes(k, -1, -2) * scale  # (..., L, S)
+    if allowed is None:
+        weights = softmax(scores)
+    else:
+        allowed = np.broadcast_to(allowed, scores.shape)
+        row_max = np.where(allowed, scores, -np.inf).max(axis=-1, keepdims=True)
+        e = np.where(allowed, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
+        total = e.sum(axis=-1, keepdims=True)
+        weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return weights @ v, weights

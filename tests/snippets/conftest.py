@@ -1,0 +1,31 @@
+"""Each snippet's test mirrors its path: snippets/<topic>/<name>.py is tested by
+tests/snippets/<topic>/test_<name>.py, whose ``printed`` fixture is what that snippet
+printed when run on its own in a fresh process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SNIPPETS, run_snippet
+
+TESTS = ROOT / "tests" / "snippets"
+
+
+def snippet_for(test_file: Path) -> Path:
+    """The snippet that ``tests/snippets/<topic>/test_<name>.py`` tests."""
+    relative = test_file.relative_to(TESTS)
+    return SNIPPETS / relative.parent / relative.name.removeprefix("test_")
+
+
+def test_file_for(snippet: Path) -> Path:
+    """The test of ``snippets/<topic>/<name>.py``."""
+    relative = snippet.relative_to(SNIPPETS)
+    return TESTS / relative.parent / f"test_{relative.name}"
+
+
+@pytest.fixture(scope="module")
+def printed(request: pytest.FixtureRequest) -> str:
+    """What this module's snippet printed, run on its own in a fresh process."""
+    return run_snippet(snippet_for(request.path).relative_to(SNIPPETS).as_posix())
