@@ -4,17 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SERVE_ADDR := 127.0.0.1:8000
-export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: serve build test measure lint format clean
 
 # --dirty: after an edit, rebuild only the edited page (all pages when attn_ref or snippets change);
-# --no-strict: MkDocs warns about --dirty itself. `make build` and the tests stay strict.
+# --no-strict: ProperDocs warns about --dirty itself. `make build` and the tests stay strict.
 serve: $(INSTALLED)  ## build and serve the site with live reload at http://127.0.0.1:8000
-	$(BIN)/mkdocs serve --dev-addr $(SERVE_ADDR) --dirty --no-strict
+	$(BIN)/properdocs serve -f mkdocs.yml --dev-addr $(SERVE_ADDR) --dirty --no-strict
 
 build: $(INSTALLED)  ## build the site strictly into site/
-	$(BIN)/mkdocs build --strict
+	$(BIN)/properdocs build -f mkdocs.yml --strict
 
 test: lint  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
 	$(BIN)/pytest

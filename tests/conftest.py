@@ -1,20 +1,21 @@
-"""Shared fixtures: run a snippet in a fresh interpreter, build the site once."""
+"""Shared fixtures: run a snippet in a fresh interpreter, build the site once, and read the
+tutorials as that build executed them."""
 
 from __future__ import annotations
 
 import functools
 import os
+import pickle
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import jupytext
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tests.site_tools import ROOT, build, html_pages
+from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
 
 SNIPPETS = ROOT / "snippets"
 
@@ -40,23 +41,6 @@ def run_snippet(relative_path: str) -> str:
     return result.stdout
 
 
-def execute_tutorial(name: str, folder: Path, probe: str) -> tuple[nbformat.NotebookNode, str]:
-    """Run ``docs/tutorials/<name>.py`` top to bottom in a fresh kernel, in ``folder``.
-
-    ``probe`` is a cell run after the last one, to hand the notebook's
-    variables to the test (by printing them, or with ``torch.save``).
-    Returns the notebook, whose cells carry their outputs, without the probe
-    cell, and what the probe cell printed.
-    """
-    notebook = jupytext.read(ROOT / "docs" / "tutorials" / f"{name}.py")
-    notebook.cells.append(nbformat.v4.new_code_cell(probe))
-    NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
-    ).execute()
-    probe_cell = notebook.cells.pop()
-    return notebook, "".join(output.get("text", "") for output in probe_cell.outputs)
-
-
 @dataclass(frozen=True)
 class BuiltSite:
     path: Path
@@ -72,3 +56,45 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
     site_dir = tmp_path_factory.mktemp("site")
     _, log = build(ROOT, site_dir)
     return BuiltSite(site_dir, log)
+
+
+@dataclass(frozen=True)
+class ExecutedTutorial:
+    """A tutorial as the build executed it: the notebook readers download, and the kernel's
+    variables after its last cell."""
+
+    notebook: nbformat.NotebookNode
+    values: dict[str, Any]
+
+    @property
+    def code_cells(self) -> list[nbformat.NotebookNode]:
+        return [cell for cell in self.notebook.cells if cell.cell_type == "code"]
+
+    def printed(self, stream: str = "stdout") -> str:
+        """Everything the cells printed on ``stream``, in order."""
+        return "".join(
+            output.text
+            for cell in self.code_cells
+            for output in cell.outputs
+            if output.output_type == "stream" and output.name == stream
+        )
+
+    def result_of(self, last_line: str) -> dict:
+        """The displayed result (mime type -> data) of the one cell whose last line is ``last_line``."""
+        cells = [cell for cell in self.code_cells if cell.source.strip().splitlines()[-1] == last_line]
+        assert len(cells) == 1, f"expected one cell ending with {last_line!r}, found {len(cells)}"
+        (result,) = [output for output in cells[0].outputs if output.output_type == "execute_result"]
+        return result.data
+
+
+@pytest.fixture(scope="session")
+def executed_tutorials(built_site: BuiltSite) -> dict[str, ExecutedTutorial]:
+    """Every tutorial, read from the notebook the build published and the values it kept."""
+    executed = {}
+    for source in sorted(TUTORIALS.glob("*.py")):
+        kept = tutorial_execution.executed_notebook(source, ROOT)
+        published = built_site.path / "tutorials" / source.stem / f"{source.stem}.ipynb"
+        assert published.read_bytes() == kept.read_bytes(), f"{published} is not the executed notebook"
+        values = pickle.loads(tutorial_execution.saved_values(kept).read_bytes())
+        executed[source.stem] = ExecutedTutorial(nbformat.read(published, as_version=4), values)
+    return executed

@@ -21,11 +21,16 @@ def numbers(text: str) -> np.ndarray:
     return np.array([float(n) for n in NUMBER.findall(text)], dtype=np.float64)
 
 
+def line_starting(text: str, prefix: str) -> str:
+    """The one printed line that starts with ``prefix``."""
+    found = [line for line in text.splitlines() if line.startswith(prefix)]
+    assert len(found) == 1, f"expected one line starting with {prefix!r}, found {found}"
+    return found[0]
+
+
 def line_after(text: str, label: str) -> str:
     """The rest of the one line that starts with ``label``."""
-    found = [line for line in text.splitlines() if line.startswith(label)]
-    assert len(found) == 1, f"expected one line starting with {label!r}, found {found}"
-    return found[0][len(label) :]
+    return line_starting(text, label)[len(label) :]
 
 
 def number_after(text: str, label: str) -> float:
@@ -42,17 +47,27 @@ def flag(text: str, label: str) -> bool:
     return value == "True"
 
 
-def block_after(text: str, label: str, rows: int | None = None) -> np.ndarray:
-    """The numbers printed on the lines under the one line ``label``, one row per line.
+# A line of a printed matrix, tensor or array (a label line starts with a word).
+MATRIX_LINE = re.compile(r"\s*(?:\[|tensor\(|array\(|[-+.\d]|nan|inf)")
 
-    With ``rows``, exactly that many lines are read; without, every following line
-    that holds numbers, up to the first that holds none.
+
+def block_after(text: str, label: str, rows: int | None = None) -> np.ndarray:
+    """The numbers printed under the one line ``label``.
+
+    With ``rows``, exactly that many lines are read, one row of the result per line.
+    Without, every following line of a printed matrix is read (up to the next label),
+    and the numbers come back flat, however the printer wrapped them.
     """
     lines = text.splitlines()
     assert lines.count(label) == 1, f"expected one line {label!r}, found {lines.count(label)}"
     following = lines[lines.index(label) + 1 :]
     if rows is None:
-        rows = next((i for i, line in enumerate(following) if not numbers(line).size), len(following))
+        count = next((i for i, line in enumerate(following) if not MATRIX_LINE.match(line)), len(following))
+        flat = numbers("\n".join(following[:count]))
+        assert flat.size, f"nothing printed under {label!r}"
+        return flat
     block = [numbers(line) for line in following[:rows]]
-    assert block and all(row.size == block[0].size for row in block), f"no matrix under {label!r}"
+    assert len(block) == rows and all(row.size == block[0].size > 0 for row in block), (
+        f"no {rows}-line matrix under {label!r}"
+    )
     return np.array(block)

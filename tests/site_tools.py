@@ -6,6 +6,7 @@ measurement script (tests/measure.py), so that both build the site the same way.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -14,7 +15,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD_ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+TUTORIALS = ROOT / "docs" / "tutorials"
+
+
+def _load_build_module(name: str):
+    """A module of the build (docs/_hooks/<name>.py), for the tests to use as the build does."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "_hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tutorial_execution = _load_build_module("tutorial_execution")
 
 
 def copy_project(destination: Path) -> Path:
@@ -34,19 +46,29 @@ def copy_project(destination: Path) -> Path:
 
 
 def build(project: Path, site_dir: Path) -> tuple[float, str]:
-    """``mkdocs build --strict`` of ``project`` into ``site_dir``: (seconds, log). Fails loudly."""
+    """``properdocs build --strict`` of ``project`` into ``site_dir``: (seconds, log). Fails loudly."""
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
+        [
+            sys.executable,
+            "-m",
+            "properdocs",
+            "build",
+            "-f",
+            "mkdocs.yml",
+            "--strict",
+            "--site-dir",
+            str(site_dir),
+        ],
         capture_output=True,
         text=True,
         cwd=project,
-        env={**BUILD_ENV, "PYTHONPATH": str(project)},  # the copy's attn_ref, not the checkout's
+        env={**os.environ, "PYTHONPATH": str(project)},  # the copy's attn_ref, not the checkout's
         timeout=1200,
     )
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        raise RuntimeError(f"mkdocs build --strict failed in {project}:\n{result.stderr}")
+        raise RuntimeError(f"properdocs build --strict failed in {project}:\n{result.stderr}")
     return seconds, result.stderr
 
 

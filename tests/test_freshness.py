@@ -1,46 +1,107 @@
-"""Builds are reproducible, and no cached notebook outlives a change to the code it runs."""
+"""No page is built from old code, and two builds give the same bytes.
+
+Each tutorial is executed once and kept under a key (docs/_hooks/tutorial_execution.py);
+these tests check that the key changes with everything the tutorial can run, and only
+then is it executed again.
+"""
 
 from __future__ import annotations
 
+import pickle
+import shutil
+from pathlib import Path
+
+import nbformat
 import pytest
 
-from tests.site_tools import build, copy_project, html_pages
+from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
 
-MARKER = "attn_ref was changed after the first build"
+TINY_TUTORIAL = """# %% [markdown]
+# # A tiny tutorial
+
+# %%
+import os
+print("working folder holds:", os.listdir("."))
+
+# %%
+answer = 6 * 7
+"""
 
 
-@pytest.fixture(scope="module")
-def clean_copy(tmp_path_factory):
-    """A copy of the project (no cache, no site) and its first, clean build."""
-    project = copy_project(tmp_path_factory.mktemp("project"))
-    site = tmp_path_factory.mktemp("clean-site")
-    build(project, site)
-    return project, site
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with the site's code folders, its pinned versions and one tiny tutorial."""
+    for folder in tutorial_execution.CODE_DIRS:
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / tutorial_execution.VERSIONS, tmp_path)
+    (tmp_path / "docs" / "tutorials").mkdir(parents=True)
+    (tmp_path / "docs" / "tutorials" / "tiny.py").write_text(TINY_TUTORIAL)
+    return tmp_path
 
 
-def test_two_builds_give_byte_identical_pages(built_site, clean_copy):
-    _, clean_site = clean_copy
-    pages = [p.relative_to(clean_site) for p in html_pages(clean_site)]
-    notebooks = [p.relative_to(clean_site) for p in clean_site.rglob("*.ipynb")]
-    assert pages == [p.relative_to(built_site.path) for p in html_pages(built_site.path)]
-    differing = [
-        str(p)
-        for p in pages + notebooks
-        if (clean_site / p).read_bytes() != (built_site.path / p).read_bytes()
+def _tutorial(project: Path) -> Path:
+    return project / "docs" / "tutorials" / "tiny.py"
+
+
+def _execute(project: Path) -> Path:
+    return tutorial_execution.execute_all([_tutorial(project)], project)[_tutorial(project)].result()
+
+
+def test_a_tutorial_runs_top_to_bottom_in_a_fresh_kernel_in_an_empty_folder(project):
+    executed = _execute(project)
+    notebook = nbformat.read(executed, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == [1, 2]  # in order, in a kernel of its own
+    assert code[0].outputs[0].text == "working folder holds: []\n"
+    assert pickle.loads(tutorial_execution.saved_values(executed).read_bytes()) == {"answer": 42}
+
+
+def test_a_kept_execution_is_reused_until_the_code_changes(project):
+    first = _execute(project)
+    written = first.stat().st_mtime_ns
+    assert _execute(project) == first and first.stat().st_mtime_ns == written  # not run again
+    code = project / "attn_ref" / "functional.py"
+    code.write_text(code.read_text() + "\n# changed\n")
+    second = _execute(project)
+    assert second != first and second.is_file()
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "attn_ref/functional.py",
+        "attn_ref/new_module.py",
+        "snippets/foundation/three_tokens.py",
+        "constraints.txt",
+    ],
+)
+def test_the_key_changes_with_the_code_the_tutorial_can_run_and_the_versions(project, changed):
+    before = tutorial_execution.cache_folder(_tutorial(project), project)
+    path = project / changed
+    path.write_text((path.read_text() if path.exists() else "") + "\n# changed\n")
+    assert tutorial_execution.cache_folder(_tutorial(project), project) != before
+
+
+def test_the_key_ignores_pages_and_other_tutorials(project):
+    before = tutorial_execution.cache_folder(_tutorial(project), project)
+    (project / "docs" / "index.md").write_text("# Changed\n")
+    (project / "docs" / "tutorials" / "other.py").write_text(TINY_TUTORIAL)
+    assert tutorial_execution.cache_folder(_tutorial(project), project) == before
+
+
+def test_every_kept_execution_belongs_to_todays_tutorials_and_code(built_site):
+    kept = {path.parent.parent for path in (ROOT / tutorial_execution.CACHE).glob("*/tutorials/*.ipynb")}
+    current = {tutorial_execution.cache_folder(source, ROOT) for source in TUTORIALS.glob("*.py")}
+    assert kept == current  # the build pruned the rest
+
+
+def test_a_second_build_gives_byte_identical_pages(built_site, tmp_path):
+    """The second build reuses the tutorials' executions and runs every Markdown page again."""
+    build(ROOT, tmp_path)
+    first = [p.relative_to(built_site.path) for p in html_pages(built_site.path)]
+    first += [p.relative_to(built_site.path) for p in built_site.path.rglob("*.ipynb")]
+    assert first == [p.relative_to(tmp_path) for p in html_pages(tmp_path)] + [
+        p.relative_to(tmp_path) for p in tmp_path.rglob("*.ipynb")
     ]
+    differing = [str(p) for p in first if (built_site.path / p).read_bytes() != (tmp_path / p).read_bytes()]
     assert differing == []
-
-
-def test_a_change_to_attn_ref_reaches_every_notebook_on_the_next_build(clean_copy, tmp_path):
-    project, clean_site = clean_copy
-    notebook_pages = sorted((clean_site / "tutorials").glob("*/index.html"))
-    assert notebook_pages and all(MARKER not in page.read_text() for page in notebook_pages)
-    init = project / "attn_ref" / "__init__.py"
-    init.write_text(init.read_text() + f"\nprint({MARKER!r})\n")
-    build(project, tmp_path)  # the copy's notebook cache from the clean build is still there
-    stale = [
-        p.parent.name
-        for p in sorted((tmp_path / "tutorials").glob("*/index.html"))
-        if MARKER not in p.read_text()
-    ]
-    assert stale == []

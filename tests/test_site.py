@@ -2,12 +2,14 @@
 
 import re
 
+import jupytext
 import pytest
 import yaml
 
 from tests.conftest import ROOT
+from tests.site_tools import TUTORIALS
 
-TUTORIALS = sorted(p.stem for p in (ROOT / "docs" / "tutorials").glob("*.py"))
+TUTORIAL_NAMES = sorted(p.stem for p in TUTORIALS.glob("*.py"))
 # Loads of another host: scripts, stylesheets, images, fonts, frames (links to read, and the page's
 # canonical address, are not loads).
 OUTSIDE_LOAD = re.compile(
@@ -51,8 +53,20 @@ def test_math_is_served_by_the_site(built_site):
     )
 
 
-@pytest.mark.parametrize("name", TUTORIALS)
+@pytest.mark.parametrize("name", TUTORIAL_NAMES)
 def test_tutorial_page_offers_its_notebook(built_site, name):
     page = (built_site.path / "tutorials" / name / "index.html").read_text()
     assert f'href="{name}.ipynb" download' in page
     assert (built_site.path / "tutorials" / name / f"{name}.ipynb").is_file()
+
+
+@pytest.mark.parametrize("name", TUTORIAL_NAMES)
+def test_the_download_is_the_tutorial_run_top_to_bottom(executed_tutorials, name):
+    """Same cells as the source, in order, every code cell run once, in order, in one kernel."""
+    source = jupytext.read(TUTORIALS / f"{name}.py")
+    notebook = executed_tutorials[name].notebook
+    assert [(c.cell_type, c.source) for c in notebook.cells] == [
+        (c.cell_type, c.source) for c in source.cells
+    ]
+    counts = [cell.execution_count for cell in notebook.cells if cell.cell_type == "code"]
+    assert counts == list(range(1, len(counts) + 1))

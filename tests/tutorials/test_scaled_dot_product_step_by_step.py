@@ -1,11 +1,9 @@
-"""The scaled dot-product tutorial, executed, checked against references computed here.
+"""The scaled dot-product tutorial, as the build executed it, checked against references computed here.
 
-The tutorial is run once in a fresh kernel, as the site runs it. A cell appended
-for the test saves the tutorial's tensors; every key number is then compared
-with an independent computation: NumPy in float64 written out below,
-``torch.nn.functional.scaled_dot_product_attention`` and
-``torch.nn.MultiheadAttention``. The printed and typeset text is checked too,
-since that is what a reader sees.
+Every key number is compared with an independent computation: NumPy in float64
+(tests/reference.py), ``torch.nn.functional.scaled_dot_product_attention`` and
+``torch.nn.MultiheadAttention``. The printed and typeset text is checked too, since
+that is what a reader sees.
 """
 
 from __future__ import annotations
@@ -17,81 +15,27 @@ import pytest
 import torch
 
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
-from tests.conftest import ROOT, execute_tutorial
-
-TUTORIAL = ROOT / "docs" / "tutorials" / "scaled_dot_product_step_by_step.py"
-
-# The variables the tutorial shows, saved by a cell the test appends.
-SAVED = [
-    "X", "d_model", "d_k", "scores", "weights", "output", "A", "V_small", "AV", "wrong",
-    "q", "k", "v", "head_outputs", "head_weights", "concat", "mh_output", "mha_output",
-    "mha_weights", "ours_mh_output", "num_heads",
-]  # fmt: skip
+from tests.printed import numbers
+from tests.reference import attention, softmax
 
 # What the seed printed as the result of AV_WEIGHTS @ AV_VALUES ("Expected Output").
 SEED_CLAIMED_AV = [[0.62, 0.74, 0.86, 0.98], [0.42, 0.54, 0.66, 0.78], [0.64, 0.76, 0.88, 1.00]]
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
+def executed(tutorial):
     """The executed notebook and the tensors it computed."""
-    folder = tmp_path_factory.mktemp("scaled_dot_product")
-    saved = folder / "saved.pt"
-    dump = (
-        f"torch.save({{name: globals()[name] for name in {SAVED!r}}}, {str(saved)!r})\n"
-        f"torch.save(mha.state_dict(), {str(folder / 'mha.pt')!r})"
-    )
-    notebook, _ = execute_tutorial("scaled_dot_product_step_by_step", folder, probe=dump)
-    values = torch.load(saved)
-    values["mha_state"] = torch.load(folder / "mha.pt")
-    return notebook, values
-
-
-def _code_cells(notebook):
-    return [cell for cell in notebook.cells if cell.cell_type == "code"]
-
-
-def _printed(notebook) -> str:
-    """Everything the notebook's cells printed, in order."""
-    return "".join(
-        output.text
-        for cell in _code_cells(notebook)
-        for output in cell.outputs
-        if output.output_type == "stream"
-    )
-
-
-def _result_of(notebook, last_line: str) -> dict:
-    """The displayed result of the cell whose last line is ``last_line``."""
-    for cell in _code_cells(notebook):
-        if cell.source.strip().splitlines()[-1] == last_line:
-            (result,) = [o for o in cell.outputs if o.output_type == "execute_result"]
-            return result.data
-    raise AssertionError(f"no cell ends with {last_line!r}")
-
-
-def _numbers(text: str) -> np.ndarray:
-    return np.array([float(n) for n in re.findall(r"-?\d+\.\d+(?:e[-+]\d+)?", text)])
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    values = dict(tutorial.values)
+    values["mha_state"] = values["mha"].state_dict()
+    return tutorial, values
 
 
 @pytest.fixture(scope="module")
 def reference():
     """Single-head attention with identity projections, in float64 NumPy."""
     X = np.array(TEN_TOKENS, dtype=np.float64)  # (T, C)
-    scores = X @ X.T / np.sqrt(X.shape[1])
-    weights = _softmax(scores)
-    return {"X": X, "scores": scores, "weights": weights, "output": weights @ X}
-
-
-def test_the_tutorial_runs_top_to_bottom_without_errors(executed):
-    notebook, _ = executed
-    errors = [o for c in _code_cells(notebook) for o in c.outputs if o.output_type == "error"]
-    assert errors == []
+    output, weights = attention(X, X, X)
+    return {"X": X, "scores": X @ X.T / np.sqrt(X.shape[1]), "weights": weights, "output": output}
 
 
 def test_the_model_width_comes_from_the_feature_axis(executed, reference):
@@ -99,7 +43,7 @@ def test_the_model_width_comes_from_the_feature_axis(executed, reference):
     T, C = reference["X"].shape
     assert tuple(values["X"].shape) == (1, T, C)
     assert values["d_model"] == C and values["d_k"] == C
-    printed = _printed(executed[0])
+    printed = executed[0].printed()
     # The seed's axis fails once tokens and features differ; the right one works.
     assert "identity of size(1): RuntimeError:" in printed
     assert f"identity of size(-1): shape (1, 4, {C})" in printed
@@ -112,9 +56,9 @@ def test_scores_weights_and_output_match_numpy_float64(executed, reference):
 
 
 def test_printed_matrices_are_the_numpy_ones(executed, reference):
-    notebook, _ = executed
+    tutorial, _ = executed
     for name in ("X", "scores", "weights", "output"):
-        shown = _numbers(_result_of(notebook, name)["text/plain"])
+        shown = numbers(tutorial.result_of(name)["text/plain"])
         np.testing.assert_allclose(shown, reference[name].ravel(), atol=6e-5, err_msg=name)
 
 
@@ -126,14 +70,14 @@ def test_output_matches_pytorch_scaled_dot_product_attention(executed):
 
 
 def test_identity_projection_claims_hold(executed, reference):
-    printed = _printed(executed[0])
+    printed = executed[0].printed()
     scores = reference["scores"]
     assert np.allclose(scores, scores.T)
     assert (reference["weights"].argmax(axis=1) == np.arange(len(scores))).all()
     assert "scores symmetric: True" in printed
     assert "every token's strongest key is itself: True" in printed
     # Dividing by sqrt(d_k) flattens every row: its largest weight drops.
-    unscaled = _softmax(scores * np.sqrt(reference["X"].shape[1]))
+    unscaled = softmax(scores * np.sqrt(reference["X"].shape[1]))
     assert (unscaled.max(axis=1) > reference["weights"].max(axis=1)).all()
 
 
@@ -143,13 +87,13 @@ def test_av_product_is_the_hand_computed_one(executed):
     by_hand = [[sum(A[i][k] * V[k][j] for k in range(3)) for j in range(4)] for i in range(3)]
     np.testing.assert_allclose(values["AV"].double().numpy(), by_hand, atol=1e-6)
     np.testing.assert_allclose(
-        _numbers(_result_of(executed[0], "AV")["text/plain"]), np.ravel(by_hand), atol=6e-5
+        numbers(executed[0].result_of("AV")["text/plain"]), np.ravel(by_hand), atol=6e-5
     )
 
 
 def test_typeset_sums_use_the_data_and_the_right_results(executed):
-    notebook, _ = executed
-    latex = _result_of(notebook, 'Markdown("".join(blocks) + display_math("equation*", matrix))')[
+    tutorial, _ = executed
+    latex = tutorial.result_of('Markdown("".join(blocks) + display_math("equation*", matrix))')[
         "text/markdown"
     ]
     A, V = np.array(AV_WEIGHTS), np.array(AV_VALUES)
@@ -172,7 +116,7 @@ def test_the_seed_av_result_is_wrong_in_eleven_entries(executed):
     wrong = ~np.isclose(SEED_CLAIMED_AV, truth, atol=5e-3)
     assert int(wrong.sum()) == 11
     np.testing.assert_array_equal(executed[1]["wrong"].numpy(), wrong)
-    assert f"entries the seed got wrong: {int(wrong.sum())} of 12" in _printed(executed[0])
+    assert f"entries the seed got wrong: {int(wrong.sum())} of 12" in executed[0].printed()
 
 
 def _numpy_multihead(X: np.ndarray, state: dict, H: int) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +129,7 @@ def _numpy_multihead(X: np.ndarray, state: dict, H: int) -> tuple[np.ndarray, np
     heads, weights = [], []
     for h in range(H):
         cols = slice(h * d, (h + 1) * d)
-        w = _softmax(q[:, cols] @ k[:, cols].T / np.sqrt(d))
+        w = softmax(q[:, cols] @ k[:, cols].T / np.sqrt(d))
         weights.append(w)
         heads.append(w @ v[:, cols])
     concat = np.concatenate(heads, axis=1)
@@ -205,7 +149,7 @@ def test_multi_head_steps_match_numpy_float64(executed, reference):
     np.testing.assert_allclose(values["head_weights"][0].double().numpy(), weights, atol=2e-6)
     np.testing.assert_allclose(values["mh_output"][0].double().numpy(), out, atol=2e-6)
     np.testing.assert_allclose(values["ours_mh_output"][0].double().numpy(), out, atol=2e-6)
-    shown = _numbers(_result_of(executed[0], "mh_output")["text/plain"])
+    shown = numbers(executed[0].result_of("mh_output")["text/plain"])
     np.testing.assert_allclose(shown, out.ravel(), atol=6e-5)
 
 
@@ -226,7 +170,7 @@ def test_multi_head_matches_a_fresh_torch_multihead_attention(executed):
 
 
 def test_every_check_the_tutorial_prints_holds(executed):
-    printed = _printed(executed[0])
+    printed = executed[0].printed()
     checks = re.findall(r"^(.+?):\s+(True|False)$", printed, flags=re.MULTILINE)
     assert len(checks) >= 15
     # The one expected False: learned projections make the scores asymmetric.
@@ -234,10 +178,10 @@ def test_every_check_the_tutorial_prints_holds(executed):
 
 
 def test_one_heatmap_for_identity_weights_and_one_per_head(executed):
-    notebook, values = executed
+    tutorial, values = executed
     figures = [
         o["data"]["text/html"]
-        for c in _code_cells(notebook)
+        for c in tutorial.code_cells
         for o in c.outputs
         if "text/html" in o.get("data", {})
     ]

@@ -1,10 +1,10 @@
-"""The causal self-attention tutorial, executed, checked against references computed here.
+"""The causal self-attention tutorial, as the build executed it, checked against references
+computed here.
 
-The tutorial runs once in a fresh kernel, as the site runs it, and a cell appended
-by the test saves its tensors. Every number the tutorial prints is then compared with
-an independent computation: NumPy in float64 written out below, a hand calculation,
-or ``torch.nn.functional.scaled_dot_product_attention``. The printed text is parsed,
-because it is what a reader sees.
+Every number the tutorial prints is compared with an independent computation: NumPy in
+float64 written out below, a hand calculation, or
+``torch.nn.functional.scaled_dot_product_attention``. The printed text is parsed, because it
+is what a reader sees.
 """
 
 from __future__ import annotations
@@ -17,46 +17,25 @@ import pytest
 import torch
 
 from attn_ref.examples import BATCH_SEED, BATCH_SHAPE, HEAD_SIZE
-from tests.conftest import ROOT, execute_tutorial
+from tests.printed import block_after, line_starting, numbers
+from tests.reference import attention
 
-TUTORIAL = ROOT / "docs" / "tutorials" / "causal_self_attention.py"
 B, T, C = BATCH_SHAPE
-
-SAVED = [
-    "x", "raw_scores", "scores", "wei", "wei_seed", "out", "out_seed", "v", "reference", "out_ref",
-    "wei_ref", "x_changed", "moved", "changed", "lengths", "mask", "out_pad", "mask_left", "out_left",
-    "wei_left", "plain", "finite", "reference_left", "mha_out", "mha_out_fused", "next_layer",
-    "next_layer_zeros", "asymmetry",
-]  # fmt: skip
-NUMBER = r"-?(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?|-?inf|nan"
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """The executed notebook, its printed text, and the tensors it computed."""
-    folder = tmp_path_factory.mktemp("causal_self_attention")
-    saved = folder / "saved.pt"
-    dump = (
-        f"_saved = {{name: globals()[name] for name in {SAVED!r}}}\n"
-        "_saved.update(W_K=key.weight, W_Q=query.weight, W_V=value.weight)\n"
-        f"torch.save(_saved, {str(saved)!r})"
-    )
-    notebook, _ = execute_tutorial("causal_self_attention", folder, probe=dump)
-    printed = "".join(
-        output.text
-        for cell in notebook.cells
-        if cell.cell_type == "code"
-        for output in cell.outputs
-        if output.output_type == "stream"
-    )
-    values = {name: _as_numpy(value) for name, value in torch.load(saved).items()}
-    return notebook, printed, values
+def executed(tutorial):
+    """The executed notebook, its printed text, and its tensors as float64 NumPy arrays."""
+    values = {name: _as_numpy(value) for name, value in tutorial.values.items()}
+    values.update(W_K=values["key"], W_Q=values["query"], W_V=values["value"])
+    return tutorial.notebook, tutorial.printed(), values
 
 
 def _as_numpy(value):
+    if isinstance(value, torch.nn.Linear):
+        value = value.weight.detach()  # (out_features, in_features), as nn.Linear stores it
     if not isinstance(value, torch.Tensor):
         return value
-    value = value.detach()  # nn.Linear weights are parameters
     return value.double().numpy() if value.is_floating_point() else value.numpy()
 
 
@@ -64,19 +43,10 @@ def _as_numpy(value):
 
 
 def np_attention(x, W_Q, W_K, W_V, allowed, scale=True):
-    """Masked softmax(Q K^T / sqrt(d_k)) V in float64; a query with no allowed key gets zeros."""
+    """Masked attention of x's projections in float64: (weights, output)."""
     x = np.asarray(x, dtype=np.float64)
-    q, k, v = x @ W_Q.T, x @ W_K.T, x @ W_V.T
-    s = q @ np.swapaxes(k, -1, -2)
-    if scale:
-        s = s / math.sqrt(W_Q.shape[0])
-    allowed = np.broadcast_to(allowed, s.shape)
-    s = np.where(allowed, s, -np.inf)
-    row_max = np.where(allowed.any(-1, keepdims=True), s.max(-1, keepdims=True), 0.0)
-    e = np.where(allowed, np.exp(s - row_max), 0.0)
-    total = e.sum(-1, keepdims=True)
-    w = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-    return w, w @ v
+    output, weights = attention(x @ W_Q.T, x @ W_K.T, x @ W_V.T, allowed, scale=None if scale else 1.0)
+    return weights, output
 
 
 def tril(n):
@@ -93,25 +63,6 @@ def ref(executed):
     raw = q @ np.swapaxes(k, -1, -2)
     scores = raw / math.sqrt(HEAD_SIZE)
     return {"W": W, "wei": wei, "out": out, "wei_seed": wei_seed, "scores": scores, "raw": raw}
-
-
-# ---------------------------------------------------------------- reading what was printed
-
-
-def block_after(printed: str, label: str, rows: int) -> np.ndarray:
-    """The numbers of the ``rows`` lines printed right after the line ``label``."""
-    lines = printed.splitlines()
-    start = lines.index(label) + 1
-    return np.array([[float(n) for n in re.findall(NUMBER, line)] for line in lines[start : start + rows]])
-
-
-def line_starting(printed: str, prefix: str) -> str:
-    (line,) = [line for line in printed.splitlines() if line.startswith(prefix)]
-    return line
-
-
-def numbers_in(line: str) -> list[float]:
-    return [float(n) for n in re.findall(NUMBER, line)]
 
 
 # ---------------------------------------------------------------- the notebook itself
@@ -200,17 +151,17 @@ def test_sharpness_table(executed, ref):
     np.testing.assert_allclose(table[:, 3], 1 / np.arange(1, T + 1), atol=6e-5)
     row_seed, row = ref["wei_seed"][0, -1], ref["wei"][0, -1]
     line = line_starting(printed, f"position {T - 1}: largest / smallest weight")
-    np.testing.assert_allclose(numbers_in(line)[1:], [row_seed.max() / row_seed.min(), row.max() / row.min()],
+    np.testing.assert_allclose(numbers(line)[1:], [row_seed.max() / row_seed.min(), row.max() / row.min()],
                                atol=0.051)  # fmt: skip
 
 
 def test_variance_of_dot_products(executed, ref):
     _, printed, _ = executed
     for d_k in (16, 64, 256, 1024):
-        std, std_scaled = numbers_in(line_starting(printed, f"d_k = {d_k:4d}"))[1:]
+        std, std_scaled = numbers(line_starting(printed, f"d_k = {d_k:4d}"))[1:]
         assert abs(std / math.sqrt(d_k) - 1) < 0.05  # Var(q·k) = d_k for unit-variance entries
         assert abs(std_scaled - 1) < 0.05
-    raw_std, scaled_std = numbers_in(line_starting(printed, "  std of the raw scores"))
+    raw_std, scaled_std = numbers(line_starting(printed, "  std of the raw scores"))
     np.testing.assert_allclose(raw_std, ref["raw"].std(ddof=1), atol=0.006)
     np.testing.assert_allclose(scaled_std, ref["scores"].std(ddof=1), atol=0.006)
 
@@ -226,7 +177,7 @@ def test_finite_fills_leak_exactly_as_computed_in_numpy(executed, ref):
         w = np.exp(s - s.max(-1, keepdims=True))
         w /= w.sum(-1, keepdims=True)
         expected = (w * future).sum(-1).max()
-        printed_value = numbers_in(line_starting(printed, f"  fill {fill:>8g}:"))[-1]
+        printed_value = numbers(line_starting(printed, f"  fill {fill:>8g}:"))[-1]
         np.testing.assert_allclose(printed_value, expected, rtol=2e-2, atol=0)
     assert line_starting(printed, "  fill     -inf:").endswith(" 0")
 
@@ -239,15 +190,15 @@ def test_additive_minus_ten_thousand_leaks_at_large_scale(executed, ref):
         w = np.exp(s - s.max(-1, keepdims=True))
         w /= w.sum(-1, keepdims=True)
         # "scores x <scale>: future weight <finite> with -1e4, <infinite> with -inf"
-        _, finite, _, infinite, _ = numbers_in(line_starting(printed, f"scores x {logit_scale:>6}:"))
+        _, finite, _, infinite, _ = numbers(line_starting(printed, f"scores x {logit_scale:>6}:"))
         np.testing.assert_allclose(finite, (w * future).sum(-1).max(), atol=1e-3)
         assert infinite == 0
-    assert numbers_in(line_starting(printed, "scores x  10000:"))[1] > 0.5  # the table shows a leak
+    assert numbers(line_starting(printed, "scores x  10000:"))[1] > 0.5  # the table shows a leak
 
 
 def test_float16_cannot_hold_minus_a_billion(executed):
     _, printed, _ = executed
-    assert numbers_in(line_starting(printed, "largest finite float16:"))[-1] == np.finfo(np.float16).max
+    assert numbers(line_starting(printed, "largest finite float16:"))[-1] == np.finfo(np.float16).max
     with np.errstate(over="ignore"):
         assert np.float16(-1e9) == -np.inf
     assert line_starting(printed, "-1e9 converted to float16:").endswith("-inf")
@@ -269,7 +220,7 @@ def test_output_matches_numpy_and_pytorch(executed, ref):
     np.testing.assert_allclose(val["out"], torch_out, atol=1e-6)
     for label in ("largest |out - PyTorch output|:", "largest |out - attn_ref output|:",
                   "largest |wei - attn_ref weights|:"):  # fmt: skip
-        assert numbers_in(line_starting(printed, label))[-1] < 1e-6
+        assert numbers(line_starting(printed, label))[-1] < 1e-6
     assert line_starting(printed, "allclose to PyTorch:").endswith("True")
 
 
@@ -310,7 +261,7 @@ def test_other_random_projections_prefer_other_books(executed):
 def test_scores_are_not_symmetric(executed, ref):
     _, printed, _ = executed
     expected = np.abs(ref["scores"] - np.swapaxes(ref["scores"], -1, -2)).max()
-    np.testing.assert_allclose(numbers_in(line_starting(printed, "largest |score(i, j) - score(j, i)|:"))[-1],
+    np.testing.assert_allclose(numbers(line_starting(printed, "largest |score(i, j) - score(j, i)|:"))[-1],
                                expected, atol=1e-5)  # fmt: skip
 
 
@@ -324,9 +275,7 @@ def test_changing_a_token_moves_no_earlier_output(executed, ref):
     np.testing.assert_array_equal(differs, np.arange(T) == changed)
     _, out_changed = np_attention(val["x_changed"], *ref["W"], tril(T))
     expected = np.abs(out_changed - ref["out"]).max(axis=(0, 2))
-    printed_moves = [
-        numbers_in(line_starting(printed, f"position {t}: largest change"))[-1] for t in range(T)
-    ]
+    printed_moves = [numbers(line_starting(printed, f"position {t}: largest change"))[-1] for t in range(T)]
     assert printed_moves[:changed] == [0.0] * changed  # exactly, not approximately
     assert (val["moved"][:changed] == 0).all()
     np.testing.assert_allclose(printed_moves[changed:], expected[changed:], atol=1e-5)
@@ -344,8 +293,8 @@ def test_right_padding_real_tokens_match_each_sequence_alone(executed, ref):
     for seq, n in enumerate(lengths):
         _, alone = np_attention(val["x"][seq, :n], *ref["W"], tril(n))
         np.testing.assert_allclose(val["out_pad"][seq, :n], alone, atol=1e-6)
-        assert numbers_in(line_starting(printed, f"  sequence {seq}, positions 0..{n - 1}:"))[-1] == 0
-    assert numbers_in(line_starting(printed, "largest |attn_ref - PyTorch|:"))[-1] < 1e-6
+        assert numbers(line_starting(printed, f"  sequence {seq}, positions 0..{n - 1}:"))[-1] == 0
+    assert numbers(line_starting(printed, "largest |attn_ref - PyTorch|:"))[-1] < 1e-6
 
 
 def test_left_padding_and_queries_with_no_key(executed, ref):
@@ -358,7 +307,7 @@ def test_left_padding_and_queries_with_no_key(executed, ref):
     for seq, n in enumerate(lengths):
         _, alone = np_attention(val["x"][seq, T - n :], *ref["W"], tril(n))
         np.testing.assert_allclose(val["out_left"][seq, T - n :], alone, atol=1e-6)
-        with_pad, without_pad = numbers_in(line_starting(printed, f"  sequence {seq}: "))[1:3]
+        with_pad, without_pad = numbers(line_starting(printed, f"  sequence {seq}: "))[1:3]
         assert with_pad < 1e-6
         expected = np.abs(causal_only[seq, T - n :] - alone).max()
         assert f"{without_pad:.2g}" == f"{expected:.2g}"
@@ -379,14 +328,14 @@ def test_the_no_key_table_shows_what_was_computed(executed):
     _, printed, _ = executed
     table = printed.split("sequence 2, query 0, torch ", 1)[1]
     rows = dict(zip(table.splitlines()[1::2], table.splitlines()[2::2], strict=False))
-    assert numbers_in(rows["  attn_ref, weights:"]) == [0.0] * T
-    assert numbers_in(rows["  attn_ref, output:"]) == [0.0] * T
-    assert numbers_in(rows["  PyTorch scaled_dot_product_attention, output:"]) == [0.0] * T
-    assert all(math.isnan(n) for n in numbers_in(rows["  plain softmax over -inf, weights:"]))
-    np.testing.assert_allclose(numbers_in(rows["  softmax with a -1e9 fill, weights:"]), [1 / T] * T)
-    assert all(math.isnan(n) for n in numbers_in(rows["  nn.MultiheadAttention, output:"]))
+    assert numbers(rows["  attn_ref, weights:"]).tolist() == [0.0] * T
+    assert numbers(rows["  attn_ref, output:"]).tolist() == [0.0] * T
+    assert numbers(rows["  PyTorch scaled_dot_product_attention, output:"]).tolist() == [0.0] * T
+    assert all(math.isnan(n) for n in numbers(rows["  plain softmax over -inf, weights:"]))
+    np.testing.assert_allclose(numbers(rows["  softmax with a -1e9 fill, weights:"]), [1 / T] * T)
+    assert all(math.isnan(n) for n in numbers(rows["  nn.MultiheadAttention, output:"]))
     assert all(
-        math.isfinite(n) for n in numbers_in(rows["  nn.MultiheadAttention with need_weights=False, output:"])
+        math.isfinite(n) for n in numbers(rows["  nn.MultiheadAttention with need_weights=False, output:"])
     )
 
 

@@ -1,0 +1,96 @@
+"""Tutorial pages: executed once, rendered from the result, light and downloadable.
+
+- Each ``docs/tutorials/<name>.py`` is executed by ``tutorial_execution`` (two at a time,
+  while MkDocs builds the Markdown pages, and only when the tutorial or the code it imports
+  changed). The executed notebook takes the ``.py`` file's place as ``tutorials/<name>.ipynb``
+  (a ``File`` whose source folder is the cache), which is the name the navigation and the
+  pages link to; mkdocs-jupyter renders it with ``execute: false`` at the same address,
+  ``tutorials/<name>/``.
+- mkdocs-jupyter copies that executed notebook next to the page (``include_source``); a
+  button under the title downloads it.
+- nbconvert inlines about 580 KB of CSS in every notebook page: it moves to one shared,
+  content-hashed stylesheet, loaded once for all tutorials. nbconvert's Mermaid loader goes
+  too: no tutorial draws a Mermaid diagram.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from concurrent.futures import Future
+from pathlib import Path
+
+import tutorial_execution
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+from mkdocs.utils import get_relative_url
+
+NBCONVERT_MERMAID = re.compile(
+    r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded".*?</script>', re.S
+)
+INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
+
+executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
+stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
+
+
+def is_tutorial(file: File) -> bool:
+    return file.src_uri.startswith("tutorials/") and file.src_uri.endswith(".ipynb")
+
+
+@event_priority(100)  # before mkdocs-jupyter picks the notebooks it renders
+def on_files(files, config):
+    root = Path(config.config_file_path).resolve().parent
+    sources = [
+        file for file in files if file.src_uri.startswith("tutorials/") and file.src_uri.endswith(".py")
+    ]
+    running = tutorial_execution.execute_all([Path(file.abs_src_path) for file in sources], root)
+    digest = tutorial_execution.code_digest(root)
+    for file in sources:
+        source = Path(file.abs_src_path)
+        executed = tutorial_execution.executed_notebook(source, root, digest)
+        src_uri = f"tutorials/{executed.name}"
+        executions[src_uri] = running[source]
+        files.remove(file)
+        files.append(File(src_uri, str(executed.parents[1]), config.site_dir, config.use_directory_urls))
+    return files
+
+
+@event_priority(100)  # mkdocs-jupyter reads the executed notebook in its own on_pre_page
+def on_pre_page(page, config, files):
+    running = executions.pop(page.file.src_uri, None)
+    if running is not None:
+        running.result()  # a failing cell stops the build, with the kernel's traceback
+    return page
+
+
+def on_page_content(html, page, config, files):
+    if not is_tutorial(page.file):
+        return html
+    html = NBCONVERT_MERMAID.sub("", html)
+    header, wrapper, cells = html.partition('<div class="jupyter-wrapper">')  # styles inside plots stay
+    css = "\n".join(INLINE_STYLE.findall(header))
+    stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
+    stylesheets[stylesheet] = css
+    html = INLINE_STYLE.sub("", header) + wrapper + cells
+    name = Path(page.file.abs_src_path).name
+    link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
+    button = (
+        f'<p><a class="md-button md-button--primary" href="{name}" download>'
+        f"Download this tutorial as a notebook ({name})</a></p>"
+    )
+    head, found, rest = html.partition("</h1>")  # the button goes under the tutorial's title
+    return link + (head + found + button + rest if found else button + html)
+
+
+def on_post_build(config):
+    site = Path(config["site_dir"])
+    for path, text in stylesheets.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    root = Path(config.config_file_path).resolve().parent
+    used = {
+        tutorial_execution.cache_folder(source, root)
+        for source in sorted((Path(config["docs_dir"]) / "tutorials").glob("*.py"))
+    }
+    tutorial_execution.prune(root, used)

@@ -1,0 +1,16 @@
+"""Every executed block that shows a snippet's code is titled with the snippet's path.
+
+A reader who doubts a number opens that file and its test, which mirrors its path
+(``tests/snippets/<topic>/test_<name>.py``). The path is written once, in the
+``--8<--`` line; this hook copies it into the block's ``title``.
+"""
+
+from __future__ import annotations
+
+import re
+
+SNIPPET_BLOCK = re.compile(r'^```python (exec="true" source="[^"]+"[^\n]*)\n--8<-- "(snippets/[^":]+)', re.M)
+
+
+def on_page_markdown(markdown, page, config, files):
+    return SNIPPET_BLOCK.sub(r'```python \1 title="\2"\n--8<-- "\2', markdown)

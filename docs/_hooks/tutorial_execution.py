@@ -1,0 +1,154 @@
+"""Execute each tutorial once, in a fresh kernel, and keep the result until its inputs change.
+
+Not a hook itself: ``notebook_pages.py`` runs it before MkDocs renders the tutorials, and the
+tests read what it wrote, so that one execution serves the page, the download and the tests.
+
+A tutorial ``docs/tutorials/<name>.py`` (jupytext percent format) runs top to bottom in a
+fresh kernel whose working folder is an empty temporary one, so it can rely only on installed
+packages. The result is kept under ``.cache/tutorials/<key>/tutorials/``:
+
+- ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, and each run of
+  printed text in one output (the kernel may flush a print in two messages), so that two
+  executions give the same bytes;
+- ``<name>.values.pickle``: the kernel's variables after the last cell (tensors, numbers,
+  strings, modules, ...), for the tests to compare with their own references.
+
+The key hashes the tutorial, every file it can import or include (``attn_ref``,
+``snippets``) and the pinned versions (``constraints.txt``): a change to any of them gives a
+new key, and so a new execution; nothing else does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+CODE_DIRS = ("attn_ref", "snippets")
+VERSIONS = "constraints.txt"
+CACHE = Path(".cache") / "tutorials"
+WORKERS = 2  # the build machine's cores
+
+# Run after the last cell, then removed: saves the variables a test could want (data, tensors,
+# modules, attn_ref objects), with pickle, which PyTorch's tensors and modules support.
+SAVE_VALUES = """
+import pickle as _pickle, sys as _sys
+
+def _kept(name, value):
+    if name.startswith("_") or name in {{"In", "Out", "exit", "quit", "get_ipython"}}:
+        return False
+    torch = _sys.modules.get("torch")
+    if callable(value) and not (torch and isinstance(value, torch.nn.Module)):
+        return False  # functions and classes
+    if type(value).__module__.partition(".")[0] not in {{"builtins", "torch", "numpy", "attn_ref"}}:
+        return False  # figures, and the notebook's own classes
+    try:
+        _pickle.dumps(value)
+    except Exception:
+        return False
+    return True
+
+with open({path!r}, "wb") as _file:
+    _pickle.dump({{name: value for name, value in dict(globals()).items() if _kept(name, value)}}, _file)
+"""
+
+
+def code_digest(root: Path) -> str:
+    """Hash of every file the tutorials can import or include, and of the pinned versions."""
+    digest = hashlib.sha256()
+    paths = [path for folder in CODE_DIRS for path in sorted((root / folder).rglob("*.py"))]
+    for path in [*paths, root / VERSIONS]:
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_folder(source: Path, root: Path, digest: str | None = None) -> Path:
+    """Where the execution of ``source`` with today's code is (or will be) kept."""
+    key = hashlib.sha256(source.read_bytes() + (digest or code_digest(root)).encode()).hexdigest()[:16]
+    return root / CACHE / key
+
+
+def executed_notebook(source: Path, root: Path, digest: str | None = None) -> Path:
+    """``<cache folder>/tutorials/<name>.ipynb``: the folder serves as a docs folder of its own."""
+    return cache_folder(source, root, digest) / "tutorials" / f"{source.stem}.ipynb"
+
+
+def saved_values(notebook: Path) -> Path:
+    return notebook.with_suffix(".values.pickle")
+
+
+def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
+    """Start executing every tutorial whose result is not kept yet, ``WORKERS`` kernels at a time.
+
+    Returns, for each source, a future that resolves to its executed notebook.
+    """
+    digest = code_digest(root)
+    pool = ThreadPoolExecutor(max_workers=WORKERS)
+    running = {}
+    for source in sources:
+        target = executed_notebook(source, root, digest)
+        if target.is_file():
+            running[source] = Future()
+            running[source].set_result(target)
+        else:
+            running[source] = pool.submit(execute, source, target)
+    pool.shutdown(wait=False)
+    return running
+
+
+def prune(root: Path, keep: set[Path]) -> None:
+    """Remove kept executions that no current tutorial uses."""
+    for folder in (root / CACHE).glob("*"):
+        if folder not in keep:
+            shutil.rmtree(folder)
+
+
+def execute(source: Path, target: Path) -> Path:
+    """Run ``source`` top to bottom in a fresh kernel; write the notebook and its variables."""
+    notebook = jupytext.read(source)
+    for number, cell in enumerate(notebook.cells):
+        cell.id = f"cell-{number}"  # stable ids: the same file every time
+    partial = target.with_name(target.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    values = saved_values(partial)
+    notebook.cells.append(nbformat.v4.new_code_cell(SAVE_VALUES.format(path=str(values))))
+    with tempfile.TemporaryDirectory() as folder:
+        NotebookClient(
+            notebook,
+            kernel_name="python3",
+            timeout=600,
+            record_timing=False,
+            resources={"metadata": {"path": folder}},
+        ).execute()
+    notebook.cells.pop()
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = _merge_printed_text(cell.outputs)
+    nbformat.write(notebook, partial)
+    values.replace(saved_values(target))
+    partial.replace(target)  # last, so that a kept notebook always has its values beside it
+    return target
+
+
+def _merge_printed_text(outputs: list) -> list:
+    """One output per run of printed text of one stream."""
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.output_type == "stream"
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
+        ):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged

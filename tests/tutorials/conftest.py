@@ -1,0 +1,14 @@
+"""Each tutorial's test mirrors its path: docs/tutorials/<name>.py is tested by
+tests/tutorials/test_<name>.py, whose ``tutorial`` fixture is that tutorial as the build
+executed it (one execution serves the page, the download and the test)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import ExecutedTutorial
+
+
+@pytest.fixture(scope="module")
+def tutorial(request: pytest.FixtureRequest, executed_tutorials) -> ExecutedTutorial:
+    return executed_tutorials[request.path.stem.removeprefix("test_")]
