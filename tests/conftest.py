@@ -4,10 +4,7 @@ tutorials as that build executed them."""
 from __future__ import annotations
 
 import functools
-import os
 import pickle
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from tests.forked import run_python
 from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
 
 SNIPPETS = ROOT / "snippets"
@@ -22,23 +20,16 @@ SNIPPETS = ROOT / "snippets"
 
 @functools.cache
 def run_snippet(relative_path: str) -> str:
-    """Run ``snippets/<relative_path>`` in a fresh interpreter and return what it printed.
+    """Run ``snippets/<relative_path>`` in a fresh process and return what it printed.
 
     The working directory is a neutral folder, so a snippet cannot lean on
     files next to it; it fails the test if it exits with an error.
     """
     path = SNIPPETS / relative_path
     assert path.is_file(), f"no snippet at {path}"
-    result = subprocess.run(
-        [sys.executable, str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT / "tests",
-        env={**os.environ, "MPLBACKEND": "Agg"},
-        timeout=300,
-    )
-    assert result.returncode == 0, f"{relative_path} failed:\n{result.stderr}"
-    return result.stdout
+    finished = run_python(path, cwd=ROOT / "tests")
+    assert finished.returncode == 0, f"{relative_path} failed:\n{finished.stderr}"
+    return finished.stdout
 
 
 @dataclass(frozen=True)
