@@ -9,13 +9,13 @@ import itertools
 import os
 import re
 import shutil
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, BuiltSite
+from tests.forked import run_python
 from tests.site_server import serve
 
 pytestmark = pytest.mark.browser
@@ -40,6 +40,10 @@ VISIBLE_PROSE = """() => {
           notebook: [...article.querySelectorAll(".jp-MarkdownOutput")].map(e => e.innerText).join("\\n")};
 }"""
 
+# Where a heading appears besides the article: the page title, the navigation, the table of contents.
+HEADING_TEXTS = """() => [document.title,
+  ...[...document.querySelectorAll(".md-nav__link, .md-nav__title")].map(e => e.textContent)].join("\\n")"""
+
 PAGE_FACTS = """() => ({
   images: [...document.querySelectorAll("article img")].map(i => ({src: i.src.slice(0, 60), alt: i.alt, ok: i.complete && i.naturalWidth > 0})),
   svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
@@ -57,12 +61,28 @@ PYTHON_COPY_BUTTONS = (
 )
 
 
-# Open the content tab (pymdownx.tabbed) that holds an element, if any.
-SHOW_TAB = """button => {
-  const block = button.closest(".tabbed-block");
-  if (!block) return;
-  const index = [...block.parentElement.children].indexOf(block);
-  block.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[index].click();
+# Click every copy button of a Python block, in page order, as a reader would after opening
+# the block (its content tab, and every collapsed block around it such as an exercise's
+# solution), and read back what each click put on the clipboard. A button that is not
+# rendered once its block is open yields null.
+COPY_PYTHON = """async selector => {
+  const texts = [];
+  for (const button of document.querySelectorAll(selector)) {
+    for (let details = button.closest("details"); details; details = details.parentElement.closest("details")) {
+      details.open = true;
+    }
+    const tab = button.closest(".tabbed-block");
+    if (tab) {
+      const index = [...tab.parentElement.children].indexOf(tab);
+      tab.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[index].click();
+    }
+    if (button.getClientRects().length === 0) { texts.push(null); continue; }
+    await navigator.clipboard.writeText("");
+    button.click();
+    await new Promise(resolve => setTimeout(resolve, 0));  // let the copy handler finish
+    texts.push(await navigator.clipboard.readText());
+  }
+  return texts;
 }"""
 
 
@@ -105,9 +125,9 @@ class Visit:
         self.page.route("**/*", functools.partial(self._route, base))
         self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
         self.page.on("pageerror", lambda e: self.console_errors.append(str(e)))
-        self.page.goto(base + path, wait_until="networkidle")
+        self.page.goto(base + path, wait_until="load")  # scripts, styles and images are in
         self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-        self.page.evaluate("() => MathJax.startup.promise")
+        self.page.evaluate("() => MathJax.startup.promise.then(() => document.fonts.ready)")
 
     def _route(self, base, route):
         if route.request.url.startswith(base) or route.request.url.startswith("data:"):
@@ -116,16 +136,9 @@ class Visit:
             self.outside.append(route.request.url)
             route.abort()
 
-    def copied_python(self) -> list[str]:
+    def copied_python(self) -> list[str | None]:
         """The text each Python block's copy button puts on the clipboard, in page order."""
-        texts = []
-        for button in self.page.locator(PYTHON_COPY_BUTTONS).all():
-            self.page.evaluate("() => navigator.clipboard.writeText('')")
-            button.evaluate(SHOW_TAB)  # a block in a content tab is copied with its tab open
-            button.scroll_into_view_if_needed()
-            button.click()
-            texts.append(self.page.evaluate("() => navigator.clipboard.readText()"))
-        return texts
+        return self.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)
 
     def close(self):
         self.context.close()
@@ -154,9 +167,8 @@ def test_every_built_page_is_checked(built_site):
     assert sorted(_page_urls(built_site)) == sorted(PAGE_PATHS)
 
 
-MODES = {  # name: browser context options
-    "light": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"},
-    "dark": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "dark"},
+MODES = {  # name: browser context options; the desktop load is looked at in light, then dark
+    "desktop": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"},
     "narrow": {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True},
 }
 SEARCHES = {  # what a reader types: the pages with a section that teaches it
@@ -174,23 +186,66 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
 SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_page_renders_offline(browser, server, page_path, mode):
+@dataclass
+class Look:
+    """What one load of a page showed: everything the tests below check."""
+
+    prose: dict
+    facts: dict
+    headings: str
+    transferred: int
+    overflow: int
+    outside: list[str]
+    console_errors: list[str]
+    copied: list[str | None]
+
+
+def _look(browser, server: str, page_path: str, mode: str) -> Look:
+    """Load the page once in ``mode``, take its screenshots, read its facts, then copy its code."""
     visit = Visit(browser, server, page_path, **MODES[mode])
     try:
-        prose = visit.page.evaluate(VISIBLE_PROSE)
-        facts = visit.page.evaluate(PAGE_FACTS)
-        transferred = visit.page.evaluate(TRANSFERRED)
-        overflow = visit.page.evaluate(SIDEWAYS_SCROLL)
+        look = Look(
+            prose=visit.page.evaluate(VISIBLE_PROSE),
+            facts=visit.page.evaluate(PAGE_FACTS),
+            headings=visit.page.evaluate(HEADING_TEXTS),
+            transferred=visit.page.evaluate(TRANSFERRED),
+            overflow=visit.page.evaluate(SIDEWAYS_SCROLL),
+            outside=visit.outside,
+            console_errors=visit.console_errors,
+            copied=[],
+        )
         SCREENSHOTS.mkdir(exist_ok=True)
         name = page_path.strip("/").replace("/", "_") or "home"
-        visit.page.screenshot(path=SCREENSHOTS / f"{name}-{mode}.png", full_page=True)
+        if mode == "desktop":
+            visit.page.screenshot(path=SCREENSHOTS / f"{name}-light.jpg", full_page=True, quality=80)
+            visit.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
+            visit.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+            visit.page.screenshot(path=SCREENSHOTS / f"{name}-dark.jpg", full_page=True, quality=80)
+            look.copied = visit.copied_python()  # last: it opens collapsed blocks and tabs
+        else:
+            visit.page.screenshot(path=SCREENSHOTS / f"{name}-{mode}.jpg", full_page=True, quality=80)
     finally:
         visit.close()
-    assert visit.outside == []
-    assert visit.console_errors == []
-    assert RAW_TEX.findall(prose["all"]) == [], "math left as raw TeX"
-    assert RAW_INLINE_DOLLAR.findall(prose["notebook"]) == [], "notebook math left as raw TeX"
+    return look
+
+
+@pytest.fixture(scope="module")
+def looks(browser, server):
+    """``looks(page_path, mode)``: the page's one load in that mode, shared by the tests."""
+    return functools.cache(functools.partial(_look, browser, server))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_page_renders_offline(looks, page_path, mode):
+    look = looks(page_path, mode)
+    assert look.outside == []
+    assert look.console_errors == []
+    assert RAW_TEX.findall(look.prose["all"]) == [], "math left as raw TeX"
+    assert RAW_INLINE_DOLLAR.findall(look.prose["notebook"]) == [], "notebook math left as raw TeX"
+    assert RAW_TEX.findall(look.headings) + RAW_INLINE_DOLLAR.findall(look.headings) == [], (
+        "raw TeX in the title, the navigation or the table of contents"
+    )
+    facts = look.facts
     assert all(image["ok"] for image in facts["images"]), facts["images"]
     assert all(image["alt"] and image["alt"] != NBCONVERT_DEFAULT_ALT for image in facts["images"]), facts[
         "images"
@@ -204,8 +259,8 @@ def test_page_renders_offline(browser, server, page_path, mode):
     levels = facts["headings"]
     assert levels[:1] == [1] and levels.count(1) == 1, "one h1, first"
     assert all(b - a <= 1 for a, b in itertools.pairwise(levels)), f"a heading level is skipped: {levels}"
-    assert transferred <= FIRST_VISIT_BUDGET
-    assert overflow <= 0, f"the page scrolls sideways by {overflow} px"
+    assert look.transferred <= FIRST_VISIT_BUDGET
+    assert look.overflow <= 0, f"the page scrolls sideways by {look.overflow} px"
 
 
 def _source_text(page_path: str) -> str:
@@ -218,26 +273,16 @@ def _source_text(page_path: str) -> str:
     return ""
 
 
-def test_copied_python_runs_in_page_order(browser, server, page_path, tmp_path):
-    visit = Visit(browser, server, page_path)
-    try:
-        blocks = visit.copied_python()
-    finally:
-        visit.close()
+def test_copied_python_runs_in_page_order(looks, page_path, tmp_path):
+    blocks = looks(page_path, "desktop").copied
     if not blocks:
         pytest.skip("no Python code on this page")
+    assert None not in blocks, "a copy button is not shown even with its block open"
     assert all(block.strip() for block in blocks), "a copy button copied nothing"
     script = tmp_path / "copied.py"
     script.write_text("\n\n".join(blocks) + "\n")
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
+    finished = run_python(script, cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
 
 
 def search_first_hit(page, base: str, query: str) -> str:
@@ -251,13 +296,16 @@ def search_first_hit(page, base: str, query: str) -> str:
     return first.get_attribute("href").removeprefix(base).split("?")[0].split("#")[0]
 
 
-@pytest.mark.parametrize("query", SEARCHES)
-def test_search_lands_on_the_page_that_teaches_it(browser, server, query):
+@pytest.fixture(scope="module")
+def home(browser, server):
     visit = Visit(browser, server, "")
-    try:
-        assert search_first_hit(visit.page, server, query) in SEARCHES[query]
-    finally:
-        visit.close()
+    yield visit
+    visit.close()
+
+
+@pytest.mark.parametrize("query", SEARCHES)
+def test_search_lands_on_the_page_that_teaches_it(home, server, query):
+    assert search_first_hit(home.page, server, query) in SEARCHES[query]
 
 
 def test_search_index_leaves_out_printed_output(built_site):

@@ -70,3 +70,11 @@ def test_the_download_is_the_tutorial_run_top_to_bottom(executed_tutorials, name
     ]
     counts = [cell.execution_count for cell in notebook.cells if cell.cell_type == "code"]
     assert counts == list(range(1, len(counts) + 1))
+
+
+PAGE_BUDGET = 150 * 1024  # bytes of HTML, the largest page
+
+
+def test_no_page_is_heavier_than_the_budget(built_site):
+    sizes = {str(page.relative_to(built_site.path)): page.stat().st_size for page in built_site.pages()}
+    assert {page: size for page, size in sizes.items() if size > PAGE_BUDGET} == {}

@@ -11,6 +11,9 @@
 - nbconvert inlines about 580 KB of CSS in every notebook page: it moves to one shared,
   content-hashed stylesheet, loaded once for all tutorials. nbconvert's Mermaid loader goes
   too: no tutorial draws a Mermaid diagram.
+- Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
+  symbol defined once per page, instead of a copy of the icon per cell), and syntax spans
+  whose class the notebook stylesheet gives no style are dropped, keeping their text.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ NBCONVERT_MERMAID = re.compile(
     r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded".*?</script>', re.S
 )
 INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
+COPY_ICON = re.compile(r'(<svg aria-hidden="true" class="clipboard-copy-icon")[^>]*>(.*?)</svg>', re.S)
+SYNTAX_SPAN = re.compile(r'<span class="(\w+)">([^<]*)</span>')
+STYLED_SYNTAX = re.compile(r"\.highlight-ipynb \.(\w+)")
 
 executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
 stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
@@ -72,7 +78,7 @@ def on_page_content(html, page, config, files):
     css = "\n".join(INLINE_STYLE.findall(header))
     stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
     stylesheets[stylesheet] = css
-    html = INLINE_STYLE.sub("", header) + wrapper + cells
+    html = INLINE_STYLE.sub("", header) + wrapper + _lighter(cells, styled=set(STYLED_SYNTAX.findall(css)))
     name = Path(page.file.abs_src_path).name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
     button = (
@@ -81,6 +87,14 @@ def on_page_content(html, page, config, files):
     )
     head, found, rest = html.partition("</h1>")  # the button goes under the tutorial's title
     return link + (head + found + button + rest if found else button + html)
+
+
+def _lighter(cells: str, styled: set[str]) -> str:
+    icon = COPY_ICON.search(cells)
+    if icon:
+        symbol = f'<svg style="display: none"><symbol id="copy-icon" viewBox="0 0 16 16">{icon[2]}</symbol></svg>'
+        cells = symbol + COPY_ICON.sub(r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells)
+    return SYNTAX_SPAN.sub(lambda span: span[0] if span[1] in styled else span[2], cells)
 
 
 def on_post_build(config):

@@ -75,7 +75,7 @@ print("W_Q:", tuple(query.weight.shape), " q:", tuple(q.shape))
 print("W_V:", tuple(value.weight.shape), " v:", tuple(v.shape))
 
 # %% [markdown]
-# ## Scores, scaled by $1/\sqrt{d_k}$
+# ## Scores, scaled by 1/√d_k
 #
 # Every query is compared with every key of the same sequence by a dot product.
 # For the whole batch, that is one batched matrix product. Transposing the last two
@@ -186,7 +186,7 @@ ratio_seed, ratio = last_seed.max() / last_seed.min(), last.max() / last.min()
 print(f"position {T - 1}: largest / smallest weight {ratio_seed:.1f} unscaled, {ratio:.1f} scaled")
 
 # %% [markdown]
-# ## Why $-\infty$, and not a large negative number
+# ## Why −∞, and not a large negative number
 #
 # Code often masks with a large finite number such as $-10^{9}$ or $-10^{4}$ instead
 # of $-\infty$. A finite constant $c$ gives a masked key the weight $e^{c - m}$ divided
