@@ -84,7 +84,9 @@ def _with_includes(block: str) -> str:
     def include(match: re.Match) -> str:
         text = (ROOT / match[1]).read_text()
         if match[2]:
-            text = text.split(f"# --8<-- [start:{match[2]}]\n", 1)[1].split(f"# --8<-- [end:{match[2]}]", 1)[0]
+            text = text.split(f"# --8<-- [start:{match[2]}]\n", 1)[1].split(f"# --8<-- [end:{match[2]}]", 1)[
+                0
+            ]
         return text
 
     return INCLUDE.sub(include, block)
@@ -94,7 +96,13 @@ def serve_rebuild_seconds(project: Path) -> float:
     """Seconds from saving a Markdown page to the browsers' reload, under `make serve`."""
     log = project / "serve.log"
     with log.open("w") as out:
-        command = ["make", "--no-print-directory", "serve", f"BIN={Path(sys.executable).parent}", "INSTALLED="]
+        command = [
+            "make",
+            "--no-print-directory",
+            "serve",
+            f"BIN={Path(sys.executable).parent}",
+            "INSTALLED=",
+        ]
         server = subprocess.Popen(
             [*command, f"SERVE_ADDR=127.0.0.1:{_free_port()}"],
             cwd=project,

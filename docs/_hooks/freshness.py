@@ -1,10 +1,10 @@
 """The preview never shows a page built from old code.
 
 ``attn_ref`` is imported afresh at every build, so that the Markdown pages' code runs
-against the current package. Under ``mkdocs serve --dirty``, MkDocs rebuilds only the pages
-whose own file changed; when the code they import or include changed, every built page is
-removed first, so every page is rebuilt. (Tutorials need nothing more: their executions are
-keyed on the code, see ``tutorial_execution``.)
+against the current package. ``make serve`` passes ``--dirty``, which rebuilds only the
+pages whose own file changed; when the code they import or include changed, every built
+page is removed first, so that every page is rebuilt. (Tutorials need nothing more: their
+executions are keyed on the code, see ``tutorial_execution``.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import tutorial_execution
 
-last_built_digest: str | None = None  # this module lives as long as `mkdocs serve` does
+last_built_digest: str | None = None  # this module lives as long as `make serve` does
 
 
 def on_pre_build(config):

@@ -92,8 +92,12 @@ def on_page_content(html, page, config, files):
 def _lighter(cells: str, styled: set[str]) -> str:
     icon = COPY_ICON.search(cells)
     if icon:
-        symbol = f'<svg style="display: none"><symbol id="copy-icon" viewBox="0 0 16 16">{icon[2]}</symbol></svg>'
-        cells = symbol + COPY_ICON.sub(r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells)
+        symbol = (
+            f'<svg style="display: none"><symbol id="copy-icon" viewBox="0 0 16 16">{icon[2]}</symbol></svg>'
+        )
+        cells = symbol + COPY_ICON.sub(
+            r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells
+        )
     return SYNTAX_SPAN.sub(lambda span: span[0] if span[1] in styled else span[2], cells)
 
 

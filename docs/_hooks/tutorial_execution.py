@@ -29,6 +29,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 CODE_DIRS = ("attn_ref", "snippets")
 VERSIONS = "constraints.txt"
@@ -119,13 +120,14 @@ def execute(source: Path, target: Path) -> Path:
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)
     notebook.cells.append(nbformat.v4.new_code_cell(SAVE_VALUES.format(path=str(values))))
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as sockets:
         NotebookClient(
             notebook,
             kernel_name="python3",
+            config=Config(KernelManager={"transport": "ipc", "ip": str(Path(sockets) / "kernel")}),
             timeout=600,
             record_timing=False,
-            resources={"metadata": {"path": folder}},
+            resources={"metadata": {"path": folder}},  # the kernel's working folder: empty
         ).execute()
     notebook.cells.pop()
     for cell in notebook.cells:

@@ -1,4 +1,4 @@
-// MathJax 3, served by the site itself (see docs/_hooks/site_hooks.py).
+// MathJax 3, served by the site itself (see docs/_hooks/offline_math.py).
 // Markdown pages carry math as \( \) and \[ \] inside .arithmatex elements
 // (pymdownx.arithmatex, generic mode); notebook pages carry $ and $$ inside
 // rendered Markdown (Markdown cells, and Markdown displayed by code cells).
