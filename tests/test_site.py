@@ -101,3 +101,13 @@ def test_every_shown_executed_block_is_a_snippet_titled_with_its_path(built_site
         html = (built_site.path / built / "index.html").read_text()
         titles = re.findall(r'<span class="filename">(snippets/[^<]+)</span>', html)
         assert len(titles) == len(blocks) and all((ROOT / title).is_file() for title in titles), page
+
+
+def test_every_page_links_to_the_notation_table(built_site):
+    notation = built_site.path / "notation" / "index.html"
+    missing = []
+    for page in built_site.pages():
+        article = re.search(r"<article.*?</article>", page.read_text(), re.S)[0]
+        if page != notation and not re.search(r'href="[^"]*notation/(#[^"]*)?"', article):
+            missing.append(str(page.relative_to(built_site.path)))
+    assert missing == []
