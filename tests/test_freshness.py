@@ -23,7 +23,7 @@ TINY_TUTORIAL = """# %% [markdown]
 import os
 print("working folder holds:", os.listdir("."))
 
-# %%
+# %% tags=["solution"]
 answer = 6 * 7
 """
 
@@ -53,6 +53,7 @@ def test_a_tutorial_runs_top_to_bottom_in_a_fresh_kernel_in_an_empty_folder(proj
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert [cell.execution_count for cell in code] == [1, 2]  # in order, in a kernel of its own
     assert code[0].outputs[0].text == "working folder holds: []\n"
+    assert code[1].metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}  # a solution
     assert pickle.loads(tutorial_execution.saved_values(executed).read_bytes()) == {"answer": 42}
 
 

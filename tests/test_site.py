@@ -68,6 +68,16 @@ def test_the_download_is_the_tutorial_run_top_to_bottom(executed_tutorials, name
     assert counts == list(range(1, len(counts) + 1))
 
 
+@pytest.mark.parametrize("name", TUTORIAL_NAMES)
+def test_each_solution_is_collapsed_on_the_page_and_in_the_download(built_site, executed_tutorials, name):
+    cells = executed_tutorials[name].notebook.cells
+    solutions = [cell for cell in cells if "solution" in cell.metadata.get("tags", [])]
+    assert all(cell.metadata["jupyter"]["source_hidden"] for cell in solutions)
+    page = (built_site.path / "tutorials" / name / "index.html").read_text()
+    blocks = re.findall(r'<details class="success"><summary>Solution</summary>\s*<div class="([^"]*)"', page)
+    assert len(blocks) == len(solutions) and all("celltag_solution" in block for block in blocks)
+
+
 PAGE_BUDGET = 150 * 1024  # bytes of HTML, the largest page
 
 

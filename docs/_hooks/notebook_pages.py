@@ -11,6 +11,11 @@
 - nbconvert inlines about 580 KB of CSS in every notebook page: it moves to one shared,
   content-hashed stylesheet, loaded once for all tutorials. nbconvert's Mermaid loader goes
   too: no tutorial draws a Mermaid diagram.
+- Exercises: a code cell tagged ``solution`` (``# %% tags=["solution"]`` in the tutorial) is
+  shown collapsed, as a "Solution" block a reader opens; ``tutorial_execution`` collapses it
+  in the downloaded notebook too.
+- mkdocs-jupyter (0.26.3, and 0.27.0 still) appends its highlighting CSS a second time, written
+  as the repr of a Python list, which is not CSS: removed (the stylesheet has the same rules).
 - Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
   symbol defined once per page, instead of a copy of the icon per cell), and syntax spans
   whose class the notebook stylesheet gives no style are dropped, keeping their text.
@@ -35,6 +40,11 @@ INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 COPY_ICON = re.compile(r'(<svg aria-hidden="true" class="clipboard-copy-icon")[^>]*>(.*?)</svg>', re.S)
 SYNTAX_SPAN = re.compile(r'<span class="(\w+)">([^<]*)</span>')
 STYLED_SYNTAX = re.compile(r"\.highlight-ipynb \.(\w+)")
+LIST_REPR_STYLE = re.compile(r"<style>\s*\['.*?'\]\s*</style>", re.S)
+SOLUTION_CELL = re.compile(
+    r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
+)
+DIV_TAG = re.compile(r"<div\b|</div>")
 
 executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
 stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
@@ -78,7 +88,10 @@ def on_page_content(html, page, config, files):
     css = "\n".join(INLINE_STYLE.findall(header))
     stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
     stylesheets[stylesheet] = css
-    html = INLINE_STYLE.sub("", header) + wrapper + _lighter(cells, styled=set(STYLED_SYNTAX.findall(css)))
+    cells = _collapsed_solutions(
+        _lighter(LIST_REPR_STYLE.sub("", cells), styled=set(STYLED_SYNTAX.findall(css)))
+    )
+    html = INLINE_STYLE.sub("", header) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
     button = (
@@ -99,6 +112,26 @@ def _lighter(cells: str, styled: set[str]) -> str:
             r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells
         )
     return SYNTAX_SPAN.sub(lambda span: span[0] if span[1] in styled else span[2], cells)
+
+
+def _collapsed_solutions(cells: str) -> str:
+    parts, done = [], 0
+    for cell in SOLUTION_CELL.finditer(cells):
+        end = _end_of_div(cells, cell.start())
+        parts += [cells[done : cell.start()], '<details class="success"><summary>Solution</summary>']
+        parts += [cells[cell.start() : end], "</details>"]
+        done = end
+    return "".join([*parts, cells[done:]])
+
+
+def _end_of_div(html: str, start: int) -> int:
+    """Where the ``<div>`` that opens at ``start`` closes."""
+    depth = 0
+    for tag in DIV_TAG.finditer(html, start):
+        depth += 1 if tag[0] == "<div" else -1
+        if depth == 0:
+            return tag.end()
+    raise ValueError(f"no closing </div> for the <div> at {start}")
 
 
 def on_post_build(config):

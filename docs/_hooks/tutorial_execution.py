@@ -7,8 +7,8 @@ A tutorial ``docs/tutorials/<name>.py`` (jupytext percent format) runs top to bo
 fresh kernel whose working folder is an empty temporary one, so it can rely only on installed
 packages. The result is kept under ``.cache/tutorials/<key>/tutorials/``:
 
-- ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, and each run of
-  printed text in one output (the kernel may flush a print in two messages), so that two
+- ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, solutions
+  (cells tagged ``solution``) collapsed, and each run of printed text in one output (the kernel may flush a print in two messages), so that two
   executions give the same bytes;
 - ``<name>.values.pickle``: the kernel's variables after the last cell (tensors, numbers,
   strings, modules, ...), for the tests to compare with their own references.
@@ -116,6 +116,8 @@ def execute(source: Path, target: Path) -> Path:
     notebook = jupytext.read(source)
     for number, cell in enumerate(notebook.cells):
         cell.id = f"cell-{number}"  # stable ids: the same file every time
+        if "solution" in cell.metadata.get("tags", []):  # an exercise's solution: opened by the reader
+            cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
     partial = target.with_name(target.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)
