@@ -7,10 +7,13 @@ test suite, and the docstring examples pin the numbers shown on the site.
 from attn_ref.functional import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from attn_ref.linear_as_attention import linear_as_attention
 from attn_ref.multihead import MultiHeadAttention, merge_heads, split_heads
-from attn_ref.positional import sinusoidal_positional_encoding
+from attn_ref.positional import alibi_bias, alibi_slopes, apply_rotary, sinusoidal_positional_encoding
 
 __all__ = [
     "MultiHeadAttention",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary",
     "causal_mask",
     "linear_as_attention",
     "merge_heads",

@@ -175,7 +175,9 @@ SEARCHES = {  # what a reader types: the pages with a section that teaches it
     "softmax": ("tutorials/linear_to_self_attention/",),
     "causal mask": ("tutorials/causal_self_attention/",),
     "multi-head": ("concepts/mental_model/", "tutorials/scaled_dot_product_step_by_step/"),
-    "positional encoding": ("concepts/mental_model/",),
+    "positional encoding": ("concepts/positions/",),
+    "rotary": ("concepts/positions/",),
+    "ALiBi": ("concepts/positions/",),
 }
 FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
 NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"

@@ -95,15 +95,16 @@ def test_the_site_is_published_only_from_a_commit_whose_whole_suite_passed():
     assert re.search(r"^make test$", (ROOT / ".ci" / "run").read_text(), flags=re.M)
 
 
-SHOWN_BLOCK = re.compile(r'^```python exec="true" source="[^"]+"[^\n]*\n(.*?)^```', re.M | re.S)
+# At any indentation: blocks inside collapsed "??? ..." blocks (exercise solutions) are shown too.
+SHOWN_BLOCK = re.compile(r'^( *)```python exec="true" source="[^"]+"[^\n]*\n(.*?)^\1```', re.M | re.S)
 
 
 def test_every_shown_executed_block_is_a_snippet_titled_with_its_path(built_site):
     """A reader goes from a number on a page to the file that printed it, and its test, in one step."""
     for page in sorted((ROOT / "docs").rglob("*.md")):
         blocks = SHOWN_BLOCK.findall(page.read_text())
-        for body in blocks:
-            assert re.fullmatch(r'(--8<-- "snippets/[^"]+"\n)+', body), (
+        for indent, body in blocks:
+            assert re.fullmatch(rf'({indent}--8<-- "snippets/[^"]+"\n)+', body), (
                 f"{page}: code not from a snippet:\n{body}"
             )
         relative = page.relative_to(ROOT / "docs").with_suffix("")

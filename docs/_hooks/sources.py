@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 
-SNIPPET_BLOCK = re.compile(r'^```python (exec="true" source="[^"]+"[^\n]*)\n--8<-- "(snippets/[^":]+)', re.M)
+# Indented too: a block inside a collapsed "??? ..." block, such as an exercise's solution.
+SNIPPET_BLOCK = re.compile(
+    r'^( *)```python (exec="true" source="[^"]+"[^\n]*)\n\1--8<-- "(snippets/[^":]+)', re.M
+)
 
 
 def on_page_markdown(markdown, page, config, files):
-    return SNIPPET_BLOCK.sub(r'```python \1 title="\2"\n--8<-- "\2', markdown)
+    return SNIPPET_BLOCK.sub(r'\1```python \2 title="\3"\n\1--8<-- "\3', markdown)

@@ -1,0 +1,22 @@
+# RoPE turns q and k by their positions. The score sees only m - n.
+import torch
+
+from attn_ref import apply_rotary
+
+torch.manual_seed(0)
+d = 8
+q, k = torch.randn(1, d), torch.randn(1, d)  # (T = 1, d) each
+
+
+def score(m, n):
+    q_m = apply_rotary(q, torch.tensor([m]))  # query at m
+    k_n = apply_rotary(k, torch.tensor([n]))  # key at n
+    return (q_m @ k_n.T).item()
+
+
+for m, n in [(3, 1), (13, 11), (1003, 1001), (1, 3)]:
+    print(f"m = {m:4}, n = {n:4}: {score(m, n):.5f}")
+
+q_far = apply_rotary(q, torch.tensor([1000]))
+print("norm of q:          ", round(q.norm().item(), 5))
+print("norm of q at 1000:  ", round(q_far.norm().item(), 5))
