@@ -11,7 +11,8 @@ they are computed once and kept in a `KVCache`.
 embeddings, a few pre-norm blocks of causal multi-head attention and an MLP,
 a final norm and an output head. `generate` decodes greedily, with or without
 the cache, and returns the logits of every step so that the two can be
-compared. `kv_cache_bytes` is the size of a cache, by formula.
+compared. `kv_cache_bytes` is the size of a cache, and `decoding_flops` the
+work of one step, by formula.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch import Tensor, nn
 from attn_ref.functional import causal_mask
 from attn_ref.multihead import MultiHeadAttention
 
-__all__ = ["DecoderBlock", "KVCache", "TinyDecoder", "generate", "kv_cache_bytes"]
+__all__ = ["DecoderBlock", "KVCache", "TinyDecoder", "decoding_flops", "generate", "kv_cache_bytes"]
 
 
 @dataclass
@@ -164,6 +165,55 @@ def kv_cache_bytes(
         if not isinstance(size, int) or size < 0:
             raise ValueError(f"{name} must be a non-negative int, got {size!r}")
     return 2 * num_layers * num_kv_heads * head_dim * num_tokens * bytes_per_number * batch_size
+
+
+def decoding_flops(model: TinyDecoder, t: int, use_cache: bool) -> int:
+    r"""Floating-point operations of the matrix products that choose the token after ``t`` tokens.
+
+    Without a cache the model runs on all ``t`` positions; with one, on the
+    last position only, against ``t`` keys. A product of an ``(m, n)`` and an
+    ``(n, p)`` matrix counts $2 m n p$ operations (a multiply and an add), as
+    `torch.utils.flop_counter.FlopCounterMode` counts them. Per layer and per
+    position run, with width $C$, $H_{kv}$ key/value heads of size $d_k$ and
+    $S = t$ keys:
+
+    $$
+    \underbrace{4 C^2}_{W_Q,\, W_O} + \underbrace{4 C H_{kv} d_k}_{W_K,\, W_V}
+    + \underbrace{16 C^2}_{\text{MLP}} + \underbrace{4 C S}_{Q K^\top,\, A V}
+    $$
+
+    and the output head adds $2 C V$ per position for a vocabulary of $V$.
+    So a step costs about $t$ times more without a cache, and its attention
+    term grows like $t^2$ instead of $t$. Norms, softmax and GELU are not
+    matrix products and are not counted.
+
+    Args:
+        model: The decoder.
+        t: Tokens so far, ``1 <= t <= context_length``.
+        use_cache: Whether the keys and values of the first ``t - 1`` tokens are cached.
+
+    Returns:
+        The number of operations.
+
+    Examples:
+        Two layers of width 16, a vocabulary of 10, the token after 8 tokens;
+        checked by hand against the formula above:
+
+        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> cached = decoding_flops(model, 8, use_cache=True)
+        >>> cached == 2 * (24 * 16**2 + 4 * 16 * 8) + 2 * 16 * 10
+        True
+        >>> decoding_flops(model, 8, use_cache=False) == 8 * (2 * 24 * 16**2 + 2 * 16 * 10) + 2 * 4 * 16 * 8**2
+        True
+    """
+    if not isinstance(t, int) or not 1 <= t <= model.context_length:
+        raise ValueError(f"t must be an int in [1, context_length={model.context_length}], got {t!r}")
+    attn = model.blocks[0].attn
+    C, kv_width, vocab = attn.embed_dim, attn.num_kv_heads * attn.head_dim, model.head.out_features
+    positions = 1 if use_cache else t  # positions the model runs on
+    # Every position's scores against all t keys are computed; the causal mask hides some afterwards.
+    per_layer = positions * (20 * C**2 + 4 * C * kv_width + 4 * C * t)
+    return model.num_layers * per_layer + positions * 2 * C * vocab
 
 
 class DecoderBlock(nn.Module):

@@ -11,12 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right
+from torch.utils.flop_counter import FlopCounterMode
 
 from attn_ref import (
     KVCache,
     MultiHeadAttention,
     TinyDecoder,
     causal_mask,
+    decoding_flops,
     generate,
     kv_cache_bytes,
     scaled_dot_product_attention,
@@ -308,3 +310,26 @@ def test_cache_update_rejects_mismatched_shapes_and_layers_out_of_order():
         cache.update(0, torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))
     with pytest.raises(ValueError, match=r"layer=2 is out of order"):
         cache.update(2, k, k)
+
+
+@settings(max_examples=30, deadline=None)
+@given(decoders(), st.data())
+def test_decoding_flops_is_what_pytorchs_flop_counter_counts(model, data):
+    t = data.draw(st.integers(1, model.context_length))
+    tokens = torch.randint(0, model.head.out_features, (1, t))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(tokens)
+    assert counter.get_total_flops() == decoding_flops(model, t, use_cache=False)
+    cache = KVCache(model.num_layers)
+    with torch.no_grad():
+        if t > 1:
+            model(tokens[:, :-1], cache)
+        with FlopCounterMode(display=False) as counter:
+            model(tokens[:, -1:], cache)
+    assert counter.get_total_flops() == decoding_flops(model, t, use_cache=True)
+
+
+def test_decoding_flops_rejects_lengths_beyond_the_context():
+    model = TinyDecoder(5, 4, 8, 1, 2)
+    with pytest.raises(ValueError, match=r"t must be an int in \[1, context_length=4\], got 5"):
+        decoding_flops(model, 5, use_cache=True)
