@@ -77,7 +77,8 @@ def decode(ids):
 
 torch.manual_seed(0)
 model = TinyDecoder(vocab_size=len(VOCAB), context_length=512, embed_dim=64, num_layers=4, num_heads=4).eval()
-print(model)
+print(f"{model.num_layers} blocks like this one:")
+print(model.blocks[0])
 print("parameters:", sum(p.numel() for p in model.parameters()))
 print("vocabulary size:", len(VOCAB))
 
@@ -104,7 +105,7 @@ print("without:         ", repr(decode(plain_tokens[0])))
 print("identical tokens:", torch.equal(cached_tokens, plain_tokens))
 step_difference = (cached_logits - plain_logits).abs().amax(dim=-1)[0]  # (steps,)
 print("largest |logit difference| at each step:")
-print(step_difference.numpy())
+print(np.array2string(step_difference.numpy(), precision=1, max_line_width=88))
 print("largest over all steps:", step_difference.max().item())
 best_two = cached_logits.topk(2, dim=-1).values  # (B, steps, 2)
 print(
