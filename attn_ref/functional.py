@@ -149,13 +149,31 @@ def scaled_dot_product_attention(
     return output.to(query.dtype), weights.to(query.dtype)
 
 
-def causal_mask(L: int, S: int | None = None, device: torch.device | str | None = None) -> Tensor:
-    """Boolean mask that lets query ``i`` attend to keys ``0..i`` only.
+def causal_mask(
+    L: int,
+    S: int | None = None,
+    device: torch.device | str | None = None,
+    lower_right: bool = False,
+) -> Tensor:
+    """Boolean mask that lets each query attend to its own position and the ones before it.
+
+    When there are as many queries as keys, query ``i`` sees keys ``0..i``.
+    When there are fewer queries than keys, an alignment has to be chosen:
+
+    - ``lower_right=False`` (the default, and what ``is_causal=True`` does in
+      PyTorch and here): query ``i`` still sees keys ``0..i``; the mask is
+      aligned to the top-left corner.
+    - ``lower_right=True``: the ``L`` queries are the *last* ``L`` of the
+      ``S`` positions, so query ``i`` sees keys ``0..S - L + i``; the mask is
+      aligned to the bottom-right corner, as
+      `torch.nn.attention.bias.causal_lower_right` aligns it. This is the
+      mask for new tokens that attend to a cache of earlier ones.
 
     Args:
         L: Number of queries.
         S: Number of keys; defaults to ``L``.
         device: Where to create the mask.
+        lower_right: Align the last query with the last key.
 
     Returns:
         A ``(L, S)`` boolean tensor, ``True`` where attending is allowed.
@@ -165,12 +183,21 @@ def causal_mask(L: int, S: int | None = None, device: torch.device | str | None 
         tensor([[ True, False, False],
                 [ True,  True, False],
                 [ True,  True,  True]])
+        >>> causal_mask(2, 4)  # top-left: the first query sees only key 0
+        tensor([[ True, False, False, False],
+                [ True,  True, False, False]])
+        >>> causal_mask(2, 4, lower_right=True)  # two new tokens after two cached ones
+        tensor([[ True,  True,  True, False],
+                [ True,  True,  True,  True]])
     """
     S = L if S is None else S
     for name, size in (("L", L), ("S", S)):
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"{name} must be a positive int, got {size!r}")
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+    if lower_right and L > S:
+        raise ValueError(f"lower_right=True needs L <= S (the queries are the last L keys), got L={L}, S={S}")
+    offset = S - L if lower_right else 0
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
 def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:

@@ -283,3 +283,12 @@ def test_mask_helpers_reject_bad_sizes(bad):
 def test_padding_mask_rejects_lengths_beyond_S():
     with pytest.raises(ValueError, match=r"lengths must lie in \[0, S=3\]"):
         padding_mask([4, 1], S=3)
+
+
+def test_lower_right_causal_mask_aligns_the_last_query_with_the_last_key():
+    # Two new queries after three cached keys: query i sits at position 3 + i (written out by hand).
+    expected = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(causal_mask(2, 5, lower_right=True), expected)
+    assert torch.equal(causal_mask(4, lower_right=True), causal_mask(4))  # square: the two agree
+    with pytest.raises(ValueError, match=r"lower_right=True needs L <= S.*got L=3, S=2"):
+        causal_mask(3, 2, lower_right=True)
