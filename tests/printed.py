@@ -71,3 +71,27 @@ def block_after(text: str, label: str, rows: int | None = None) -> np.ndarray:
         f"no {rows}-line matrix under {label!r}"
     )
     return np.array(block)
+
+
+def list_after(text: str, label: str) -> list[bool | float]:
+    """The Python list printed after ``label`` on its one line, such as ``[1.0, True, -inf]``.
+
+    ``True`` and ``False`` stay bools; every other item is read as a float.
+    """
+    printed = line_after(text, label).strip()
+    assert printed.startswith("[") and printed.endswith("]"), (
+        f"{label!r} is followed by {printed!r}, not a list"
+    )
+    items = [item.strip() for item in printed[1:-1].split(",") if item.strip()]
+    return [item == "True" if item in {"True", "False"} else float(item) for item in items]
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The body of the one Markdown table printed in ``text``: each row's cells, stripped.
+
+    The header row and the ``|---|`` line under it are left out; an empty cell is ``""``.
+    """
+    lines = [line for line in text.splitlines() if line.startswith("|") and line.endswith("|")]
+    rules = [line for line in lines if set(line) <= set("|-: ")]
+    assert len(rules) == 1 and lines.index(rules[0]) == 1, f"expected one Markdown table, found {lines[:2]}"
+    return [[cell.strip() for cell in line[1:-1].split("|")] for line in lines[2:]]

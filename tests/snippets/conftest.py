@@ -4,6 +4,8 @@ printed when run on its own in a fresh process."""
 
 from __future__ import annotations
 
+import runpy
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,14 @@ def test_file_for(snippet: Path) -> Path:
 def printed(request: pytest.FixtureRequest) -> str:
     """What this module's snippet printed, run on its own in a fresh process."""
     return run_snippet(snippet_for(request.path).relative_to(SNIPPETS).as_posix())
+
+
+@pytest.fixture(scope="module")
+def figure(request: pytest.FixtureRequest) -> Iterator:
+    """The figure ``fig`` that this module's snippet leaves, run in this process (a figure is
+    not printed); closed afterwards."""
+    import matplotlib.pyplot as plt
+
+    fig = runpy.run_path(str(snippet_for(request.path)))["fig"]
+    yield fig
+    plt.close(fig)

@@ -1,0 +1,31 @@
+"""linear_as_attention/conditioning.py: the construction's error grows like eps times cond(k)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.printed import number_after, numbers, table_rows
+from tests.snippets.linear_as_attention.helpers import D_IN, bound, float64_data
+
+
+def test_conditioning_error_grows_like_eps_times_cond(printed):
+    rows = table_rows(printed)  # cond(k) = 10^e, then the float32 and float64 errors in eps
+    assert [row[0] for row in rows] == [f"$10^{{{e}}}$" for e in range(15)]
+    _, x, W = float64_data()
+    spread_factor = (bound(x, W, 1.0) / (16 * np.abs(x).sum(-1) * np.abs(W).max())).max()
+    for column, largest in ((1, 7), (2, 14)):
+        exponents = np.array([e for e, row in enumerate(rows) if row[column]])
+        in_eps = np.array([float(row[column]) for row in rows if row[column]])
+        assert exponents.max() == largest
+        # Bounded by C cond(k) (in units of eps ||x||_1 max|W|) ...
+        assert (in_eps <= 16 * spread_factor * 10.0**exponents).all()
+        # ... and growing like cond(k): slope of log10(error) against log10(cond) near one.
+        slope = np.polyfit(exponents[1:], np.log10(in_eps[1:]), 1)[0]
+        assert 0.8 < slope < 1.2
+    # The post's keys: compare the printed quantiles with NumPy's own standard normal keys.
+    conds = np.linalg.cond(np.random.default_rng(0).standard_normal((10_000, D_IN, D_IN)))
+    median = number_after(printed, "post, the median of cond(k) is")
+    # The sentence wraps: the 99th percentile opens the next line.
+    p99 = numbers(printed.partition("one key in a hundred exceeds")[2])[0]
+    assert abs(median - np.median(conds)) <= 0.1 * np.median(conds)
+    assert abs(p99 - np.quantile(conds, 0.99)) <= 0.35 * np.quantile(conds, 0.99)

@@ -1,0 +1,29 @@
+"""linear_as_attention/with_attn_ref.py: attn_ref's construction masks zero features, gives the
+weights |x| / ||x||_1 and is exact up to rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.printed import line_after, line_starting, list_after, number_after, numbers
+from tests.snippets.linear_as_attention.helpers import D_IN, D_OUT, EPS32, EPS64, B, bound, float64_data
+
+
+def test_with_attn_ref_masks_zeros_reproduces_the_weights_and_is_exact_to_rounding(printed):
+    _, x, W = float64_data()
+    x[0, [1, 5]] = 0.0
+    x[3] = 0.0
+    for name, shape in (
+        ("q", (B, 1, D_IN)),
+        ("k", (B, D_IN, D_IN)),
+        ("v", (B, D_IN, D_OUT)),
+        ("mask", (B, 1, D_IN)),
+    ):
+        assert numbers(line_after(printed, f"{name:4} (")).tolist() == list(shape)
+    assert list_after(printed, "mask of row 0:") == (x[0] != 0).tolist()
+    wanted = np.abs(x[0]) / np.abs(x[0]).sum()
+    np.testing.assert_allclose(numbers(line_after(printed, "weights of row 0:")), wanted, atol=5.1e-5)
+    np.testing.assert_allclose(numbers(line_after(printed, "|x_0| / ||x_0||_1:")), wanted, atol=5.1e-5)
+    for dtype, eps in (("float64", EPS64), ("float32", EPS32)):
+        assert number_after(printed, f"torch.{dtype}: max |y - x W^T| =") <= bound(x, W, eps).max()
+        assert line_starting(printed, f"torch.{dtype}:").endswith("row 3 is 0: True")
