@@ -6,7 +6,7 @@ from tests.conftest import SNIPPETS
 from tests.snippets.conftest import TESTS, snippet_for
 
 # Under its own name, test_*, pytest would collect it as a test (and fail on its argument).
-from tests.snippets.conftest import test_file_for as mirrored_test
+from tests.snippets.conftest import mirrored_test
 
 ALL_SNIPPETS = sorted(p.relative_to(SNIPPETS).as_posix() for p in SNIPPETS.rglob("*.py"))
 

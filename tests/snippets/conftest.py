@@ -21,7 +21,7 @@ def snippet_for(test_file: Path) -> Path:
     return SNIPPETS / relative.parent / relative.name.removeprefix("test_")
 
 
-def test_file_for(snippet: Path) -> Path:
+def mirrored_test(snippet: Path) -> Path:
     """The test of ``snippets/<topic>/<name>.py``."""
     relative = snippet.relative_to(SNIPPETS)
     return TESTS / relative.parent / f"test_{relative.name}"
