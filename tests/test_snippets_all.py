@@ -3,10 +3,7 @@
 import pytest
 
 from tests.conftest import SNIPPETS
-from tests.snippets.conftest import TESTS, snippet_for
-
-# Under its own name, test_*, pytest would collect it as a test (and fail on its argument).
-from tests.snippets.conftest import mirrored_test
+from tests.snippets.conftest import TESTS, mirrored_test, snippet_for
 
 ALL_SNIPPETS = sorted(p.relative_to(SNIPPETS).as_posix() for p in SNIPPETS.rglob("*.py"))
 
