@@ -17,8 +17,7 @@
 - mkdocs-jupyter (0.26.3, and 0.27.0 still) appends its highlighting CSS a second time, written
   as the repr of a Python list, which is not CSS: removed (the stylesheet has the same rules).
 - Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
-  symbol defined once per page, instead of a copy of the icon per cell), and syntax spans
-  whose class the notebook stylesheet gives no style are dropped, keeping their text.
+  symbol defined once per page, instead of a copy of the icon per cell).
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ NBCONVERT_MERMAID = re.compile(
 )
 INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 COPY_ICON = re.compile(r'(<svg aria-hidden="true" class="clipboard-copy-icon")[^>]*>(.*?)</svg>', re.S)
-SYNTAX_SPAN = re.compile(r'<span class="(\w+)">([^<]*)</span>')
-STYLED_SYNTAX = re.compile(r"\.highlight-ipynb \.(\w+)")
 LIST_REPR_STYLE = re.compile(r"<style>\s*\['.*?'\]\s*</style>", re.S)
 SOLUTION_CELL = re.compile(
     r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
@@ -88,9 +85,7 @@ def on_page_content(html, page, config, files):
     css = "\n".join(INLINE_STYLE.findall(header))
     stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
     stylesheets[stylesheet] = css
-    cells = _collapsed_solutions(
-        _lighter(LIST_REPR_STYLE.sub("", cells), styled=set(STYLED_SYNTAX.findall(css)))
-    )
+    cells = _collapsed_solutions(_one_copy_icon(LIST_REPR_STYLE.sub("", cells)))
     html = INLINE_STYLE.sub("", header) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
@@ -102,16 +97,12 @@ def on_page_content(html, page, config, files):
     return link + (head + found + button + rest if found else button + html)
 
 
-def _lighter(cells: str, styled: set[str]) -> str:
+def _one_copy_icon(cells: str) -> str:
     icon = COPY_ICON.search(cells)
-    if icon:
-        symbol = (
-            f'<svg style="display: none"><symbol id="copy-icon" viewBox="0 0 16 16">{icon[2]}</symbol></svg>'
-        )
-        cells = symbol + COPY_ICON.sub(
-            r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells
-        )
-    return SYNTAX_SPAN.sub(lambda span: span[0] if span[1] in styled else span[2], cells)
+    if not icon:
+        return cells
+    symbol = f'<svg style="display: none"><symbol id="copy-icon" viewBox="0 0 16 16">{icon[2]}</symbol></svg>'
+    return symbol + COPY_ICON.sub(r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells)
 
 
 def _collapsed_solutions(cells: str) -> str:

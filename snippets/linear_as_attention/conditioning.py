@@ -1,3 +1,4 @@
+# --8<-- [start:measure]
 # The error of the construction grows with the condition number of the key k.
 import math
 
@@ -51,14 +52,9 @@ for exponent in range(0, 15):
         row.append(f"{max(errors) / torch.finfo(dtype).eps:.3g}")
     print("| " + " | ".join(row) + " |")
 
-# The post's key has standard normal entries. How well conditioned is it, typically?
-gaussian_keys = torch.randn(10_000, d_in, d_in, generator=generator, dtype=torch.float64)
-quantiles = torch.tensor([0.5, 0.99], dtype=torch.float64)
-median, p99 = torch.quantile(torch.linalg.cond(gaussian_keys), quantiles).tolist()
-print(f"\nFor a key of shape ({d_in}, {d_in}) with standard normal entries, as in the")
-print(f"post, the median of cond(k) is {median:.0f}, and one key in a hundred exceeds")
-print(f"{p99:.0f}. A key with orthonormal rows has cond(k) = 1.")
+# --8<-- [end:measure]
 
+# --8<-- [start:plot]
 fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
 for (dtype, points), marker in zip(results.items(), ("o", "s"), strict=True):
     conds, errors = zip(*points, strict=True)
@@ -71,3 +67,4 @@ ax.set_yscale("log")
 ax.set_xlabel("condition number of k")
 ax.set_ylabel("max |y - x W^T| / (||x||_1 max |W|)")
 ax.legend(fontsize=8)
+# --8<-- [end:plot]

@@ -18,25 +18,14 @@ y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]
 error = (y - y_exact).abs().max().item()
 print(f"d_k = {d_in - 1}: k {tuple(k.shape)}, max |y - x W^T| = {error:.1e}")
 
-# d_k = d_in - 2: the function refuses ...
+# d_k = d_in - 2: the function refuses: q k^T + c cannot reach the logits of almost every x.
 try:
     linear_as_attention(x, W, d_k=d_in - 2)
 except ValueError as message:
     print(f"d_k = {d_in - 2}: ValueError: {message}")
 
-# ... because q k^T + c reaches only a (d_k + 1)-dimensional subspace of the logits.
-# Even the least-squares fit over q and c misses the weights it should give.
-k = torch.randn(d_in, d_in - 2, generator=generator, dtype=torch.float64)  # fixed key
-weights = x.abs() / x.abs().sum(dim=-1, keepdim=True)  # (B, d_in), the weights we need
-ones = torch.ones(d_in, 1, dtype=torch.float64)
-reachable = torch.cat([k, ones], dim=1)  # (d_in, d_k + 1): the matrix [k | 1]
-target = weights.log().T  # (d_in, B)
-solution = torch.linalg.lstsq(reachable, target, driver="gelsd").solution  # (d_k + 1, B)
-fitted = torch.softmax((reachable @ solution).T, dim=-1)  # (B, d_in)
-miss = (fitted - weights).abs().max().item()
-print(f"d_k = {d_in - 2}, least-squares q and c: max |weights - wanted| = {miss:.2f}")
-
 # d_k = 1 is enough if the key may depend on x: k = the logits themselves, q = 1.
+weights = x.abs() / x.abs().sum(dim=-1, keepdim=True)  # (B, d_in), the weights we need
 k_from_x = weights.log()[..., None]  # (B, d_in) -> (B, d_in, 1)
 q_one = torch.ones(B, 1, 1, dtype=torch.float64)  # scale 1 / sqrt(1) = 1: q k^T = logit
 v = W.T * (x.abs().sum(dim=-1, keepdim=True) * x.sign())[..., None]  # (B, d_in, d_out)

@@ -6,11 +6,11 @@ from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
 torch.manual_seed(LINEAR_SEED)
 _, d_in, _ = LINEAR_SHAPE
 x = torch.randn(d_in)
-weights = x.abs() / x.abs().sum()  # (d_in,), the post's attention weights for one row
+weights = x.abs() / x.abs().sum()  # (d_in,), the blog post's attention weights for one row
 logits = weights.log()
 
-shift = -torch.randn(1)  # the post's term: ONE random number, the same for every logit
-print("the post's shift:", shift)
+shift = -torch.randn(1)  # the blog post's term: ONE random number, the same for every logit
+print("the blog post's shift:", shift)
 print("   c         max |softmax(logits + c) - weights|")
 for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
     change = (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()

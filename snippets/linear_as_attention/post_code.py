@@ -1,4 +1,4 @@
-# The post's construction as it describes it, in float32, with its shapes.
+# The blog post's construction as it describes it, in float32, with its shapes.
 # --8<-- [start:build]
 import math
 
@@ -9,7 +9,7 @@ from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
 
 
 def post_construction(x, fc_weight, k):
-    """The post's steps 2 to 5; k is its random key, (B, d_in, d_k) with d_k = d_in."""
+    """The blog post's steps 2 to 5; k is its random key, (B, d_in, d_k) with d_k = d_in."""
     x_abs = x.abs()
     x_sum = x_abs.sum(dim=-1, keepdim=True)  # (B, 1), the L1 norm of each row
     attn_weights = (x_abs / x_sum)[:, None]  # (B, d_in) -> (B, 1, d_in)
@@ -33,7 +33,7 @@ k = torch.randn(B, d_in, d_in)  # the inverse needs a square key: d_k = d_in
 _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
 
 y_exact = x.double() @ fc_weight.double().T  # the same product in float64
-# The post's three asserts, as checks:
+# The blog post's three asserts, as checks:
 print("allclose(_y, y1):                       ", torch.allclose(_y, y1))
 print("allclose(logits_rec, logits, atol=1e-3):", torch.allclose(logits_rec, logits, atol=1e-3))
 print("allclose(y2, y1, atol=1e-3):            ", torch.allclose(y2, y1, atol=1e-3))
@@ -48,7 +48,7 @@ for name, error in errors.items():
 print("condition number of k, per row:", torch.linalg.cond(k).round().int().tolist())
 # --8<-- [end:build]
 # --8<-- [start:many]
-# The same for many seeds: how often do the post's checks fail? How large is the error?
+# The same for many seeds: how often do the blog post's checks fail? How large is the error?
 n_seeds = 1000
 fails_exact = fails_loose = 0
 worst = (0.0, None, None)  # (error, seed, condition number of k)

@@ -15,8 +15,7 @@ W = torch.randn(d_out, d_in, generator=generator, dtype=torch.float64)
 y_exact = x @ W.T  # (B, d_out)
 
 q, k, v, mask = linear_as_attention(x, W, generator=generator)
-for name, tensor in (("q", q), ("k", k), ("v", v), ("mask", mask)):
-    print(f"{name:4} {tuple(tensor.shape)}")
+print("shapes of q, k, v, mask:", *(tuple(t.shape) for t in (q, k, v, mask)))
 print("mask of row 0:", mask[0, 0].tolist())
 _, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)  # with the weights
 print("weights of row 0:", [round(w, 4) for w in weights[0, 0].tolist()])

@@ -3,7 +3,7 @@
 Each test re-creates its snippet's random data from the same seeds (torch's generator is
 only the data source) and checks what the snippet printed against float64 NumPy
 computations, hand reasoning, or the error bound derived on the page,
-``C eps cond(k) ||x||_1 max|W| (1 + spread of the logits)``.
+``gamma eps cond(k) ||x||_1 max|W|``, with gamma = 16 (1 + spread of the logits).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ EPS64 = float(np.finfo(np.float64).eps)
 
 
 def bound(x: np.ndarray, W: np.ndarray, eps: float, cond: float = 1.0) -> np.ndarray:
-    """Per-row error bound C eps cond ||x||_1 max|W| (1 + max|centred log|x||), C = 16."""
+    """Per-row error estimate gamma eps cond ||x||_1 max|W|, gamma = 16 (1 + max|centred log|x||)."""
     nonzero = x != 0
     logs = np.where(nonzero, np.log(np.abs(np.where(nonzero, x, 1.0))), 0.0)
     centred = np.where(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.printed import number_after, numbers, table_rows
-from tests.snippets.linear_as_attention.helpers import D_IN, bound, float64_data
+from tests.printed import table_rows
+from tests.snippets.linear_as_attention.helpers import bound, float64_data
 
 
 def test_conditioning_error_grows_like_eps_times_cond(printed):
@@ -22,10 +22,3 @@ def test_conditioning_error_grows_like_eps_times_cond(printed):
         # ... and growing like cond(k): slope of log10(error) against log10(cond) near one.
         slope = np.polyfit(exponents[1:], np.log10(in_eps[1:]), 1)[0]
         assert 0.8 < slope < 1.2
-    # The post's keys: compare the printed quantiles with NumPy's own standard normal keys.
-    conds = np.linalg.cond(np.random.default_rng(0).standard_normal((10_000, D_IN, D_IN)))
-    median = number_after(printed, "post, the median of cond(k) is")
-    # The sentence wraps: the 99th percentile opens the next line.
-    p99 = numbers(printed.partition("one key in a hundred exceeds")[2])[0]
-    assert abs(median - np.median(conds)) <= 0.1 * np.median(conds)
-    assert abs(p99 - np.quantile(conds, 0.99)) <= 0.35 * np.quantile(conds, 0.99)

@@ -17,7 +17,7 @@ def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(printed
     shift = -torch.randn(1).item()
     noise = torch.randn(D_IN).double().numpy()
     weights = np.abs(x) / np.abs(x).sum()
-    assert abs(number_after(printed, "the post's shift:") - shift) < 1e-4
+    assert abs(number_after(printed, "the blog post's shift:") - shift) < 1e-4
     rows = block_after(printed, line_starting(printed, "   c "), rows=5)  # c and the change it makes
     assert rows.shape == (5, 2)
     for c, change in rows:

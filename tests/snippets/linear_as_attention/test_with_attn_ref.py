@@ -13,13 +13,8 @@ def test_with_attn_ref_masks_zeros_reproduces_the_weights_and_is_exact_to_roundi
     _, x, W = float64_data()
     x[0, [1, 5]] = 0.0
     x[3] = 0.0
-    for name, shape in (
-        ("q", (B, 1, D_IN)),
-        ("k", (B, D_IN, D_IN)),
-        ("v", (B, D_IN, D_OUT)),
-        ("mask", (B, 1, D_IN)),
-    ):
-        assert numbers(line_after(printed, f"{name:4} (")).tolist() == list(shape)
+    shapes = [(B, 1, D_IN), (B, D_IN, D_IN), (B, D_IN, D_OUT), (B, 1, D_IN)]  # q, k, v, mask
+    assert numbers(line_after(printed, "shapes of q, k, v, mask:")).tolist() == [n for s in shapes for n in s]
     assert list_after(printed, "mask of row 0:") == (x[0] != 0).tolist()
     wanted = np.abs(x[0]) / np.abs(x[0]).sum()
     np.testing.assert_allclose(numbers(line_after(printed, "weights of row 0:")), wanted, atol=5.1e-5)
