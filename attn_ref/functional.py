@@ -133,7 +133,8 @@ def scaled_dot_product_attention(
     # A row with every score -inf has no maximum: softmax gives nan there, PyTorch gives 0.
     # Such rows go through softmax as zeros (no nan, so no nan gradient either), then are zeroed.
     no_key = (scores == float("-inf")).all(dim=-1, keepdim=True)  # (..., L, 1)
-    weights = softmax(scores.masked_fill(no_key, 0.0), dim=-1).masked_fill(no_key, 0.0)
+    scores = scores.masked_fill(no_key, 0.0)  # replaces the scores: one (..., L, S) matrix, not two
+    weights = softmax(scores, dim=-1).masked_fill(no_key, 0.0)
     output = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
     return output.to(query.dtype), weights.to(query.dtype)
 
