@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -28,18 +29,20 @@ _M_MMAP_THRESHOLD = (
 )  # glibc's mallopt parameter: allocations of at least this many bytes get their own pages
 
 
-def peak_memory(fn: Callable[[], object]) -> int:
-    """Bytes by which resident memory rose, at its peak, while ``fn()`` ran.
+def peak_memory(fn: Callable[..., object], *args: Any, **kwargs: Any) -> int:
+    """Bytes by which resident memory rose, at its peak, while ``fn(*args, **kwargs)`` ran.
 
     The measurement runs in a forked copy of this process, so that the
     caller's memory is untouched. In that copy:
 
     1. PyTorch runs on one thread, and glibc's ``malloc`` is told to give every
        allocation of 4 KiB or more its own pages, returned to the system
-       when freed. Resident memory then follows the tensors alive, instead of
-       keeping freed memory for reuse, which would hide later allocations.
+       when freed, and to return the memory it already holds free
+       (``malloc_trim``). Resident memory then follows the tensors alive:
+       otherwise an allocation could reuse memory that is free but still
+       resident, and go uncounted.
     2. The high-water mark of resident memory (``VmHWM``) is reset to the
-       current resident memory (``VmRSS``), ``fn()`` runs, and the mark is read.
+       current resident memory (``VmRSS``), ``fn`` runs, and the mark is read.
     3. Pages of the program's own code that ``fn`` touches for the first time
        (PyTorch's kernels, read from its libraries) count as resident too, as
        file-backed memory (``RssFile``); their growth is subtracted, since it
@@ -47,8 +50,11 @@ def peak_memory(fn: Callable[[], object]) -> int:
        so the result may fall short by that much: some tens of KiB.
 
     Args:
-        fn: Called with no arguments. What it creates, including its inputs
-            if it makes them, and what it returns are counted.
+        fn: The function to measure. What it creates, including its inputs
+            if it makes them, and what it returns are counted; tensors that
+            exist before the call (``args`` among them) are not.
+        *args: Positional arguments for ``fn``.
+        **kwargs: Keyword arguments for ``fn``.
 
     Returns:
         The peak rise of resident memory, in bytes.
@@ -58,7 +64,7 @@ def peak_memory(fn: Callable[[], object]) -> int:
         RuntimeError: ``fn`` raised; the message carries its error.
 
     Examples:
-        >>> allocated = peak_memory(lambda: torch.ones(2**22))  # 4 Mi float32 numbers: 16 MiB
+        >>> allocated = peak_memory(torch.ones, 2**22)  # 4 Mi float32 numbers: 16 MiB
         >>> round(allocated / 2**20)
         16
     """
@@ -69,7 +75,7 @@ def peak_memory(fn: Callable[[], object]) -> int:
     if pid == 0:  # the copy: measure, report through the pipe, and exit without cleaning up
         os.close(read_end)
         try:
-            report = str(_measure_here(fn))
+            report = str(_measure_here(fn, args, kwargs))
         except BaseException as error:  # reported to the caller, which raises
             report = f"error {type(error).__name__}: {error}"
         os.write(write_end, report.encode())
@@ -83,13 +89,15 @@ def peak_memory(fn: Callable[[], object]) -> int:
     return int(report)
 
 
-def _measure_here(fn: Callable[[], object]) -> int:
+def _measure_here(fn: Callable[..., object], args: tuple, kwargs: dict) -> int:
     torch.set_num_threads(1)  # no worker threads in a forked process
     with contextlib.suppress(AttributeError):  # not glibc: measure with the allocator as it is
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 4096)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 4096)
+        libc.malloc_trim(0)  # memory freed before the call: returned, so that reusing it counts
     Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak to the current resident size
     before = _status("VmRSS", "RssFile")
-    fn()
+    fn(*args, **kwargs)
     after = _status("VmHWM", "RssFile")
     return after["VmHWM"] - before["VmRSS"] - (after["RssFile"] - before["RssFile"])
 

@@ -23,7 +23,7 @@ def filled(n_bytes: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("mib", [1, 8, 40])
 def test_one_tensor_measures_its_size(mib):
-    measured = peak_memory(lambda: filled(mib * MiB))
+    measured = peak_memory(filled, mib * MiB)
     assert abs(measured - mib * MiB) < SLACK
 
 
@@ -51,6 +51,20 @@ def test_the_callers_memory_is_untouched():
     assert torch.equal(x, torch.zeros(4))
 
 
+def test_arguments_are_passed_on():
+    assert abs(peak_memory(torch.ones, 2**21, dtype=torch.float64) - 16 * MiB) < SLACK
+
+
 def test_an_error_in_the_function_is_raised_in_the_caller():
     with pytest.raises(RuntimeError, match="ZeroDivisionError: division by zero"):
         peak_memory(lambda: 1 / 0)
+
+
+def test_memory_freed_before_the_call_is_not_reused_unseen():
+    """Memory the process freed earlier stays resident inside malloc's heap; the measured call
+    could reuse it without the resident size growing. peak_memory has it returned first."""
+    big = filled(30 * MiB)  # freeing it raises glibc's threshold for giving allocations their own pages
+    del big
+    scratch = [filled(2 * MiB) for _ in range(8)]  # now from the heap ...
+    del scratch  # ... and back to it: 16 MiB free, resident
+    assert abs(peak_memory(filled, 4 * MiB) - 4 * MiB) < SLACK
