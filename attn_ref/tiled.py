@@ -152,7 +152,7 @@ def online_softmax(
     Args:
         x: Logits of any floating dtype.
         dim: The dimension that sums to one.
-        block_size: Entries read per step; 1 is the element-by-element form of the paper.
+        block_size: Entries read per step; 1 is Milakov and Gimelshein's element-by-element form.
         trace: Also return the state after every block.
 
     Returns:
@@ -185,10 +185,8 @@ def online_softmax(
         rescale = (row_max - shift).exp()
         row_sum = row_sum * rescale + (block - shift[..., None]).exp().sum(dim=-1)
         row_max = new_max
-        if steps is not None:
-            steps.append(
-                SoftmaxStep(cols, row_max, row_sum, rescale)
-            )  # fresh tensors, never changed in place
+        if steps is not None:  # these tensors are new at every step, never changed in place: no copies
+            steps.append(SoftmaxStep(cols, row_max, row_sum, rescale))
     shift = _finite_or_zero(row_max)
     weights = (moved.to(compute_dtype) - shift[..., None]).exp() / row_sum[..., None]  # (..., V)
     return weights.movedim(-1, dim).to(x.dtype), OnlineSoftmaxState(row_max, row_sum, steps)
@@ -254,7 +252,7 @@ def tiled_attention(
             GPU's fast on-chip memory. Any positive sizes give the same result,
             including 1 and sizes larger than ``L`` or ``S``.
         trace: Also return one `TileStep` per computed tile. For small examples:
-            it keeps a copy of every tile.
+            it keeps every tile.
 
     Returns:
         ``(output, state)``: the output, ``(..., L, d_v)``, and a
@@ -333,9 +331,9 @@ def tiled_attention(
             row_sum = row_sum * rescale + p.sum(dim=-1)
             acc = acc * rescale[..., None] + p @ v  # (..., bq, bk) @ (..., bk, d_v) -> (..., bq, d_v)
             row_max = new_max
-            if steps is not None:
+            if steps is not None:  # new tensors at every tile, never changed in place: no copies
                 so_far = _normalise(acc, row_max, row_sum)
-                steps.append(TileStep(rows, cols, scores, row_max, row_sum, rescale, so_far))  # fresh tensors
+                steps.append(TileStep(rows, cols, scores, row_max, row_sum, rescale, so_far))
         output[..., rows.start : rows.stop, :] = _normalise(acc, row_max, row_sum)
         all_max[..., rows.start : rows.stop] = row_max
         all_sum[..., rows.start : rows.stop] = row_sum
