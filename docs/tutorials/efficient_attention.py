@@ -56,10 +56,9 @@ def matrix_bytes(B, H, T, bytes_per_number=4):
     return bytes_per_number * B * H * T * T
 
 
+print("one float32 (B, H, T, T) matrix, for B = 1 and H = 32:")
 for T_long in (2_048, 32_768, 131_072):
-    print(
-        f"T = {T_long:>7,}, B = 1, H = 32: one float32 (B, H, T, T) matrix is {matrix_bytes(1, 32, T_long) / 2**30:>9,.2f} GiB"
-    )
+    print(f"  T = {T_long:>7,}: {matrix_bytes(1, 32, T_long) / 2**30:>9,.2f} GiB")
 
 # %% [markdown]
 # The output grows like $T$; the matrix grows like $T^2$. Doubling the text multiplies
@@ -109,12 +108,17 @@ print("largest |online - two-pass softmax|:", (weights - softmax(x)).abs().max()
 # Nothing overflows either. Here are logits near $10^4$ in float32, where `exp` itself
 # overflows, and a pair of logits at $10^{30}$:
 
+
 # %%
+def show(values):
+    return "[" + ", ".join(f"{v:.6g}" for v in values.tolist()) + "]"
+
+
 for logits in (torch.tensor([1e4, 1e4 + 1.0, 1e4 + 2.0]), torch.tensor([1e30, 1e30, -1e30])):
-    print("logits:          ", logits.tolist())
-    print("  exp(logits):   ", logits.exp().tolist())
-    print("  exp / sum(exp):", (logits.exp() / logits.exp().sum()).tolist())
-    print("  online softmax:", online_softmax(logits)[0].tolist())
+    print("logits:          ", show(logits))
+    print("  exp(logits):   ", show(logits.exp()))
+    print("  exp / sum(exp):", show(logits.exp() / logits.exp().sum()))
+    print("  online softmax:", show(online_softmax(logits)[0]))
 print("float32 exp overflows above", math.log(torch.finfo(torch.float32).max))
 
 # %% [markdown]
@@ -203,9 +207,8 @@ cases = {
 for name, kwargs in cases.items():
     ours, state = tiled_attention(q, k, v, block_size=16, **kwargs)
     theirs = F.scaled_dot_product_attention(q, k, v, **kwargs)
-    print(
-        f"{name:<34} {state.tiles_computed:>3} tiles, largest |tiled - PyTorch| = {(ours - theirs).abs().max().item():.1e}"
-    )
+    difference = (ours - theirs).abs().max().item()
+    print(f"{name:<34} {state.tiles_computed:>2} tiles, |tiled - PyTorch| <= {difference:.1e}")
 
 # %% [markdown]
 # The gradients agree too. Autograd differentiates through the loop; the cell compares
@@ -402,12 +405,14 @@ display(HTML(figure_to_svg(fig, alt=alt)))
 # promises speed as well, and the reason lies in the GPU's memory hierarchy. A GPU holds
 # its tensors in large *high-bandwidth memory* (HBM). It computes on data in a small,
 # much faster on-chip *SRAM*. Every number a kernel uses must travel from HBM to SRAM,
-# and every result back. Attention does few operations per number moved, so the
-# traffic, not the arithmetic, sets its speed.
+# and every result back. The softmax and the masking do only a few operations per number
+# moved, and the paper finds that, for standard attention, the traffic to HBM is what
+# sets the runtime.
 #
 # Standard attention writes the `(N, N)` scores to HBM, reads them back for the softmax,
 # writes the weights, and reads them again to mix the values. FlashAttention reads
-# $Q$, $K$, $V$ in tiles that fit in SRAM and writes only the output. Its Theorem 2, for
+# $Q$, $K$, $V$ in tiles that fit in SRAM and writes only the output, with $m$ and $\ell$
+# for each query. Its Theorem 2, for
 # sequence length $N$, head dimension $d$ and SRAM size $M$ (in numbers, $d \le M \le Nd$):
 # standard attention needs $\Theta(Nd + N^2)$ HBM accesses, FlashAttention
 # $\Theta(N^2 d^2 M^{-1})$.
@@ -520,11 +525,11 @@ for d_head in (64, 128):
 
 # %%
 paper_headlines = [  # Dao et al. (2022): abstract, Figure 1, Section 4.3
-    ("end-to-end training, BERT-large, seq. length 512, vs the MLPerf 1.1 record", "15% faster"),
-    ("end-to-end training, GPT-2, seq. length 1K", "3x faster"),
-    ("long-range arena, seq. length 1K-4K", "2.4x faster"),
-    ("the attention computation of GPT-2 (Figure 1)", "7.6x faster"),
-    ("memory footprint against exact attention baselines (Section 4.3)", "up to 20x smaller"),
+    ("training BERT-large (seq. 512), vs the MLPerf 1.1 record", "15% faster"),
+    ("training GPT-2 (seq. 1K)", "3x faster"),
+    ("long-range arena (seq. 1K-4K)", "2.4x faster"),
+    ("attention in GPT-2 (Figure 1)", "7.6x faster"),
+    ("memory, vs exact attention baselines", "up to 20x smaller"),
 ]
 for setting, result in paper_headlines:
     print(f"{result:>18}  {setting}")
