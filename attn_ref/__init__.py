@@ -9,6 +9,7 @@ from attn_ref.functional import causal_mask, padding_mask, scaled_dot_product_at
 from attn_ref.linear_as_attention import linear_as_attention
 from attn_ref.multihead import MultiHeadAttention, merge_heads, repeat_kv_heads, split_heads
 from attn_ref.positional import alibi_bias, alibi_slopes, apply_rotary, sinusoidal_positional_encoding
+from attn_ref.tiled import online_softmax, tiled_attention
 
 __all__ = [
     "DecoderBlock",
@@ -24,10 +25,12 @@ __all__ = [
     "kv_cache_bytes",
     "linear_as_attention",
     "merge_heads",
+    "online_softmax",
     "padding_mask",
     "repeat_kv_heads",
     "scaled_dot_product_attention",
     "sinusoidal_positional_encoding",
     "softmax",
     "split_heads",
+    "tiled_attention",
 ]

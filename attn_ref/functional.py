@@ -118,22 +118,11 @@ def scaled_dot_product_attention(
         >>> torch.allclose(weights.sum(dim=-1), torch.ones(3))  # each row sums to one
         True
     """
-    for name, tensor in (("query", query), ("key", key), ("value", value)):
-        _check_tensor(name, tensor, min_ndim=2)
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(
-            f"query, key and value must share a dtype; got {query.dtype}, {key.dtype} and {value.dtype}"
-        )
-    *batch, L, d_k = query.shape
-    S = key.shape[-2]
-    _check_shape("key", key, (*batch, S, d_k), "(..., S, d_k) with query's ... and d_k")
-    _check_shape("value", value, (*batch, S, value.shape[-1]), "(..., S, d_v) with key's ... and S")
-    if is_causal and attn_mask is not None:
-        raise ValueError("pass either attn_mask or is_causal=True, not both; combine masks with &")
+    _, L, S, d_k = _check_attention_inputs(query, key, value, attn_mask, is_causal)
     if is_causal:
         attn_mask = causal_mask(L, S, device=query.device)
 
-    compute_dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    compute_dtype = _compute_dtype(query.dtype)
     q, k, v = (t.to(compute_dtype) for t in (query, key, value))
     if scale is None:
         scale = 1.0 / math.sqrt(d_k)
@@ -141,10 +130,11 @@ def scaled_dot_product_attention(
     scores = q @ k.transpose(-2, -1) * scale  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
     if attn_mask is not None:
         scores = scores + _additive_mask(attn_mask, scores)  # (..., L, S)
-    weights = softmax(scores, dim=-1)
     # A row with every score -inf has no maximum: softmax gives nan there, PyTorch gives 0.
+    # Such rows go through softmax as zeros (no nan, so no nan gradient either), then are zeroed.
     no_key = (scores == float("-inf")).all(dim=-1, keepdim=True)  # (..., L, 1)
-    weights = weights.masked_fill(no_key, 0.0)
+    scores = scores.masked_fill(no_key, 0.0)  # replaces the scores: one (..., L, S) matrix, not two
+    weights = softmax(scores, dim=-1).masked_fill(no_key, 0.0)
     output = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
     return output.to(query.dtype), weights.to(query.dtype)
 
@@ -233,18 +223,49 @@ def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:
     return (positions[None, :] < lengths[:, None])[:, None, :]  # (B, S) -> (B, 1, S)
 
 
-def _additive_mask(attn_mask: Tensor, scores: Tensor) -> Tensor:
-    """``attn_mask`` as numbers to add to ``scores``: a boolean mask becomes 0 or -inf."""
+def _check_attention_inputs(
+    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool
+) -> tuple[list[int], int, int, int]:
+    """Check the arguments of an attention function; return ``(batch, L, S, d_k)``."""
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(name, tensor, min_ndim=2)
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(
+            f"query, key and value must share a dtype; got {query.dtype}, {key.dtype} and {value.dtype}"
+        )
+    *batch, L, d_k = query.shape
+    S = key.shape[-2]
+    _check_shape("key", key, (*batch, S, d_k), "(..., S, d_k) with query's ... and d_k")
+    _check_shape("value", value, (*batch, S, value.shape[-1]), "(..., S, d_v) with key's ... and S")
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both; combine masks with &")
+    if attn_mask is not None:
+        _check_mask(attn_mask, (*batch, L, S))
+    return batch, L, S, d_k
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype to compute in: float32 for half-precision inputs, else the inputs' own."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
+    """``attn_mask`` must be a floating or boolean tensor that broadcasts to ``scores_shape``."""
     _check_tensor("attn_mask", attn_mask, allow_bool=True)
     try:
-        broadcast = torch.broadcast_shapes(attn_mask.shape, scores.shape)
+        broadcast = torch.broadcast_shapes(attn_mask.shape, scores_shape)
     except RuntimeError:
         broadcast = None
-    if broadcast != scores.shape:
+    if broadcast != torch.Size(scores_shape):
         raise ValueError(
             f"attn_mask has shape {tuple(attn_mask.shape)}, which does not broadcast "
-            f"to the scores' shape (..., L, S) = {tuple(scores.shape)}"
+            f"to the scores' shape (..., L, S) = {tuple(scores_shape)}"
         )
+
+
+def _additive_mask(attn_mask: Tensor, scores: Tensor) -> Tensor:
+    """``attn_mask`` as numbers to add to ``scores``: a boolean mask becomes 0 or -inf."""
+    _check_mask(attn_mask, scores.shape)
     if attn_mask.dtype == torch.bool:
         return torch.zeros(attn_mask.shape, dtype=scores.dtype, device=scores.device).masked_fill(
             ~attn_mask, float("-inf")

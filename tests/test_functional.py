@@ -195,6 +195,23 @@ def test_fully_masked_query_gets_zero_weights_and_output_like_pytorch():
     assert softmax(torch.full((3,), float("-inf"))).isnan().all()  # what a plain softmax gives
 
 
+def test_fully_masked_query_has_zero_gradients_like_pytorch():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.tensor([[True, False, True], [False, False, False], [True, True, False]])
+
+    def gradients(attention):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        output = attention(*leaves, attn_mask=mask)
+        output = output[0] if isinstance(output, tuple) else output
+        return torch.autograd.grad(output.sum(), leaves)
+
+    for ours, expected in zip(
+        gradients(scaled_dot_product_attention), gradients(F.scaled_dot_product_attention), strict=True
+    ):
+        torch.testing.assert_close(ours, expected)
+
+
 @pytest.mark.parametrize("offset", [1e4, -1e4, 1e6])
 def test_large_logits_neither_overflow_nor_give_nan(offset):
     logits = torch.tensor([0.0, 1.0, 2.0]) + offset

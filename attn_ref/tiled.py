@@ -1,0 +1,377 @@
+r"""Softmax and attention in one pass over the keys, without the ``(L, S)`` matrix.
+
+`online_softmax` computes a softmax while reading its input block by block,
+keeping only a running maximum $m$ and a running sum $\ell$ (Milakov and
+Gimelshein, 2018). `tiled_attention` extends it to attention the way
+FlashAttention does (Dao et al., 2022): queries in blocks, keys and values
+streamed block by block, each output row rescaled whenever its maximum grows.
+No tensor larger than one ``(block_q, block_k)`` tile of scores is ever created,
+and the result is exact: it equals `scaled_dot_product_attention` up to float
+rounding.
+
+Both return, beside their result, the running state a reader needs to follow
+the computation, and on request a trace of it, block by block.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attn_ref.functional import _additive_mask, _check_attention_inputs, _check_tensor, _compute_dtype
+
+__all__ = [
+    "OnlineSoftmaxState",
+    "SoftmaxStep",
+    "TileStep",
+    "TiledAttentionState",
+    "online_softmax",
+    "tiled_attention",
+]
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class SoftmaxStep:
+    """The running state of `online_softmax` after one block of its input.
+
+    Attributes:
+        cols: Positions of the block along the softmax dimension.
+        row_max: $m$ after the block: the largest entry seen so far, shape ``(...)``.
+        row_sum: $\\ell$ after the block: $\\sum e^{x_j - m}$ over the entries seen so far.
+        rescale: $e^{m_\\text{old} - m_\\text{new}}$, the factor the old sum was multiplied by.
+    """
+
+    cols: range
+    row_max: Tensor
+    row_sum: Tensor
+    rescale: Tensor
+
+
+@dataclass(frozen=True)
+class OnlineSoftmaxState:
+    """What `online_softmax` kept while it read its input.
+
+    Attributes:
+        row_max: $m = \\max_j x_j$, shape ``(...)``: the softmax dimension removed.
+        row_sum: $\\ell = \\sum_j e^{x_j - m}$, same shape.
+        trace: The state after each block (`SoftmaxStep`), when asked for.
+    """
+
+    row_max: Tensor
+    row_sum: Tensor
+    trace: list[SoftmaxStep] | None = None
+
+    @property
+    def logsumexp(self) -> Tensor:
+        r"""$\log \sum_j e^{x_j} = m + \log \ell$, computed without overflow."""
+        return self.row_max + self.row_sum.log()
+
+
+@dataclass(frozen=True)
+class TileStep:
+    """The state of one block of queries after one tile of `tiled_attention`.
+
+    Attributes:
+        rows: Query positions of the tile.
+        cols: Key positions of the tile.
+        scores: The tile of scores, mask included, ``(..., len(rows), len(cols))``.
+        row_max: $m$ of each query after this tile, ``(..., len(rows))``.
+        row_sum: $\\ell$ of each query after this tile.
+        rescale: $e^{m_\\text{old} - m_\\text{new}}$: what the earlier sum and output were multiplied by.
+        output: The output so far, ``(..., len(rows), d_v)``: attention over the keys read so far.
+    """
+
+    rows: range
+    cols: range
+    scores: Tensor
+    row_max: Tensor
+    row_sum: Tensor
+    rescale: Tensor
+    output: Tensor
+
+
+@dataclass(frozen=True)
+class TiledAttentionState:
+    """What `tiled_attention` kept, instead of the ``(L, S)`` attention weights.
+
+    Attributes:
+        row_max: $m$ of each query: its largest score, ``(..., L)``, in the compute dtype.
+        row_sum: $\\ell$ of each query: $\\sum_j e^{s_j - m}$ over the keys it may see, ``(..., L)``.
+        tiles_computed: Tiles of scores computed.
+        tiles_skipped: Tiles skipped because every key in them lies after every query
+            (``is_causal=True`` only).
+        block_size: ``(block_q, block_k)``, the tile's shape.
+        trace: One `TileStep` per computed tile, in order, when asked for.
+    """
+
+    row_max: Tensor
+    row_sum: Tensor
+    tiles_computed: int
+    tiles_skipped: int
+    block_size: tuple[int, int]
+    trace: list[TileStep] | None = None
+
+    @property
+    def logsumexp(self) -> Tensor:
+        r"""$m + \log \ell$ per query: the log of the softmax's denominator, ``-inf`` where no key is allowed.
+
+        With it, any weight can be recomputed from its score alone,
+        $p_j = e^{s_j - \operatorname{logsumexp}}$: FlashAttention keeps it for the backward pass.
+        """
+        return self.row_max + self.row_sum.log()
+
+
+def online_softmax(
+    x: Tensor, dim: int = -1, block_size: int = 1, trace: bool = False
+) -> tuple[Tensor, OnlineSoftmaxState]:
+    r"""Softmax along ``dim``, its normalizer found in one pass over ``x``, block by block.
+
+    The two-pass stable softmax first finds $m = \max_j x_j$, then sums
+    $e^{x_j - m}$. The online form does both in one pass. It keeps the largest
+    entry seen so far, $m$, and the sum $\ell$ of $e^{x_j - m}$ so far. When a
+    block brings a larger maximum $m'$, every term already in the sum was
+    computed against the old $m$, so the sum is rescaled first:
+
+    $$
+    m' = \max\bigl(m, \max_{j \in \text{block}} x_j\bigr), \qquad
+    \ell' = \ell \, e^{m - m'} + \sum_{j \in \text{block}} e^{x_j - m'}
+    $$
+
+    Every exponent is $\le 0$, so nothing overflows, and after the last block
+    $m$ and $\ell$ are exactly the two-pass values. A final elementwise pass
+    gives $\operatorname{softmax}(x)_j = e^{x_j - m} / \ell$. A slice whose
+    entries are all ``-inf`` gives ``nan``, as `torch.softmax` does.
+    Half-precision inputs are computed in float32; the weights are cast back,
+    $m$ and $\ell$ stay in float32.
+
+    Args:
+        x: Logits of any floating dtype.
+        dim: The dimension that sums to one.
+        block_size: Entries read per step; 1 is Milakov and Gimelshein's element-by-element form.
+        trace: Also return the state after every block.
+
+    Returns:
+        ``(weights, state)``: the softmax, shaped like ``x``, and an
+        `OnlineSoftmaxState` with $m$, $\ell$ (``x``'s shape without ``dim``)
+        and, if asked for, the trace.
+
+    Examples:
+        >>> weights, state = online_softmax(torch.tensor([1.0, 3.0, 2.0]), trace=True)
+        >>> weights
+        tensor([0.0900, 0.6652, 0.2447])
+        >>> [(step.row_max.item(), round(step.row_sum.item(), 4)) for step in state.trace]
+        [(1.0, 1.0), (3.0, 1.1353), (3.0, 1.5032)]
+        >>> online_softmax(torch.tensor([1e4, 1e4 + 1.0]))[0]  # no overflow
+        tensor([0.2689, 0.7311])
+    """
+    _check_tensor("x", x)
+    _check_block("block_size", block_size)
+    compute_dtype = _compute_dtype(x.dtype)
+    moved = x.movedim(dim, -1)  # (..., V): the softmax dimension last
+    V = moved.shape[-1]
+    row_max = torch.full(moved.shape[:-1], NEG_INF, dtype=compute_dtype, device=x.device)  # (...)
+    row_sum = torch.zeros_like(row_max)  # (...)
+    steps = [] if trace else None
+    for start in range(0, V, block_size):
+        cols = range(start, min(start + block_size, V))
+        block = moved[..., cols.start : cols.stop].to(compute_dtype)  # (..., block)
+        new_max = torch.maximum(row_max, block.amax(dim=-1))  # (...)
+        shift = _finite_or_zero(new_max)  # a slice with nothing but -inf so far: subtract 0, not -inf
+        rescale = (row_max - shift).exp()
+        row_sum = row_sum * rescale + (block - shift[..., None]).exp().sum(dim=-1)
+        row_max = new_max
+        if steps is not None:  # these tensors are new at every step, never changed in place: no copies
+            steps.append(SoftmaxStep(cols, row_max, row_sum, rescale))
+    shift = _finite_or_zero(row_max)
+    weights = (moved.to(compute_dtype) - shift[..., None]).exp() / row_sum[..., None]  # (..., V)
+    return weights.movedim(-1, dim).to(x.dtype), OnlineSoftmaxState(row_max, row_sum, steps)
+
+
+def tiled_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_size: int | tuple[int, int] = 64,
+    trace: bool = False,
+) -> tuple[Tensor, TiledAttentionState]:
+    r"""Exact attention computed tile by tile, never holding the ``(L, S)`` scores.
+
+    The queries are cut into blocks of ``block_q`` rows. For each block, the
+    keys and values are read in blocks of ``block_k``. Each tile of scores
+    $S_{ij} = Q_i K_j^\top \cdot \text{scale}$ (mask added) updates the
+    block's running maximum $m$, running sum $\ell$ and unnormalised output
+    $O$, as in `online_softmax`:
+
+    $$
+    m' = \max\bigl(m, \operatorname{rowmax} S_{ij}\bigr), \quad
+    P = e^{S_{ij} - m'}, \quad
+    \ell' = \ell \, e^{m - m'} + \operatorname{rowsum} P, \quad
+    O' = O \, e^{m - m'} + P V_j
+    $$
+
+    After the last tile, the block's output is $O / \ell$. This is the loop
+    order of FlashAttention-2 (queries outside, keys inside); FlashAttention
+    swaps the two loops and normalises at every step, with the same result.
+
+    With ``is_causal=True`` (top-left aligned, as in PyTorch: query $i$ sees
+    keys $0, \dots, i$), a tile whose first key comes after its last query is
+    skipped: never computed, never read. Tiles that cross the diagonal add the
+    causal mask as $0$ or $-\infty$. For finite inputs this changes nothing
+    but the work. A ``nan`` or ``inf`` in a key or value inside a skipped
+    tile cannot reach any query, while PyTorch's math backend, which adds
+    $-\infty$ to the whole ``(L, S)`` matrix, lets it poison every row.
+
+    Everything else follows `scaled_dot_product_attention`: a boolean
+    ``attn_mask`` (``True`` = may attend) is added as $0$ or $-\infty$, a
+    floating one is added as it is; ``is_causal`` and ``attn_mask`` cannot be
+    combined; a query whose scores are all $-\infty$ gets an output of zero;
+    ``nan`` and ``inf`` propagate as in PyTorch's math backend; half-precision
+    inputs are computed in float32 and the output cast back.
+
+    Args:
+        query: ``(..., L, d_k)``.
+        key: ``(..., S, d_k)``, same leading dimensions as ``query``.
+        value: ``(..., S, d_v)``, same leading dimensions as ``query``.
+        attn_mask: Boolean or floating, broadcastable to ``(..., L, S)``. It is
+            only ever sliced, one tile at a time.
+        is_causal: Apply a lower-triangular (top-left aligned) mask, skipping
+            the tiles above the diagonal.
+        scale: Multiplier of the scores; defaults to $1/\sqrt{d_k}$.
+        block_size: The tile's shape: one int for square tiles, or
+            ``(block_q, block_k)``. FlashAttention sizes the two separately
+            (its $B_r$ and $B_c$): a block of keys and values, a block of
+            queries and outputs, and the tile between them must all fit in a
+            GPU's fast on-chip memory. Any positive sizes give the same result,
+            including 1 and sizes larger than ``L`` or ``S``.
+        trace: Also return one `TileStep` per computed tile. For small examples:
+            it keeps every tile.
+
+    Returns:
+        ``(output, state)``: the output, ``(..., L, d_v)``, and a
+        `TiledAttentionState` with each query's $m$ and $\ell$ (in the compute
+        dtype), the numbers of tiles computed and skipped, and the trace.
+
+    Raises:
+        TypeError: An argument is not a floating tensor, or dtypes differ.
+        ValueError: A shape or block size does not fit; the message names the
+            argument, what it got and what it needs.
+
+    Examples:
+        The three tokens of the worked example, one key at a time; the output is
+        that of `scaled_dot_product_attention`:
+
+        >>> from attn_ref.examples import THREE_TOKENS
+        >>> X = torch.tensor(THREE_TOKENS)
+        >>> output, state = tiled_attention(X, X, X, block_size=(3, 1))
+        >>> output
+        tensor([[0.8446, 0.7330, 0.8446, 0.7330],
+                [0.1332, 1.8509, 0.1332, 1.8509],
+                [0.5777, 1.2670, 0.5777, 1.2670]])
+        >>> state.tiles_computed, state.tiles_skipped
+        (3, 0)
+
+        Causal, with tiles of 2 by 2 over 6 tokens: 3 of the 9 tiles lie
+        entirely above the diagonal and are skipped.
+
+        >>> x = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+        >>> _, state = tiled_attention(x, x, x, is_causal=True, block_size=2)
+        >>> state.tiles_computed, state.tiles_skipped
+        (6, 3)
+    """
+    batch, L, S, d_k = _check_attention_inputs(query, key, value, attn_mask, is_causal)
+    block_q, block_k = _block_sizes(block_size)
+    compute_dtype = _compute_dtype(query.dtype)
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_k)
+    d_v = value.shape[-1]
+    if attn_mask is not None:  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
+        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
+
+    output = torch.empty((*batch, L, d_v), dtype=compute_dtype, device=query.device)  # (..., L, d_v)
+    all_max = torch.empty((*batch, L), dtype=compute_dtype, device=query.device)  # (..., L)
+    all_sum = torch.empty_like(all_max)  # (..., L)
+    computed = skipped = 0
+    steps = [] if trace else None
+    for q_start in range(0, L, block_q):
+        rows = range(q_start, min(q_start + block_q, L))
+        q = query[..., rows.start : rows.stop, :].to(compute_dtype)  # (..., bq, d_k)
+        row_max = torch.full((*batch, len(rows)), NEG_INF, dtype=compute_dtype, device=query.device)
+        row_sum = torch.zeros_like(row_max)  # (..., bq)
+        acc = torch.zeros(
+            (*batch, len(rows), d_v), dtype=compute_dtype, device=query.device
+        )  # (..., bq, d_v)
+        for k_start in range(0, S, block_k):
+            cols = range(k_start, min(k_start + block_k, S))
+            if is_causal and cols.start > rows[-1]:  # every key here comes after every query here
+                skipped += 1
+                continue
+            computed += 1
+            k = key[..., cols.start : cols.stop, :].to(compute_dtype)  # (..., bk, d_k)
+            v = value[..., cols.start : cols.stop, :].to(compute_dtype)  # (..., bk, d_v)
+            scores = q @ k.transpose(-2, -1) * scale  # (..., bq, d_k) @ (..., d_k, bk) -> (..., bq, bk)
+            if attn_mask is not None:
+                scores = scores + _additive_mask(_mask_tile(attn_mask, rows, cols), scores)
+            elif is_causal and cols[-1] > rows[0]:  # the tile crosses the diagonal
+                key_pos = torch.arange(cols.start, cols.stop, device=query.device)  # (bk,)
+                query_pos = torch.arange(rows.start, rows.stop, device=query.device)  # (bq,)
+                allowed = key_pos[None, :] <= query_pos[:, None]  # (bq, bk): key j visible to query i
+                scores = scores + _additive_mask(allowed, scores)
+            new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., bq)
+            shift = _finite_or_zero(new_max)  # a query with no allowed key yet: subtract 0, not -inf
+            rescale = (row_max - shift).exp()  # (..., bq): how much the old sum and output shrink
+            p = (scores - shift[..., None]).exp()  # (..., bq, bk)
+            row_sum = row_sum * rescale + p.sum(dim=-1)
+            acc = acc * rescale[..., None] + p @ v  # (..., bq, bk) @ (..., bk, d_v) -> (..., bq, d_v)
+            row_max = new_max
+            if steps is not None:  # new tensors at every tile, never changed in place: no copies
+                so_far = _normalise(acc, row_max, row_sum)
+                steps.append(TileStep(rows, cols, scores, row_max, row_sum, rescale, so_far))
+        output[..., rows.start : rows.stop, :] = _normalise(acc, row_max, row_sum)
+        all_max[..., rows.start : rows.stop] = row_max
+        all_sum[..., rows.start : rows.stop] = row_sum
+    state = TiledAttentionState(all_max, all_sum, computed, skipped, (block_q, block_k), steps)
+    return output.to(query.dtype), state
+
+
+def _normalise(acc: Tensor, row_max: Tensor, row_sum: Tensor) -> Tensor:
+    """``acc / row_sum``; a query with no allowed key keeps ``acc`` (zero: every weight was 0)."""
+    no_key = row_max == NEG_INF  # (..., bq)
+    return acc / row_sum.masked_fill(no_key, 1.0)[..., None]  # (..., bq, d_v)
+
+
+def _finite_or_zero(row_max: Tensor) -> Tensor:
+    """The maximum to subtract: 0 where it is still -inf, so that exp(-inf - m) is 0, not nan."""
+    return row_max.masked_fill(row_max == NEG_INF, 0.0)
+
+
+def _mask_tile(attn_mask: Tensor, rows: range, cols: range) -> Tensor:
+    """The tile of ``attn_mask`` (``(..., L or 1, S or 1)``) at ``rows`` and ``cols``: a view."""
+    row_slice = slice(rows.start, rows.stop) if attn_mask.shape[-2] != 1 else slice(None)
+    col_slice = slice(cols.start, cols.stop) if attn_mask.shape[-1] != 1 else slice(None)
+    return attn_mask[..., row_slice, col_slice]
+
+
+def _check_block(name: str, size: object) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"{name} must be a positive int, got {size!r}")
+
+
+def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
+    """``(block_q, block_k)`` from one int or a pair."""
+    if isinstance(block_size, tuple) and len(block_size) == 2:
+        _check_block("block_size[0] (block_q)", block_size[0])
+        _check_block("block_size[1] (block_k)", block_size[1])
+        return block_size
+    if isinstance(block_size, int) and not isinstance(block_size, bool) and block_size >= 1:
+        return block_size, block_size
+    raise ValueError(
+        f"block_size must be a positive int or a pair (block_q, block_k) of positive ints, got {block_size!r}"
+    )
