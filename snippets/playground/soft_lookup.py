@@ -1,4 +1,4 @@
-# The playground's first state: one query, five keys and their values, in the plane.
+# The playground's first state: one query, five keys, five values.
 import math
 
 import torch
