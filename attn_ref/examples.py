@@ -28,6 +28,9 @@ __all__ = [
     "LINEAR_SHAPE",
     "LINEAR_WEIGHT",
     "LINEAR_X",
+    "LOOKUP_KEYS",
+    "LOOKUP_QUERY",
+    "LOOKUP_VALUES",
     "SENTENCE",
     "SENTENCE_FEATURES",
     "SENTENCE_TOKENS",
@@ -113,3 +116,26 @@ LINEAR_SHAPE: tuple[int, int, int] = (4, 8, 32)
 
 #: Seed of that example's random input, weight and keys.
 LINEAR_SEED: int = 0
+
+#: Five keys in the plane, ``(S=5, d_k=2)``, for the playground's soft lookup: they point in
+#: five different directions, so that a query's direction decides which key it matches best.
+LOOKUP_KEYS: list[list[float]] = [
+    [2.0, 0.5],
+    [0.5, 2.0],
+    [-1.5, 1.0],
+    [-1.0, -1.5],
+    [1.0, -1.5],
+]
+
+#: The values of those keys, ``(S=5, d_v=2)``: the corners of a convex pentagon that leaves out
+#: the origin, so that every weighted average of them is a point inside it, and zero is not one.
+LOOKUP_VALUES: list[list[float]] = [
+    [3.0, 1.0],
+    [1.5, 3.0],
+    [-1.5, 2.5],
+    [-1.0, 0.5],
+    [2.0, -0.5],
+]
+
+#: The playground's first query, ``(L=1, d_k=2)``: closest in direction to the first two keys.
+LOOKUP_QUERY: list[list[float]] = [[1.5, 1.0]]

@@ -1,0 +1,15 @@
+# The playground's first query, from a very low to a very high temperature.
+import torch
+
+from attn_ref import scaled_dot_product_attention
+from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
+
+q = torch.tensor(LOOKUP_QUERY)  # (L, d_k) = (1, 2)
+K = torch.tensor(LOOKUP_KEYS)  # (S, d_k) = (5, 2)
+V = torch.tensor(LOOKUP_VALUES)  # (S, d_v) = (5, 2)
+for tau in (0.25, 2**0.5, 16.0, 1000.0):
+    output, weights = scaled_dot_product_attention(q, K, V, scale=1 / tau)
+    print(f"tau = {tau:.2f}, weights:", weights[0])
+    print(f"tau = {tau:.2f}, output:", output[0])
+print("v1:", V[0])
+print("mean of the values:", V.mean(dim=0))

@@ -1,0 +1,22 @@
+# The playground's first state: one query, five keys, five values.
+import math
+
+import torch
+
+from attn_ref import scaled_dot_product_attention
+from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
+
+q = torch.tensor(LOOKUP_QUERY)  # (L, d_k) = (1, 2)
+K = torch.tensor(LOOKUP_KEYS)  # (S, d_k) = (5, 2)
+V = torch.tensor(LOOKUP_VALUES)  # (S, d_v) = (5, 2)
+tau = math.sqrt(K.shape[-1])  # the standard temperature, sqrt(d_k)
+
+print("q . k, one per key:")
+print(q @ K.T)
+print("scores (q . k) / tau:")
+print(q @ K.T / tau)
+output, weights = scaled_dot_product_attention(q, K, V, scale=1 / tau)
+print("weights:")
+print(weights)
+print("output = weights @ V:")
+print(output)
