@@ -4,6 +4,7 @@ tutorials as that build executed them."""
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import Any
 import nbformat
 import pytest
 
+from tests.browsing import CHROMIUM, CHROMIUM_ARGS
 from tests.forked import run_python
+from tests.site_server import serve
 from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
 
 SNIPPETS = ROOT / "snippets"
@@ -89,3 +92,23 @@ def executed_tutorials(built_site: BuiltSite) -> dict[str, ExecutedTutorial]:
         values = pickle.loads(tutorial_execution.saved_values(kept).read_bytes())
         executed[source.stem] = ExecutedTutorial(nbformat.read(published, as_version=4), values)
     return executed
+
+
+@pytest.fixture(scope="session")
+def server(built_site):
+    with serve(built_site.path) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is required in CI: apt-get install chromium")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -168,9 +168,8 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
+    from tests.browsing import CHROMIUM, CHROMIUM_ARGS
     from tests.test_browser import (
-        CHROMIUM,
-        CHROMIUM_ARGS,
         FIRST_VISIT_BUDGET,
         PAGE_PATHS,
         SEARCHES,

@@ -6,29 +6,17 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import re
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
+from tests.browsing import SIDEWAYS_SCROLL, Visit
 from tests.conftest import ROOT, BuiltSite
 from tests.forked import run_python
-from tests.site_server import serve
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 RAW_TEX = re.compile(r"\\\(|\\\[|\$\$")
 RAW_INLINE_DOLLAR = re.compile(r"\$[^$\s][^$\n]*\$")
 
@@ -93,57 +81,6 @@ def _page_urls(site: BuiltSite) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def server(built_site):
-    with serve(built_site.path) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is required in CI: apt-get install chromium")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-class Visit:
-    """One page load, with every request to another host blocked and recorded."""
-
-    def __init__(self, browser, base: str, path: str, **context_options):
-        self.context = browser.new_context(**context_options)
-        self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
-        self.page = self.context.new_page()
-        self.outside: list[str] = []
-        self.console_errors: list[str] = []
-        self.page.route("**/*", functools.partial(self._route, base))
-        self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
-        self.page.on("pageerror", lambda e: self.console_errors.append(str(e)))
-        self.page.goto(base + path, wait_until="load")  # scripts, styles and images are in
-        self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-        self.page.evaluate("() => MathJax.startup.promise.then(() => document.fonts.ready)")
-
-    def _route(self, base, route):
-        if route.request.url.startswith(base) or route.request.url.startswith("data:"):
-            route.continue_()
-        else:
-            self.outside.append(route.request.url)
-            route.abort()
-
-    def copied_python(self) -> list[str | None]:
-        """The text each Python block's copy button puts on the clipboard, in page order."""
-        return self.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)
-
-    def close(self):
-        self.context.close()
-
-
 def _pages_from_docs() -> list[str]:
     """URL paths of the pages, from the docs folder, so that test ids are known before the build."""
     docs = ROOT / "docs"
@@ -185,7 +122,6 @@ SCREENSHOTS = ROOT / "screenshots"
 
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((total, entry) => total + entry.transferSize, 0)"""
-SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
 @dataclass
@@ -223,7 +159,9 @@ def _look(browser, server: str, page_path: str, mode: str) -> Look:
             visit.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
             visit.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
             visit.page.screenshot(path=SCREENSHOTS / f"{name}-dark.jpg", full_page=True, quality=80)
-            look.copied = visit.copied_python()  # last: it opens collapsed blocks and tabs
+            look.copied = visit.page.evaluate(
+                COPY_PYTHON, PYTHON_COPY_BUTTONS
+            )  # last: it opens blocks and tabs
         else:
             visit.page.screenshot(path=SCREENSHOTS / f"{name}-{mode}.jpg", full_page=True, quality=80)
     finally:

@@ -16,15 +16,10 @@ import torch
 
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
-from tests import test_browser
+from tests.browsing import SIDEWAYS_SCROLL, Visit
 from tests.conftest import ROOT
-from tests.test_browser import SIDEWAYS_SCROLL, Visit
 
 pytestmark = pytest.mark.browser
-
-# The headless Chromium and the local server of the site's browser tests, as fixtures here too.
-browser = test_browser.browser
-server = test_browser.server
 
 PAGE = "playground/"
 DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
