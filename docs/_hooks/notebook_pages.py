@@ -17,7 +17,10 @@
 - mkdocs-jupyter (0.26.3, and 0.27.0 still) appends its highlighting CSS a second time, written
   as the repr of a Python list, which is not CSS: removed (the stylesheet has the same rules).
 - Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
-  symbol defined once per page, instead of a copy of the icon per cell).
+  symbol defined once per page, instead of a copy of the icon per cell); a copy button copies
+  the text of the highlighted code it sits on, instead of a hidden second copy of that code;
+  the cell collapsers, which the notebook stylesheet hides, are dropped; and the copy
+  button's script (about 4 KB, inlined by nbconvert in every page) moves to one shared file.
 """
 
 from __future__ import annotations
@@ -42,9 +45,18 @@ SOLUTION_CELL = re.compile(
     r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
 )
 DIV_TAG = re.compile(r"<div\b|</div>")
+# The code as highlighted, then the same code again as hidden text for the copy button.
+HIDDEN_COPY = re.compile(
+    r'(<div class="highlight-ipynb[^"]*"><pre)(>.*?</pre></div>\s*)<div class="clipboard-copy-txt" id="([^"]+)">[^<]*</div>',
+    re.S,
+)
+HIDDEN_COLLAPSER = re.compile(r'<div class="jp-Collapser [^"]*">\s*</div>\s*')
+INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
 executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
-stylesheets: dict[str, str] = {}  # site path -> CSS, written after the build
+shared_files: dict[
+    str, str
+] = {}  # site path -> a stylesheet or script of every tutorial, written after the build
 
 
 def is_tutorial(file: File) -> bool:
@@ -82,19 +94,30 @@ def on_page_content(html, page, config, files):
         return html
     html = NBCONVERT_MERMAID.sub("", html)
     header, wrapper, cells = html.partition('<div class="jupyter-wrapper">')  # styles inside plots stay
-    css = "\n".join(INLINE_STYLE.findall(header))
-    stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
-    stylesheets[stylesheet] = css
-    cells = _collapsed_solutions(_one_copy_icon(LIST_REPR_STYLE.sub("", cells)))
-    html = INLINE_STYLE.sub("", header) + wrapper + cells
+    stylesheet = _shared("stylesheets/notebook", "css", "\n".join(INLINE_STYLE.findall(header)))
+    script = _shared("javascripts/notebook", "js", "\n".join(INLINE_SCRIPT.findall(header)))
+    cells = LIST_REPR_STYLE.sub("", cells)
+    cells = HIDDEN_COLLAPSER.sub("", HIDDEN_COPY.sub(r'\1 id="\3"\2', cells))
+    cells = _collapsed_solutions(_one_copy_icon(cells))
+    html = INLINE_SCRIPT.sub("", INLINE_STYLE.sub("", header)) + wrapper + cells
     name = Path(page.file.abs_src_path).name
-    link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
+    link = (
+        f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
+        f'<script src="{get_relative_url(script, page.url)}"></script>'
+    )
     button = (
         f'<p><a class="md-button md-button--primary" href="{name}" download>'
         f"Download this tutorial as a notebook ({name})</a></p>"
     )
     head, found, rest = html.partition("</h1>")  # the button goes under the tutorial's title
     return link + (head + found + button + rest if found else button + html)
+
+
+def _shared(stem: str, suffix: str, text: str) -> str:
+    """The site path of one content-hashed file holding ``text``, written after the build."""
+    path = f"assets/{stem}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.{suffix}"
+    shared_files[path] = text
+    return path
 
 
 def _one_copy_icon(cells: str) -> str:
@@ -127,7 +150,7 @@ def _end_of_div(html: str, start: int) -> int:
 
 def on_post_build(config):
     site = Path(config["site_dir"])
-    for path, text in stylesheets.items():
+    for path, text in shared_files.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
     root = Path(config.config_file_path).resolve().parent
