@@ -230,6 +230,7 @@ def search_first_hit(page, base: str, query: str) -> str:
     box = page.locator(".md-search__input")
     box.click()
     box.fill("")
+    page.locator(".md-search-result__item").first.wait_for(state="detached")  # the last query's results
     box.press_sequentially(query)
     first = page.locator(".md-search-result__item > a").first
     first.wait_for()
