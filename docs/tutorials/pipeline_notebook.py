@@ -3,7 +3,9 @@
 #
 # This tutorial is a plain Python file in jupytext's percent format. The site
 # executes it in a fresh kernel at every build, and the button above downloads
-# it as a notebook that runs top to bottom.
+# it as a notebook that runs top to bottom. The page
+# [How this site computes](../../foundations/pipeline/) says what is checked and
+# when; symbols follow the [notation table](../../notation/).
 #
 # Attention weighs the values $V$ by how well each query matches each key:
 #
