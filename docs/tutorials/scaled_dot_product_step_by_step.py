@@ -4,7 +4,7 @@
 # This tutorial follows ten tokens through every step of scaled dot-product attention:
 # the projections to queries, keys and values, the scaled scores, the softmax, and the
 # weighted sum of the values. It works one product of weights and values out by hand.
-# Then it builds multi-head attention from the same steps, and checks every result
+# Then it builds multi-head attention from the same steps, and checks the results
 # against PyTorch.
 #
 # It assumes you know what queries, keys and values are for
@@ -36,7 +36,9 @@
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
+import torch.nn.functional as F
 from IPython.display import Markdown
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -45,14 +47,15 @@ from attn_ref import MultiHeadAttention, merge_heads, scaled_dot_product_attenti
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
-torch.set_printoptions(precision=2, sci_mode=False, linewidth=80)  # two decimals, one row a line
-torch.set_grad_enabled(False)  # forward passes only: no gradients
+torch.set_printoptions(precision=2, sci_mode=False)
+np.set_printoptions(precision=2, suppress=True)  # 10 by 10: a row a line
+torch.set_grad_enabled(False)  # forward passes only
 print("torch", torch.__version__)
 
 X = torch.tensor(TEN_TOKENS).unsqueeze(0)  # (T, C) -> (B, T, C)
 B, T, C = X.shape
 print(f"B = {B} sequence, T = {T} tokens, C = {C} features per token")
-print("X[0], one token per row:", X[0], sep="\n")
+print("X[0], one token per row:", X[0].numpy(), sep="\n")
 
 # %% [markdown]
 # The width $C$ is the **last** axis, `X.size(-1)`; axis 1 counts the tokens. Here both
@@ -69,8 +72,8 @@ print("X[0], one token per row:", X[0], sep="\n")
 
 # %%
 W_Q = W_K = W_V = torch.eye(C)  # (C, d_k) with d_k = C
-Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # each (B, T, C) @ (C, C) -> (B, T, C)
-print("Q, K and V all equal X:", torch.equal(Q, X) and torch.equal(K, X) and torch.equal(V, X))
+Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # each (B, T, C) @ (C, C)
+print("Q, K and V all equal X:", all(torch.equal(M, X) for M in (Q, K, V)))
 
 # %% [markdown]
 # ## Scaled scores
@@ -90,12 +93,14 @@ print("Q, K and V all equal X:", torch.equal(Q, X) and torch.equal(K, X) and tor
 
 # %%
 d_k = K.size(-1)  # the width of each key
-scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (B, T, d_k) @ (B, d_k, T) -> (B, T, T)
-print(f"d_k = {d_k}, sqrt(d_k) = {math.sqrt(d_k):.4f}, scores.shape = {tuple(scores.shape)}")
-print(scores[0])
+scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (B, T, T)
+print(f"d_k = {d_k}, sqrt(d_k) = {math.sqrt(d_k):.4f}")
+print("scores.shape =", tuple(scores.shape))
+print(scores[0].numpy())
 unscaled = Q @ K.transpose(-2, -1)  # (B, T, T), not divided
-print("largest weight per row, without:", torch.softmax(unscaled, dim=-1).amax(dim=-1)[0])
-print("largest weight per row, with:   ", torch.softmax(scores, dim=-1).amax(dim=-1)[0])
+print("largest weight of each row, without the division and with it:")
+print(torch.softmax(unscaled, dim=-1).amax(dim=-1)[0].numpy())
+print(torch.softmax(scores, dim=-1).amax(dim=-1)[0].numpy())
 
 # %% [markdown]
 # ## Softmax: from scores to weights
@@ -108,13 +113,16 @@ print("largest weight per row, with:   ", torch.softmax(scores, dim=-1).amax(dim
 # %%
 weights = torch.softmax(scores, dim=-1)  # (B, T, T), over the keys
 print("weights.shape =", tuple(weights.shape))
-print("every row sums to one:", torch.allclose(weights.sum(dim=-1), torch.ones(B, T)))
-strongest = weights[0].argmax(dim=-1)  # (T,): the strongest key of each query
-print("every token's strongest key is itself:", torch.equal(strongest, torch.arange(T)))
+row_sums = weights.sum(dim=-1)  # (B, T)
+print("every row sums to one:", torch.allclose(row_sums, torch.ones(B, T)))
+strongest = weights[0].argmax(dim=-1)  # (T,): each query's strongest key
+itself = torch.equal(strongest, torch.arange(T))
+print("each token's strongest key is itself:", itself)
 print("scores symmetric:", torch.allclose(scores, scores.mT))
-token_labels = [f"t{i}" for i in range(T)]
-ax = attention_heatmap(weights[0], query_labels=token_labels, title="Identity projections (Q = K = V = X)")
-figure_to_svg(ax.figure, alt="Heatmap of the 10 by 10 attention weights, one row per query")
+labels = [f"t{i}" for i in range(T)]
+fig, ax = plt.subplots(figsize=(4.4, 3.8), layout="constrained")
+attention_heatmap(weights[0], labels, ax=ax, title="Q = K = V = X")
+figure_to_svg(fig, alt="10 by 10 heatmap of the weights, a row per query")
 
 # %% [markdown]
 # The diagonal is bright. With identity projections, the score of token $i$ with itself
@@ -145,12 +153,14 @@ figure_to_svg(ax.figure, alt="Heatmap of the 10 by 10 attention weights, one row
 # %%
 output = weights @ V  # (B, T, T) @ (B, T, d_v) -> (B, T, d_v)
 print("output.shape =", tuple(output.shape))
-print(output[0])
-ours_output, ours_weights = scaled_dot_product_attention(Q, K, V)
-torch_output = torch.nn.functional.scaled_dot_product_attention(Q, K, V)
-print("attn_ref agrees:", torch.allclose(output, ours_output) and torch.allclose(weights, ours_weights))
-print("PyTorch agrees:", torch.allclose(output, torch_output))
-print(f"largest |difference| from PyTorch: {(output - torch_output).abs().max():.1e}")
+print(output[0].numpy())
+ours, ours_w = scaled_dot_product_attention(Q, K, V)  # attn_ref
+theirs = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's
+same = torch.allclose(output, ours) and torch.allclose(weights, ours_w)
+print("attn_ref agrees:", same)
+print("PyTorch agrees:", torch.allclose(output, theirs))
+gap = (output - theirs).abs().max()
+print(f"largest |difference| from PyTorch: {gap:.1e}")
 
 # %% [markdown]
 # ## A worked example: weights times values, by hand
@@ -162,28 +172,30 @@ print(f"largest |difference| from PyTorch: {(output - torch_output).abs().max():
 # prints the tensors, then writes every sum out from them. (The original notebook writes
 # the same sums, and [evaluates them wrongly](#where-the-original-notebook-goes-wrong), item 3.)
 
-
 # %%
 A = torch.tensor(AV_WEIGHTS)  # (3, 3): row i weighs the 3 tokens
 V_small = torch.tensor(AV_VALUES)  # (3, 4): one value row per token
 AV = A @ V_small  # (3, 3) @ (3, 4) -> (3, 4)
-print("A =", A, "V =", V_small, "AV =", AV, sep="\n")
-boxes = []  # one aligned block of sums per row of O, typeset by the site
+print("A =", A.numpy(), "V =", V_small.numpy(), sep="\n")
+print("AV =", AV.numpy(), sep="\n")
+boxes = []  # one block of sums per row of O, typeset by the site
 for i, a_row in enumerate(A.tolist()):
     lines = []
     for j, v_column in enumerate(V_small.T.tolist()):
-        terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in zip(a_row, v_column, strict=True))
-        lines.append(rf"O_{{{i + 1}{j + 1}}} &= {terms} &&= {AV[i, j]:.4g}")
-    boxes.append(r'<div class="arithmatex">\begin{align*}' + r" \\ ".join(lines) + r"\end{align*}</div>")
+        pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj) for k = 0..2
+        terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in pairs)
+        lines.append(rf"O_{{{i}{j}}} &= {terms} &&= {AV[i, j]:.4g}")
+    align = r"\begin{align*}" + r" \\ ".join(lines) + r"\end{align*}"
+    boxes.append(f'<div class="arithmatex">{align}</div>')
 Markdown("\n\n".join(boxes))
 
 # %% [markdown]
 # ## Multi-head attention
 #
-# Multi-head attention runs $H$ attentions side by side. Head $h$ has its own learned
-# projections $W_Q^{(h)}$, $W_K^{(h)}$ and $W_V^{(h)}$, of shape $(C, d_k)$ with
-# $d_k = C / H$. The heads' outputs are concatenated, and an output projection $W_O$ of
-# shape $(C, C)$ mixes them:
+# Multi-head attention runs $H$ attentions side by side. Head $h$ (counted from 0, like
+# the tokens) has its own learned projections $W_Q^{(h)}$, $W_K^{(h)}$ and $W_V^{(h)}$,
+# of shape $(C, d_k)$ with $d_k = C / H$. The heads' outputs are concatenated, and an
+# output projection $W_O$ of shape $(C, C)$ mixes them:
 #
 # <div class="arithmatex">
 # $$
@@ -193,7 +205,7 @@ Markdown("\n\n".join(boxes))
 #
 # <div class="arithmatex">
 # $$
-# \operatorname{MultiHead}(X) = \operatorname{Concat}(\text{head}_1, \dots, \text{head}_H)\, W_O
+# \operatorname{MultiHead}(X) = \operatorname{Concat}(\text{head}_0, \dots, \text{head}_{H-1})\, W_O
 # $$
 # </div>
 #
@@ -217,16 +229,22 @@ Markdown("\n\n".join(boxes))
 # %%
 torch.manual_seed(0)  # the layer's random initial weights
 num_heads = 2
-mha = nn.MultiheadAttention(embed_dim=C, num_heads=num_heads, batch_first=True)
-print("in_proj_weight:", tuple(mha.in_proj_weight.shape))  # W_Q^T, W_K^T, W_V^T stacked
-W_Q, W_K, W_V = (w.T for w in mha.in_proj_weight.chunk(3))  # (3C, C) -> three (C, C), as W_Q, not W_Q^T
+mha = nn.MultiheadAttention(C, num_heads, batch_first=True)
+print("in_proj_weight:", tuple(mha.in_proj_weight.shape))  # W^T stacked
+# (3C, C) -> three (C, C), each transposed back: W_Q, not W_Q^T
+W_Q, W_K, W_V = (w.T for w in mha.in_proj_weight.chunk(3))
 b_q, b_k, b_v = mha.in_proj_bias.chunk(3)  # (3C,) -> three (C,)
-Q_mh, K_mh, V_mh = X @ W_Q + b_q, X @ W_K + b_k, X @ W_V + b_v  # each (B, T, C) @ (C, C) -> (B, T, C)
-print("scores symmetric now:", torch.allclose(Q_mh @ K_mh.mT, (Q_mh @ K_mh.mT).mT))
-q, k, v = (split_heads(t, num_heads) for t in (Q_mh, K_mh, V_mh))  # (B, T, C) -> (B, H, T, d_k)
+Q_mh = X @ W_Q + b_q  # (B, T, C) @ (C, C) -> (B, T, C)
+K_mh = X @ W_K + b_k
+V_mh = X @ W_V + b_v
+full_scores = Q_mh @ K_mh.mT  # (B, T, T), all features at once
+print("scores symmetric now:", torch.allclose(full_scores, full_scores.mT))
+# (B, T, C) -> (B, H, T, d_k)
+q, k, v = (split_heads(t, num_heads) for t in (Q_mh, K_mh, V_mh))
 d_head = C // num_heads  # d_k of each head
 print("q, k, v split into heads:", tuple(q.shape))
-print(f"head 1 holds features {d_head}..{C - 1} of Q:", torch.equal(q[:, 1], Q_mh[..., d_head:]))
+second = torch.equal(q[:, 1], Q_mh[..., d_head:])  # (B, T, d_k)
+print(f"head 1 holds features {d_head}..{C - 1} of Q:", second)
 
 # %% [markdown]
 # ### Attention in each head
@@ -235,20 +253,23 @@ print(f"head 1 holds features {d_head}..{C - 1} of Q:", torch.equal(q[:, 1], Q_m
 # the square root of its own width $d_k = C / H$, not of $C$.
 
 # %%
-head_outputs, head_weights = scaled_dot_product_attention(q, k, v)  # (B, H, T, d_k), (B, H, T, T)
+# (B, H, T, d_k) -> outputs (B, H, T, d_k) and weights (B, H, T, T)
+head_outputs, head_weights = scaled_dot_product_attention(q, k, v)
 print(f"scale 1/sqrt(d_k) = {1 / math.sqrt(d_head):.4f}")
-print("head_outputs:", tuple(head_outputs.shape), " head_weights:", tuple(head_weights.shape))
-fig, axes = plt.subplots(num_heads, 1, figsize=(7.7, 6.3 * num_heads), layout="constrained")
+print("head_outputs:", tuple(head_outputs.shape))
+print("head_weights:", tuple(head_weights.shape))
+size = (4.4, 3.8 * num_heads)  # the heads stacked, for narrow screens
+fig, axes = plt.subplots(num_heads, 1, figsize=size, layout="constrained")
 for h, ax in enumerate(axes):
-    attention_heatmap(head_weights[0, h], query_labels=token_labels, ax=ax, title=f"Head {h} (untrained)")
-figure_to_svg(fig, alt=f"{num_heads} heatmaps of 10 by 10 attention weights, one per head, one row per query")
+    attention_heatmap(head_weights[0, h], labels, ax=ax, title=f"Head {h}")
+figure_to_svg(fig, alt=f"{num_heads} heatmaps of 10 by 10 weights, a head each")
 
 # %% [markdown]
 # ### Concatenate, project, and check
 #
 # `merge_heads` undoes the split: it moves the head axis back behind the tokens and lays
 # the heads' outputs side by side, `(B, H, T, d_k)` to `(B, T, H d_k)`, which is
-# `(B, T, C)`. That is $\operatorname{Concat}(\text{head}_1, \dots, \text{head}_H)$. Then
+# `(B, T, C)`. That is $\operatorname{Concat}(\text{head}_0, \dots, \text{head}_{H-1})$. Then
 # $W_O$ mixes the heads' features, so that every output feature can draw on every head.
 #
 # PyTorch's layer, called on the same tokens, gives the same output and the same
@@ -257,16 +278,21 @@ figure_to_svg(fig, alt=f"{num_heads} heatmaps of 10 by 10 attention weights, one
 
 # %%
 concat = merge_heads(head_outputs)  # (B, H, T, d_k) -> (B, T, C)
-W_O, b_o = mha.out_proj.weight.T, mha.out_proj.bias  # out_proj.weight is W_O^T; (C, C) and (C,)
-mh_output = concat @ W_O + b_o  # (B, T, C) @ (C, C) -> (B, T, C)
+W_O = mha.out_proj.weight.T  # stored as W_O^T: (C, C)
+mh_output = concat @ W_O + mha.out_proj.bias  # (B, T, C)
 print("mh_output.shape =", tuple(mh_output.shape))
-print(mh_output[0])
-mha_output, mha_head_weights = mha(X, X, X, average_attn_weights=False)  # (B, T, C), (B, H, T, T)
+# PyTorch's layer, asked for one (T, T) matrix of weights per head
+mha_output, mha_head_weights = mha(X, X, X, average_attn_weights=False)
 ours_mh_output, _ = MultiHeadAttention.from_torch(mha)(X, X, X)
-print("step by step == nn.MultiheadAttention:", torch.allclose(mh_output, mha_output, atol=1e-6))
-print("attn_ref == nn.MultiheadAttention:", torch.allclose(ours_mh_output, mha_output, atol=1e-6))
-print("per-head weights agree:", torch.allclose(head_weights, mha_head_weights, atol=1e-6))
-print(f"largest |difference| of the outputs: {(mh_output - mha_output).abs().max():.1e}")
+checks = {
+    "step by step == nn.MultiheadAttention": (mh_output, mha_output),
+    "attn_ref == nn.MultiheadAttention": (ours_mh_output, mha_output),
+    "per-head weights agree": (head_weights, mha_head_weights),
+}
+for label, (a, b) in checks.items():
+    print(f"{label}:", torch.allclose(a, b, atol=1e-6))
+gap = (mh_output - mha_output).abs().max()
+print(f"largest |difference| of the outputs: {gap:.1e}")
 
 # %% [markdown]
 # <details class="note">
@@ -288,24 +314,24 @@ print(f"largest |difference| of the outputs: {(mh_output - mha_output).abs().max
 # narrower, "the total computational cost is similar to that of single-head attention
 # with full dimensionality" (Vaswani et al., 2017, section 3.2.2). That is true of the
 # arithmetic, not of the memory. PyTorch's `FlopCounterMode` counts the floating-point
-# operations (FLOPs) of matrix products. The cell counts them at the size of one layer
-# of a large model, $T = 8192$ tokens and $C = 4096$, on tensors of PyTorch's `meta`
-# device. Those have shapes but no data: nothing is computed or allocated, yet the
+# operations (FLOPs) of matrix products. The cell counts them at sizes like those of a
+# large language model, $T = 8192$ tokens of width $C = 4096$, on tensors of PyTorch's
+# `meta` device. Those have shapes but no data: nothing is computed or allocated, yet the
 # shapes, the counts and the sizes are those of the real computation.
 
 
 # %%
 def counted(f, *args):
-    """What f returns, and the FLOPs of the matrix products it ran, as PyTorch counts them."""
+    """f(*args), and the FLOPs PyTorch counts in its matrix products."""
     with FlopCounterMode(display=False) as counter:
         result = f(*args)
     return result, counter.get_total_flops()
 
 
-x_big = torch.empty(1, 8192, 4096, device="meta")  # (B, T, C), shapes only
+x_big = torch.empty(1, 8192, 4096, device="meta")  # (B, T, C), no data
 W_big = torch.empty(4096, 4096, device="meta")  # (C, C)
-_, projection_flops = counted(lambda: [x_big @ W_big for _ in range(4)])  # W_Q, W_K, W_V, W_O
-print(f"the four projections, for any H: {projection_flops:.3e} FLOPs")
+_, flops = counted(lambda: [x_big @ W_big for _ in range(4)])  # 4 of them
+print(f"the four projections, for any H: {flops:.3e} FLOPs")
 print("  H   d_k  QK^T and AV FLOPs  (B, H, T, T) weights")
 for H in (1, 8, 32):
     q_big = split_heads(x_big, H)  # (B, H, T, C / H)
@@ -322,7 +348,8 @@ for H in (1, 8, 32):
 #   `(B, T, T)`. The scaling and the softmax also act on each of their elements, so
 #   their work grows $H$ times too. That stays small next to the products while $d_k$ is
 #   large: per element of the scores, the two products do $4 d_k$ FLOPs, the softmax a
-#   few operations.
+#   few operations. (Kernels that never store the whole matrix avoid its memory: see
+#   [Attention without the T×T matrix](../efficient_attention/).)
 #
 # ## Summary
 #
@@ -333,8 +360,8 @@ for H in (1, 8, 32):
 # - Multi-head attention splits the projected features into $H$ heads of $C / H$,
 #   attends in each, concatenates the heads and projects them with $W_O$. Step by step,
 #   `attn_ref` and `torch.nn.MultiheadAttention` agree.
-# - $H$ heads cost the FLOPs of one head of full width, but their scores and weights take
-#   $H$ times the memory.
+# - $H$ heads cost the FLOPs of one head of full width, but their scores and weights, when
+#   stored, take $H$ times the memory.
 #
 # ## Where the original notebook goes wrong
 #
@@ -356,13 +383,15 @@ for H in (1, 8, 32):
 # features wide give an output four features wide (last lines of the cell).
 
 # %%
-first_four = X[:, :4, :]  # (B, T, C) -> (B, 4, C): now T and C differ
+first_four = X[:, :4, :]  # (B, 4, C): now T and C differ
 try:
-    first_four @ torch.eye(first_four.size(1))  # the original notebook's d_model
+    first_four @ torch.eye(first_four.size(1))  # its d_model: T, not C
 except RuntimeError as error:
     print("identity of size(1): RuntimeError:", error)
-print("identity of size(-1): shape", tuple((first_four @ torch.eye(first_four.size(-1))).shape))
-print("values of width 4 give an output of shape", tuple((weights @ V[..., :4]).shape))
+right = first_four @ torch.eye(first_four.size(-1))  # (B, 4, C)
+print("identity of size(-1): shape", tuple(right.shape))
+narrow = weights @ V[..., :4]  # values 4 features wide: (B, T, 4)
+print("values of width 4 give an output of shape", tuple(narrow.shape))
 
 # %% [markdown]
 # **3. It evaluates its worked example wrongly.** It writes out the sums of the
@@ -371,17 +400,9 @@ print("values of width 4 give an output of shape", tuple((weights @ V[..., :4]).
 # each row of $A$ sums to one, and each row of $V$ rises by the same step from one column
 # to the next, so each row of $O = AV$ must rise by that same step. Its rows rise by
 # another. It also calls each output element "a weighted sum of the corresponding value
-# matrix"; it is each output *row* that is a weighted sum, of the value *rows*.
-
-# %%
-# The original notebook's "Expected Output", quoted
-original_claimed = torch.tensor([[0.62, 0.74, 0.86, 0.98], [0.42, 0.54, 0.66, 0.78], [0.64, 0.76, 0.88, 1.0]])
-wrong = ~torch.isclose(original_claimed, AV, atol=5e-3)  # (3, 4)
-print(f"entries the original notebook got wrong: {int(wrong.sum())} of {wrong.numel()}")
-print("step from column to column in V, in AV, and in its result:")
-print(V_small.diff(dim=-1), AV.diff(dim=-1), original_claimed.diff(dim=-1), sep="\n")
-
-# %% [markdown]
+# matrix"; it is each output *row* that is a weighted sum, of the value *rows*. The
+# first lines of the cell below check it.
+#
 # **4. Its "combining heads" is one head and a random layer.** Its last step sets
 # `heads = 1` and `head_dim = d_model`, reshapes the output with
 # `view(N, -1, heads * head_dim)`, and passes it through a freshly created `nn.Linear`.
@@ -389,16 +410,33 @@ print(V_small.diff(dim=-1), AV.diff(dim=-1), original_claimed.diff(dim=-1), sep=
 # linear layer is untrained and created without a random seed, so its "final output" is
 # random numbers that change from run to run, and nobody can reproduce the matrix it
 # prints. Two layers created from two seeds show how much the result depends on the
-# draw. What the step should be is [multi-head attention](#multi-head-attention), above.
+# draw (last lines of the cell). What the step should be is
+# [multi-head attention](#multi-head-attention), above.
 
 # %%
-combined = output.view(B, -1, 1 * C)  # its view(N, -1, heads * head_dim), heads = 1, head_dim = C
+# 3. The original notebook's "Expected Output", quoted
+original_claimed = torch.tensor(
+    [
+        [0.62, 0.74, 0.86, 0.98],
+        [0.42, 0.54, 0.66, 0.78],
+        [0.64, 0.76, 0.88, 1.00],
+    ]
+)
+wrong = ~torch.isclose(original_claimed, AV, atol=5e-3)  # (3, 4)
+print(f"wrong entries: {int(wrong.sum())} of {wrong.numel()}")
+print("step from column to column in V, in AV, and in its result:")
+steps = [M.diff(dim=-1).numpy() for M in (V_small, AV, original_claimed)]
+print(*steps, sep="\n")
+
+# 4. its view(N, -1, heads * head_dim), with heads = 1 and head_dim = C
+combined = output.view(B, -1, 1 * C)
 print("the reshape changed nothing:", torch.equal(combined, output))
 finals = []
 for seed in (0, 1):
     torch.manual_seed(seed)
-    finals.append(nn.Linear(C, C)(combined))  # random, untrained: (B, T, C)
-print(f"largest |difference| between two random 'final outputs': {(finals[0] - finals[1]).abs().max():.2f}")
+    finals.append(nn.Linear(C, C)(combined))  # random, untrained
+gap = (finals[0] - finals[1]).abs().max()
+print(f"two random 'final outputs' differ by up to {gap:.2f}")
 
 # %% [markdown]
 # ## Exercises
@@ -408,14 +446,17 @@ print(f"largest |difference| between two random 'final outputs': {(finals[0] - f
 # Then add $c$ to every query instead, and keep the keys. Compute both, and explain.
 
 # %% tags=["solution"]
-c = torch.randn(C, generator=torch.Generator().manual_seed(1))  # (C,): one vector for every token
-keys_shifted = torch.softmax(Q @ (K + c).mT / math.sqrt(d_k), dim=-1)  # (B, T, T)
-queries_shifted = torch.softmax((Q + c) @ K.mT / math.sqrt(d_k), dim=-1)  # (B, T, T)
-print(f"keys + c:    largest change in the weights {(keys_shifted - weights).abs().max():.1e}")
-print(f"queries + c: largest change in the weights {(queries_shifted - weights).abs().max():.2f}")
-# q_i . (k_j + c) = q_i . k_j + q_i . c adds the same amount to every score of row i, and a
-# softmax ignores a constant added to a whole row: the change is rounding. (q_i + c) . k_j
-# = q_i . k_j + c . k_j adds a different amount for each key j, so the weights move.
+g = torch.Generator().manual_seed(1)
+c = torch.randn(C, generator=g)  # (C,): the same vector for every token
+scale = 1 / math.sqrt(d_k)
+keys_shifted = torch.softmax(Q @ (K + c).mT * scale, dim=-1)  # (B, T, T)
+queries_shifted = torch.softmax((Q + c) @ K.mT * scale, dim=-1)
+change_k = (keys_shifted - weights).abs().max()
+change_q = (queries_shifted - weights).abs().max()
+print(f"keys + c:    largest change in the weights {change_k:.1e}")
+print(f"queries + c: largest change in the weights {change_q:.2f}")
+# Keys: q_i . c is added to the whole of row i, which a softmax ignores.
+# Queries: c . k_j changes from key to key, so the weights move.
 
 # %% [markdown]
 # **2. A token that outshines itself.** Every token above gives its largest weight to
@@ -423,14 +464,15 @@ print(f"queries + c: largest change in the weights {(queries_shifted - weights).
 # the ratio of its weight on the new token to its weight on itself. Then compute both.
 
 # %% tags=["solution"]
-X11 = torch.cat([X, 2 * X[:, :1]], dim=1)  # (B, T + 1, C): token 10 is 2 x_0
-_, weights11 = scaled_dot_product_attention(X11, X11, X11)  # identity projections: (B, T + 1, T + 1)
-print("query 0's strongest key:", weights11[0, 0].argmax().item())
-print(f"query 0, weight on t10 / weight on t0: {(weights11[0, 0, 10] / weights11[0, 0, 0]).item():.4f}")
-print(f"derived, exp(|x_0|^2 / sqrt(d_k)):     {math.exp((X[0, 0] @ X[0, 0]).item() / math.sqrt(d_k)):.4f}")
-# Query 0 scores t10 with x_0 . 2 x_0 = 2 |x_0|^2, twice its score for itself, so it prefers
-# t10. Two weights of one row are in the ratio e^(s - s') of their scaled scores s and s':
-# here exp((2 |x_0|^2 - |x_0|^2) / sqrt(d_k)) = exp(|x_0|^2 / sqrt(d_k)).
+X11 = torch.cat([X, 2 * X[:, :1]], dim=1)  # (B, T + 1, C): t10 is 2 x_0
+_, weights11 = scaled_dot_product_attention(X11, X11, X11)  # W = I
+row = weights11[0, 0]  # the weights of query 0: (T + 1,)
+print("query 0's strongest key:", row.argmax().item())
+print(f"weight on t10 / weight on t0: {(row[10] / row[0]).item():.4f}")
+derived = math.exp((X[0, 0] @ X[0, 0]).item() / math.sqrt(d_k))
+print(f"derived, exp(|x_0|^2 / sqrt(d_k)): {derived:.4f}")
+# Query 0 gives t10 the score 2 |x_0|^2 / sqrt(d_k), twice t0's; and two
+# weights of one row are in the ratio e^(s - s') of their scores s, s'.
 
 # %% [markdown]
 # **3. Merge the heads with a reshape.** A common bug merges the heads with
@@ -438,14 +480,16 @@ print(f"derived, exp(|x_0|^2 / sqrt(d_k)):     {math.exp((X[0, 0] @ X[0, 0]).ite
 # and which numbers land in row 0. Then fix it without `merge_heads`.
 
 # %% tags=["solution"]
-broken = head_outputs.reshape(B, T, C)  # no error: (B, H, T, d_k) holds B * T * C numbers too
+broken = head_outputs.reshape(B, T, C)  # no error: the sizes match
 print("broken merge == concat:", torch.equal(broken, concat))
-print("its row 0 is head 0 of tokens 0 and 1:", torch.equal(broken[0, 0], head_outputs[0, 0, :2].flatten()))
-fixed = head_outputs.transpose(1, 2).reshape(B, T, C)  # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
+first_two = head_outputs[0, 0, :2].flatten()  # head 0, tokens 0 and 1
+same_row = torch.equal(broken[0, 0], first_two)
+print("row 0 is head 0 of tokens 0, 1:", same_row)
+# (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
+fixed = head_outputs.transpose(1, 2).reshape(B, T, C)
 print("fixed merge == concat:", torch.equal(fixed, concat))
-# reshape reads the numbers in memory order: all of head 0, token after token, then head 1.
-# Each row of C numbers then holds C / d_k = 2 tokens of one head. Moving the head axis
-# behind the tokens first puts each token's heads side by side.
+# reshape reads memory in order, all of head 0 first: a row of C numbers
+# holds C / d_k tokens of one head. The transpose puts heads side by side.
 
 # %% [markdown]
 # ## References
