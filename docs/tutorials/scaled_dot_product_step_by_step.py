@@ -315,7 +315,7 @@ print(f"largest |difference| of the outputs: {gap:.1e}")
 # with full dimensionality" (Vaswani et al., 2017, section 3.2.2). That is true of the
 # arithmetic, not of the memory. PyTorch's `FlopCounterMode` counts the floating-point
 # operations (FLOPs) of matrix products. The cell counts them at sizes like those of a
-# large language model, $T = 8192$ tokens of width $C = 4096$, on tensors of PyTorch's
+# large language model, $T = 16384$ tokens of width $C = 4096$, on tensors of PyTorch's
 # `meta` device. Those have shapes but no data: nothing is computed or allocated, yet the
 # shapes, the counts and the sizes are those of the real computation.
 
@@ -328,7 +328,7 @@ def counted(f, *args):
     return result, counter.get_total_flops()
 
 
-x_big = torch.empty(1, 8192, 4096, device="meta")  # (B, T, C), no data
+x_big = torch.empty(1, 16384, 4096, device="meta")  # (B, T, C), no data
 W_big = torch.empty(4096, 4096, device="meta")  # (C, C)
 _, flops = counted(lambda: [x_big @ W_big for _ in range(4)])  # 4 of them
 print(f"the four projections, for any H: {flops:.3e} FLOPs")

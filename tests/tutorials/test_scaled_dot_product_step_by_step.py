@@ -181,7 +181,7 @@ def test_multi_head_matches_a_fresh_torch_multihead_attention(executed):
 def test_cost_of_several_heads_is_the_formulas(executed):
     """Matrix-product FLOPs: 2 m n k for an (m, k) @ (k, n) product; float32 weights: 4 bytes each."""
     _, printed, _ = executed
-    T, C = 8192, 4096
+    T, C = 16384, 4096
     projections = 4 * (2 * T * C * C)  # W_Q, W_K, W_V and W_O, each (T, C) @ (C, C)
     assert number_after(printed, "the four projections, for any H:") == pytest.approx(projections, rel=1e-3)
     header = "  H   d_k  QK^T and AV FLOPs  (B, H, T, T) weights"
