@@ -135,9 +135,10 @@ figure_to_svg(fig, alt="10 by 10 heatmap of the weights, a row per query")
 #
 # With $W_Q = W_K = I$ the scores are symmetric: $q_i \cdot k_j = x_i \cdot x_j = q_j \cdot k_i$,
 # so token $i$ scores token $j$ exactly as token $j$ scores token $i$. With learned
-# projections the score is $x_i W_Q W_K^\top x_j^\top$, and it differs from the score of
-# $j$ for $i$ unless $W_Q W_K^\top$ is symmetric: what a token looks for can differ from
-# what it offers. The multi-head part below prints that its scores are not symmetric.
+# projections the score is $x_i M x_j^\top$ with $M = W_Q W_K^\top$, and it equals the
+# score of $j$ for $i$ for every pair of vectors only when $M$ is symmetric: what a
+# token looks for can differ from what it offers. The multi-head part below prints that
+# its scores are not symmetric.
 # And with $W_V = I$ the output is a blend of the tokens themselves, as wide as they
 # are; multi-head attention, below, uses narrower heads.
 #
@@ -303,8 +304,7 @@ print(f"largest |difference| of the outputs: {gap:.1e}")
 # returns the attention weights beside the output, averaged over the heads, `(B, T, T)`,
 # unless `average_attn_weights=False` asks for one matrix per head, `(B, H, T, T)`. With
 # `need_weights=False` it returns no weights, and its documentation says it can then use
-# the optimized `scaled_dot_product_attention`: the fastest path when the weights are
-# not needed.
+# the optimized `scaled_dot_product_attention` and reach its best performance.
 #
 # </details>
 #
