@@ -43,12 +43,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-torch.set_grad_enabled(False)  # forward passes only: no grad_fn in the printouts
-np.set_printoptions(precision=4, suppress=True)  # four decimals, like PyTorch
+# Forward passes only: no gradients, no grad_fn in the printouts.
+torch.set_grad_enabled(False)
+np.set_printoptions(precision=4, suppress=True)  # four decimals
 
 torch.manual_seed(0)
 layer = nn.Linear(in_features=3, out_features=1)
-W = layer.weight.detach().T  # nn.Linear stores W^T, (1, 3): W is (in_features, out_features) = (3, 1)
+# nn.Linear stores W^T, (1, 3); W is (in_features, out_features).
+W = layer.weight.detach().T  # (3, 1)
 b = layer.bias.detach()  # (1,)
 print(f"W = layer.weight.T, shape {tuple(W.shape)}:")
 print(W)
@@ -57,8 +59,11 @@ print("b:", b)
 x = torch.tensor([1.0, 2.0, 3.0])  # (in_features,) = (3,)
 y = layer(x)  # (3,) -> (1,)
 y_manual = x @ W + b  # (3,) @ (3, 1) + (1,) -> (1,)
-print("y = layer(x):", y, " x @ W + b:", y_manual)
-print(f"x: {tuple(x.shape)} -> y: {tuple(y.shape)};  a batch of one, x[None]: {tuple(layer(x[None]).shape)}")
+print("layer(x): ", y)
+print("x @ W + b:", y_manual)
+print("shapes:", tuple(x.shape), "->", tuple(y.shape))
+batch = x[None]  # (1, 3): a batch of one input
+print("batch:", tuple(batch.shape), "->", tuple(layer(batch).shape))
 
 # %% [markdown]
 # ### Comparing floating-point results
@@ -70,13 +75,15 @@ print(f"x: {tuple(x.shape)} -> y: {tuple(y.shape)};  a batch of one, x[None]: {t
 # how far the float32 results sit from the exact value they round.
 
 # %%
-print("(0.1 + 0.2) + 0.3 =", (0.1 + 0.2) + 0.3, "  0.1 + (0.2 + 0.3) =", 0.1 + (0.2 + 0.3))
+print("(0.1 + 0.2) + 0.3 =", (0.1 + 0.2) + 0.3)
+print("0.1 + (0.2 + 0.3) =", 0.1 + (0.2 + 0.3))
 
-y_float64 = x.double() @ W.double() + b.double()  # the formula in float64
-print(f"nn.Linear,   float32: {y.item():.10f}")
-print(f"x @ W + b,   float32: {y_manual.item():.10f}")
-print(f"x @ W + b,   float64: {y_float64.item():.10f}")
-print(f"float32 layer minus float64 formula: {y.item() - y_float64.item():.3e}")
+y_float64 = x.double() @ W.double() + b.double()  # in float64
+print(f"nn.Linear, float32: {y.item():.10f}")
+print(f"x @ W + b, float32: {y_manual.item():.10f}")
+print(f"x @ W + b, float64: {y_float64.item():.10f}")
+rounding = y.item() - y_float64.item()
+print(f"float32 layer minus float64 formula: {rounding:.3e}")
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 
 # %% [markdown]
@@ -141,13 +148,14 @@ from attn_ref.examples import THREE_TOKENS
 
 X_np = np.array(THREE_TOKENS)  # (T, C) = (3, 4)
 C = X_np.shape[-1]  # features per token
-W_Q_np, W_K_np, W_V_np = np.eye(C), np.eye(C), np.eye(C)  # each (C, d_k) = (4, 4)
+W_Q_np = W_K_np = W_V_np = np.eye(C)  # identity, (C, d_k) = (4, 4)
 Q_np = X_np @ W_Q_np  # (3, 4) @ (4, 4) -> (3, 4)
 K_np = X_np @ W_K_np  # (3, 4) @ (4, 4) -> (3, 4)
 V_np = X_np @ W_V_np  # (3, 4) @ (4, 4) -> (3, 4)
 print("X:")
 print(X_np)
-print("Q, K and V all equal X:", all(np.array_equal(M, X_np) for M in (Q_np, K_np, V_np)))
+equal = all(np.array_equal(M, X_np) for M in (Q_np, K_np, V_np))
+print("Q, K and V all equal X:", equal)
 
 # %% [markdown]
 # ### Step 2: scores
@@ -232,11 +240,12 @@ from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 tokens = ["token 1", "token 2", "token 3"]
 for query, row in zip(tokens, weights_np, strict=True):
-    top = np.isclose(row, row.max())  # (3,): True where the row's largest weight is
-    keys = " and ".join(key for key, is_top in zip(tokens, top, strict=True) if is_top)
-    print(f"{query} gives its largest weight, {row.max():.4f}, to {keys}")
-ax = attention_heatmap(weights_np, query_labels=tokens, title="Identity projections", vmax=1.0)
-figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights with identity projections")
+    top = np.isclose(row, row.max())  # (3,): where the largest is
+    keys = " and ".join(k for k, t in zip(tokens, top, strict=True) if t)
+    print(f"{query}: largest weight {row.max():.4f}, to {keys}")
+ax = attention_heatmap(weights_np, tokens, title="Identity", vmax=1.0)
+alt = "3 by 3 heatmap of the weights, identity projections"
+figure_to_svg(ax.figure, alt=alt)
 
 # %% [markdown]
 # Token 2 keeps most of its attention for itself. Tokens 1 and 3 each have two keys with equal
@@ -270,26 +279,33 @@ figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights with ident
 from attn_ref import scaled_dot_product_attention
 
 X_pt = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4), float32
-proj_q, proj_k, proj_v = (nn.Linear(C, C, bias=False) for _ in range(3))
+proj_q = nn.Linear(C, C, bias=False)  # weight: W_Q^T, (d_k, C)
+proj_k = nn.Linear(C, C, bias=False)
+proj_v = nn.Linear(C, C, bias=False)
 for proj in (proj_q, proj_k, proj_v):
-    proj.weight.copy_(torch.eye(C))  # weight holds W^T, shape (d_k, C) = (4, 4)
-Q_pt, K_pt, V_pt = proj_q(X_pt), proj_k(X_pt), proj_v(X_pt)  # each X @ weight.T: (3, 4)
+    proj.weight.copy_(torch.eye(C))  # W^T = W = I
+Q_pt, K_pt, V_pt = proj_q(X_pt), proj_k(X_pt), proj_v(X_pt)  # (3, 4)
 scores_pt = Q_pt @ K_pt.T  # (3, 4) @ (4, 3) -> (3, 3)
-weights_pt = torch.softmax(scores_pt / Q_pt.shape[-1] ** 0.5, dim=-1)  # (3, 3)
+d_k = Q_pt.shape[-1]
+weights_pt = torch.softmax(scores_pt / d_k**0.5, dim=-1)  # (3, 3)
 output_pt = weights_pt @ V_pt  # (3, 3) @ (3, 4) -> (3, 4)
 
-output_sdpa = F.scaled_dot_product_attention(Q_pt, K_pt, V_pt)  # (3, 4)
-output_ref, weights_ref = scaled_dot_product_attention(Q_pt, K_pt, V_pt)  # (3, 4), (3, 3)
+# F.sdpa returns the output only; attn_ref returns the weights too.
+output_sdpa = F.scaled_dot_product_attention(Q_pt, K_pt, V_pt)
+output_ref, weights_ref = scaled_dot_product_attention(Q_pt, K_pt, V_pt)
 
 
 def gap(a, b):
-    return (torch.as_tensor(a).double() - torch.as_tensor(b).double()).abs().max().item()
+    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+    return f"{(a - b).abs().max().item():.1e}"
 
 
 print("largest difference from PyTorch by hand:")
-print(f"  NumPy:    weights {gap(weights_np, weights_pt):.1e}, output {gap(output_np, output_pt):.1e}")
-print(f"  F.sdpa:   output {gap(output_sdpa, output_pt):.1e}")
-print(f"  attn_ref: weights {gap(weights_ref, weights_pt):.1e}, output {gap(output_ref, output_pt):.1e}")
+print("  NumPy weights:   ", gap(weights_np, weights_pt))
+print("  NumPy output:    ", gap(output_np, output_pt))
+print("  F.sdpa output:   ", gap(output_sdpa, output_pt))
+print("  attn_ref weights:", gap(weights_ref, weights_pt))
+print("  attn_ref output: ", gap(output_ref, output_pt))
 
 # %% [markdown]
 # All four agree. The differences are float32 rounding: NumPy computed in float64, the
@@ -318,9 +334,11 @@ print(f"  attn_ref: weights {gap(weights_ref, weights_pt):.1e}, output {gap(outp
 
 # %%
 torch.manual_seed(0)
-rand_q, rand_k, rand_v = (nn.Linear(C, 2, bias=False) for _ in range(3))
-W_Q = rand_q.weight.detach().T  # nn.Linear stores W_Q^T, (2, 4): W_Q is (C, d_k) = (4, 2)
-Q_r, K_r, V_r = rand_q(X_pt), rand_k(X_pt), rand_v(X_pt)  # each (3, 4) @ (4, 2) -> (3, 2)
+rand_q = nn.Linear(C, 2, bias=False)  # weight: W_Q^T, (2, 4)
+rand_k = nn.Linear(C, 2, bias=False)
+rand_v = nn.Linear(C, 2, bias=False)
+W_Q = rand_q.weight.detach().T  # (C, d_k) = (4, 2)
+Q_r, K_r, V_r = rand_q(X_pt), rand_k(X_pt), rand_v(X_pt)  # (3, 2)
 scores_r = Q_r @ K_r.T  # (3, 2) @ (2, 3) -> (3, 3)
 d_k = Q_r.shape[-1]  # the last axis of Q: 2, not C
 weights_r = torch.softmax(scores_r / d_k**0.5, dim=-1)  # (3, 3)
@@ -331,25 +349,27 @@ print("scores = Q K^T:")
 print(scores_r)
 print("weights:")
 print(weights_r)
-print(f"weights range from {weights_r.min():.4f} to {weights_r.max():.4f}; uniform is {1 / 3:.4f}")
-
-# %% [markdown]
-# The scores are small, and the weights are close to uniform. `nn.Linear` starts its weights
-# uniformly between $\pm 1/\sqrt{\text{in\_features}}$, so untrained projections give small
-# queries and keys. Training adjusts $W_Q$, $W_K$ and $W_V$ until the weights help the task.
-# The symmetries of the identity case are gone:
-
-
-# %%
-for name, identity, random in (("scores", scores_pt, scores_r), ("weights", weights_pt, weights_r)):
+low, high = weights_r.min().item(), weights_r.max().item()
+print(f"weights from {low:.4f} to {high:.4f}; uniform: {1 / 3:.4f}")
+for name, identity, random in (
+    ("scores", scores_pt, scores_r),
+    ("weights", weights_pt, weights_r),
+):
     same = [torch.allclose(m, m.T) for m in (identity, random)]
     print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
-print("matches F.sdpa:", torch.allclose(output_r, F.scaled_dot_product_attention(Q_r, K_r, V_r)))
-ax = attention_heatmap(weights_r, query_labels=tokens, title="Random projections, d_k = 2", vmax=1.0)
-figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights with random projections")
+sdpa_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
+print("matches F.sdpa:", torch.allclose(output_r, sdpa_r))
+ax = attention_heatmap(weights_r, tokens, title="Random, d_k = 2", vmax=1.0)
+alt = "3 by 3 heatmap of the weights, random projections"
+figure_to_svg(ax.figure, alt=alt)
 
 # %% [markdown]
-# Both heatmaps use one colour scale, from 0 to 1, so equal colours mean equal weights.
+# The scores are small, and the weights are close to uniform. `nn.Linear` draws its starting
+# weights uniformly between $\pm 1/\sqrt{n}$, with $n$ its number of inputs, so untrained
+# projections give small queries and keys. Training adjusts $W_Q$, $W_K$ and $W_V$ until the weights help the task.
+# The symmetries of the identity case are gone, and the result still matches PyTorch's own
+# attention. Both heatmaps use one colour scale, from 0 to 1, so equal colours mean equal
+# weights.
 #
 # ## Summary
 #
@@ -363,7 +383,9 @@ figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights with rando
 #   `attn_ref` agree on the three-token example up to float32 rounding.
 #
 # Next: [Self-attention with a causal mask](../causal_self_attention/) hides the future
-# from each token and runs on batches.
+# from each token and runs on batches. Attention alone does not see the order of the tokens
+# ([exercise 4](#exercises)); the [positions page](../../concepts/positions/) shows how
+# models give it that order.
 #
 # ## Where the original notebook goes wrong
 #
@@ -380,18 +402,21 @@ figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights with rando
 
 # %%
 first, second = nn.Linear(3, 1), nn.Linear(3, 1)
-print("two layers made without a seed have equal weights:", torch.equal(first.weight, second.weight))
+equal = torch.equal(first.weight, second.weight)
+print("two layers made without a seed have equal weights:", equal)
 torch.manual_seed(0)
 again = nn.Linear(3, 1)
-same = torch.equal(again.weight, layer.weight) and torch.equal(again.bias, layer.bias)
+same = torch.equal(again.weight, layer.weight)
+same = same and torch.equal(again.bias, layer.bias)
 print("seeding with 0 again gives back the first layer:", same)
 
-printed_weight = torch.tensor([[-0.4424, 0.4990, -0.0855]])  # the original's weight: (1, 3)
-printed_bias, printed_y = torch.tensor([-0.3704]), -0.0713  # its bias and its y
+# The weight (transposed: W, not W^T), bias and y the original printed:
+W_printed = torch.tensor([[-0.4424, 0.4990, -0.0855]]).T  # (3, 1)
+b_printed, y_printed = torch.tensor([-0.3704]), -0.0713
 for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
-    value = (torch.tensor(candidate) @ printed_weight.T + printed_bias).item()
-    match = abs(value - printed_y) < 5e-5  # the original printed four decimals
-    print(f"x = {candidate}: x W + b = {value:.4f}, the original's y: {match}")
+    value = (torch.tensor(candidate) @ W_printed + b_printed).item()
+    match = abs(value - y_printed) < 5e-5  # it printed 4 decimals
+    print(f"x = {candidate}: x W + b = {value:.4f}, its y: {match}")
 
 # %% [markdown]
 # <a id="original-exact-comparison"></a>**It checks the layer with an exact comparison.** It
@@ -404,12 +429,14 @@ for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
 # %%
 print("y == y_manual gives a tensor:", y == y_manual)
 two_outputs = nn.Linear(3, 2)
-W2, b2 = two_outputs.weight.T, two_outputs.bias  # W: (3, 2)
+W2, b2 = two_outputs.weight.T, two_outputs.bias  # (3, 2), (2,)
 try:
     assert two_outputs(x) == x @ W2 + b2
 except RuntimeError as error:
-    print("with two outputs, the check raises RuntimeError:", error)
-torch.testing.assert_close(two_outputs(x), x @ W2 + b2)  # raises AssertionError if they differ
+    print("with two outputs, the check raises RuntimeError:")
+    print(" ", error)
+# If they differ, assert_close raises AssertionError and says how.
+torch.testing.assert_close(two_outputs(x), x @ W2 + b2)
 print("torch.testing.assert_close passes with two outputs")
 
 # %% [markdown]
@@ -423,11 +450,12 @@ print("torch.testing.assert_close passes with two outputs")
 # would shrink every score by the factor printed last.
 
 # %%
-reference_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2), scaled by 1/sqrt(d_k)
-scaled_by_width = torch.softmax(scores_r / C**0.5, dim=-1) @ V_r  # (3, 2), the original's scale
-print("1/sqrt(C) matches F.sdpa:", torch.allclose(scaled_by_width, reference_r))
-print(f"largest difference: {(scaled_by_width - reference_r).abs().max():.4f}")
-print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {(512 / 64) ** 0.5:.4f}")
+# The original's scale, 1/sqrt(C), on the random head:
+by_width = torch.softmax(scores_r / C**0.5, dim=-1) @ V_r  # (3, 2)
+print("1/sqrt(C) matches F.sdpa:", torch.allclose(by_width, sdpa_r))
+print(f"largest difference: {(by_width - sdpa_r).abs().max():.4f}")
+ratio = (512 / 64) ** 0.5
+print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {ratio:.4f}")
 
 # %% [markdown]
 # ## Exercises
@@ -438,14 +466,18 @@ print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {(512 / 64) ** 0.5:.4f}")
 
 # %% tags=["solution"]
 doubled = softmax_np(2 * scaled_np)  # (3, 3)
-squared = weights_np**2 / (weights_np**2).sum(axis=-1, keepdims=True)  # (3, 3)
+squared = weights_np**2
+squared /= squared.sum(axis=-1, keepdims=True)  # rows sum to one
 print("weights of the doubled scores:")
 print(doubled)
-print("equal to the squared weights, renormalised:", np.allclose(doubled, squared))
-print(f"token 2's weight for itself: {weights_np[1, 1]:.4f} -> {doubled[1, 1]:.4f}")
-# e^(2z) = (e^z)^2: doubling every score squares every weight before the row is renormalised,
-# so large weights grow and small ones shrink. Here sqrt(d_k) = 2, so 2 * scaled_np is the
-# unscaled score matrix: forgetting the division by sqrt(d_k) would sharpen the weights this way.
+same = np.allclose(doubled, squared)
+print("equal to the squared weights, renormalised:", same)
+own = weights_np[1, 1], doubled[1, 1]
+print(f"token 2 on itself: {own[0]:.4f} -> {own[1]:.4f}")
+# e^(2z) = (e^z)^2: doubling every score squares every weight, then
+# the row is renormalised, so large weights grow and small ones shrink.
+# Here sqrt(d_k) = 2, so 2 * scaled_np is the unscaled scores: leaving
+# out the division by sqrt(d_k) sharpens the weights in just this way.
 
 # %% [markdown]
 # **2. Overflow.** Add 100 to every score in the first row of `scaled_np` and compute its
@@ -456,12 +488,14 @@ print(f"token 2's weight for itself: {weights_np[1, 1]:.4f} -> {doubled[1, 1]:.4
 row = torch.tensor(scaled_np[0], dtype=torch.float32) + 100  # (3,)
 print("exp(row):      ", row.exp())
 print("naive softmax: ", row.exp() / row.exp().sum())
-stable = (row - row.max()).exp() / (row - row.max()).exp().sum()
-print("stable softmax:", stable)
-print(f"the largest float32 is e to the power {np.log(torch.finfo(torch.float32).max):.2f}")
-# exp overflows to inf above that power, and inf / inf is nan. Subtracting the maximum brings the
-# exponents back to at most 0; adding a constant to a row does not change its softmax, so the
-# stable result is the first row of weights_np.
+shifted = (row - row.max()).exp()
+print("stable softmax:", shifted / shifted.sum())
+largest = torch.finfo(torch.float32).max
+print(f"the largest float32 is e to the power {np.log(largest):.2f}")
+# exp overflows to inf above that power, and inf / inf is nan.
+# Subtracting the maximum brings every exponent to 0 or below. Adding
+# a constant to a row does not change its softmax, so the stable
+# result is the first row of weights_np.
 
 # %% [markdown]
 # **3. The transposition.** Make a random square projection, `nn.Linear(4, 4, bias=False)`
@@ -471,15 +505,19 @@ print(f"the largest float32 is e to the power {np.log(torch.finfo(torch.float32)
 # %% tags=["solution"]
 torch.manual_seed(1)
 square = nn.Linear(4, 4, bias=False)  # weight: W^T, (4, 4)
-print("proj(X) equals X @ weight.T:", torch.allclose(square(X_pt), X_pt @ square.weight.T))
-print("proj(X) equals X @ weight:  ", torch.allclose(square(X_pt), X_pt @ square.weight))
+right = torch.allclose(square(X_pt), X_pt @ square.weight.T)
+wrong = torch.allclose(square(X_pt), X_pt @ square.weight)
+print("proj(X) equals X @ weight.T:", right)
+print("proj(X) equals X @ weight:  ", wrong)
 narrow = nn.Linear(4, 2, bias=False)  # weight: W^T, (2, 4)
 try:
     X_pt @ narrow.weight  # (3, 4) @ (2, 4)
 except RuntimeError as error:
-    print("X @ weight with a (2, 4) weight:", error)
-# A square weight multiplies either way round, silently giving the wrong result; a non-square one
-# fails at once. nn.Linear's weight is W^T, so X W is X @ weight.T.
+    print("X @ weight, with weight (2, 4):")
+    print(" ", error)
+# A square weight multiplies either way round and silently gives a
+# wrong result; a non-square one fails at once. nn.Linear's weight is
+# W^T, so X W is X @ weight.T.
 
 # %% [markdown]
 # **4. Reversing the tokens.** Reverse the order of the three tokens and rerun the identity
@@ -488,17 +526,17 @@ except RuntimeError as error:
 # %% tags=["solution"]
 order = [2, 1, 0]
 X_rev = X_np[order]  # (3, 4): token 3, token 2, token 1
-weights_rev = softmax_np(X_rev @ X_rev.T / np.sqrt(X_rev.shape[-1]))  # identity projections
+scaled_rev = X_rev @ X_rev.T / np.sqrt(C)  # identity projections
+weights_rev = softmax_np(scaled_rev)  # (3, 3)
 output_rev = weights_rev @ X_rev  # (3, 4)
-print("the old output rows, reversed:", np.allclose(output_rev, output_np[order]))
-print("the old weights, rows and columns reversed:", np.allclose(weights_rev, weights_np[order][:, order]))
-# Without a mask and without positions, attention does not see order: reordering the tokens
-# reorders the outputs the same way. Models add positional information for that reason.
+same_output = np.allclose(output_rev, output_np[order])
+same_weights = np.allclose(weights_rev, weights_np[order][:, order])
+print("the old output rows, reversed:", same_output)
+print("the old weights, rows and columns reversed:", same_weights)
+# Without a mask and without positions, attention does not see the
+# order: reordering the tokens reorders the outputs the same way.
 
 # %% [markdown]
-# The [positions page](../../concepts/positions/) shows how models give attention the order
-# of the tokens.
-#
 # ## References
 #
 # - Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N. Gomez,
