@@ -111,14 +111,9 @@ print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 #
 # Self-attention lets every token of a sequence gather information from all the tokens,
 # itself included. The sequence is a matrix $X$ of shape $(T, C)$: $T$ tokens, one per row,
-# with $C$ features each. Three linear layers without bias project it to queries, keys and
-# values,
-#
-# $$
-# Q = X W_Q, \qquad K = X W_K, \qquad V = X W_V ,
-# $$
-#
-# with $W_Q$ and $W_K$ of shape $(C, d_k)$ and $W_V$ of shape $(C, d_v)$. Then
+# with $C$ features each. Three linear layers without bias project it to queries $Q = X W_Q$,
+# keys $K = X W_K$ and values $V = X W_V$, with $W_Q$ and $W_K$ of shape $(C, d_k)$ and $W_V$
+# of shape $(C, d_v)$. Then
 #
 # $$
 # \operatorname{Attention}(X) =
@@ -243,9 +238,9 @@ for query, row in zip(tokens, weights_np, strict=True):
     top = np.isclose(row, row.max())  # (3,): where the largest is
     keys = " and ".join(k for k, t in zip(tokens, top, strict=True) if t)
     print(f"{query}: largest weight {row.max():.4f}, to {keys}")
-ax = attention_heatmap(weights_np, tokens, title="Identity", vmax=1.0)
-alt = "3 by 3 heatmap of the weights, identity projections"
-figure_to_svg(ax.figure, alt=alt)
+title = "Identity projections"
+ax = attention_heatmap(weights_np, tokens, title=title, vmax=1.0)
+figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 
 # %% [markdown]
 # Token 2 keeps most of its attention for itself. Tokens 1 and 3 each have two keys with equal
@@ -359,9 +354,9 @@ for name, identity, random in (
     print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
 sdpa_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
 print("matches F.sdpa:", torch.allclose(output_r, sdpa_r))
-ax = attention_heatmap(weights_r, tokens, title="Random, d_k = 2", vmax=1.0)
-alt = "3 by 3 heatmap of the weights, random projections"
-figure_to_svg(ax.figure, alt=alt)
+title = "Random projections, d_k = 2"
+ax = attention_heatmap(weights_r, tokens, title=title, vmax=1.0)
+figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 
 # %% [markdown]
 # The scores are small, and the weights are close to uniform. `nn.Linear` draws its starting
