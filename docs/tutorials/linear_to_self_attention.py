@@ -8,7 +8,7 @@
 # function and against `attn_ref`, this site's small reference implementation.
 #
 # It assumes some Python, NumPy and PyTorch, and nothing about attention. The
-# [mental model](../../concepts/mental_model/) explains the same ideas without code. Symbols
+# [mental model](../../concepts/mental_model/) explains why attention is built this way. Symbols
 # and shapes follow the site's [notation](../../notation/): a token is a row vector, and a
 # projection multiplies from the right, as in $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$.
 #
@@ -34,8 +34,10 @@
 # `x @ weight.T + bias`, which its documentation writes $y = x A^\top + b$ with $A$ the stored
 # weight. Any leading axes of `x` (a batch, a sequence of tokens) are carried through.
 #
-# The first layer, as in the original notebook, has three inputs and one output. It starts
-# from random numbers, so the random seed is fixed first.
+# The first layer, as in the original notebook, has three inputs and one output, and gets the
+# input $x = (1, 2, 3)$ ([the one the original notebook's code used](#original-inputs)). It
+# starts from random numbers, so the random seed is fixed first
+# ([the original notebook does not fix it](#original-seed)).
 
 # %%
 import numpy as np
@@ -185,7 +187,7 @@ print("scores / sqrt(d_k):")
 print(scaled_np)
 
 # %% [markdown]
-# ### Step 4: softmax, row by row
+# ### Step 4: softmax
 #
 # The softmax turns a row of scores $z$ into weights $e^{z_j} / \sum_m e^{z_m}$: positive,
 # summing to one, larger for larger scores. Each row is one query, so the sums run over the

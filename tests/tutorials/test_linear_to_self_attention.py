@@ -111,6 +111,19 @@ def test_the_lesson_is_not_interrupted_and_the_original_is_named():
     assert "https://arxiv.org/abs/1706.03762" in source
 
 
+def test_each_correction_is_linked_from_the_lesson_and_every_link_lands(run, built_site):
+    markdown = _markdown(run)
+    corrections = re.findall(r'<a id="(original-[a-z-]+)"></a>', markdown)
+    assert len(corrections) == 4
+    for anchor in corrections:
+        assert f"](#{anchor})" in markdown, f"{anchor} is not linked from the lesson"
+    html = (built_site.path / "tutorials" / "linear_to_self_attention" / "index.html").read_text()
+    article = re.search(r"<article.*?</article>", html, re.S)[0]
+    targets = set(re.findall(r'href="#([^"]+)"', article))
+    assert {"where-the-original-notebook-goes-wrong", "exercises", *corrections} <= targets
+    assert [t for t in targets if f'id="{t}"' not in article] == []
+
+
 def test_source_types_no_result_of_the_worked_example():
     # The 3-token weights are pinned by attn_ref's doctest; the page must print them, never type them.
     source = NOTEBOOK.read_text()
