@@ -173,7 +173,7 @@ print(scores_np)
 # product has variance $d_k$, so its typical size grows like $\sqrt{d_k}$; the
 # [variance argument](../../concepts/mental_model/#the-variance-argument) derives it. Large
 # scores push the softmax towards giving one key all the weight. Dividing by $\sqrt{d_k}$
-# keeps the scores' spread the same for every width.
+# brings that variance back to one, whatever the width.
 #
 # $d_k$ is the number of features of a query (and of a key): the **last axis** of $Q$.
 # Here it equals $C$ only because the projections are square
@@ -317,8 +317,9 @@ print("  attn_ref output: ", gap(output_ref, output_pt))
 #   learned parameters. What a token looks for (its query), what it is matched on (its key)
 #   and what it passes on (its value) are three different views of it.
 # - **The scores are symmetric.** $Q K^\top = X X^\top$, so token $i$ matches token $j$
-#   exactly as well as $j$ matches $i$. With $Q K^\top = X W_Q W_K^\top X^\top$ that no longer
-#   holds. (The weights were not symmetric even here: each row is divided by its own sum.)
+#   exactly as well as $j$ matches $i$. With $Q K^\top = X W_Q W_K^\top X^\top$ that no
+#   longer holds in general. (The weights were not symmetric even here: each row is divided
+#   by its own sum.)
 # - **The output copies the input's patterns.** With $V = X$ every output row is an average
 #   of input rows, so it inherits features of $X$, such as its repeated columns.
 # - **The transposition is invisible.** $I^\top = I$, so `X @ weight` and `X @ weight.T`
@@ -363,10 +364,10 @@ figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 # %% [markdown]
 # The scores are small, and the weights are close to uniform. `nn.Linear` draws its starting
 # weights uniformly between $\pm 1/\sqrt{n}$, with $n$ its number of inputs, so untrained
-# projections give small queries and keys. Training adjusts $W_Q$, $W_K$ and $W_V$ until the weights help the task.
-# The symmetries of the identity case are gone, and the result still matches PyTorch's own
-# attention. Both heatmaps use one colour scale, from 0 to 1, so equal colours mean equal
-# weights.
+# projections give small queries and keys. Training adjusts $W_Q$, $W_K$ and $W_V$ until the
+# weights help the task. The symmetries of the identity case are gone, and the result still
+# matches PyTorch's own attention. Both heatmaps use one colour scale, from 0 to 1, so equal
+# colours mean equal weights.
 #
 # ## Summary
 #
