@@ -1,324 +1,205 @@
 # %% [markdown]
 # # From nn.Linear to self-attention
 #
-# A self-attention layer is three linear layers and a softmax. This tutorial starts with one
-# `nn.Linear`, checks it against its formula, and then computes self-attention by hand on three
-# tokens with four features each, printing every intermediate result. Each step is written twice, in
-# NumPy and in PyTorch, in neighbouring cells. At the end both are checked against each other, against
-# PyTorch's own `torch.nn.functional.scaled_dot_product_attention` and against `attn_ref`, this site's
-# small reference implementation of attention (installed with the site; see its API page).
+# A self-attention layer is three linear layers, a softmax and a weighted average. This
+# tutorial starts with one `nn.Linear` and checks it against its formula. It then computes
+# self-attention by hand on three tokens of four features each, one step per cell, in NumPy.
+# Finally it runs the same computation in PyTorch and checks it against PyTorch's own attention
+# function and against `attn_ref`, this site's small reference implementation.
 #
-# The tutorial grew out of a colleague's notebook (the *seed*). Where the seed was wrong or fragile,
-# a box says so and the cell under it computes the truth.
+# It assumes some Python, NumPy and PyTorch, and nothing about attention. The
+# [mental model](../../concepts/mental_model/) explains why attention is built this way. Symbols
+# and shapes follow the site's [notation](../../notation/): a token is a row vector, and a
+# projection multiplies from the right, as in $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$.
+#
+# The page is built from a colleague's notebook, called *the original notebook* below. Its
+# mistakes, and what the code actually computes, are gathered at the end:
+# [Where the original notebook goes wrong](#where-the-original-notebook-goes-wrong).
 
 # %% [markdown]
-# ## 1. A linear layer computes y = xWᵀ + b
+# ## A linear layer
 #
-# `nn.Linear(in_features, out_features)` holds two parameters:
-#
-# - a weight $W$ of shape `(out_features, in_features)`, one **row** per output feature;
-# - a bias $b$ of shape `(out_features,)`.
-#
-# Given an input $x$, it returns
+# A linear layer maps an input row $x$ with `in_features` entries to an output row $y$ with
+# `out_features` entries:
 #
 # $$
-# y = x W^\top + b ,
+# y = x W + b ,
 # $$
 #
-# that is $y_j = \sum_i x_i W_{ji} + b_j$: output $j$ is the dot product of the input with row $j$
-# of $W$, plus $b_j$. The transpose is there because $W$ is stored one row per output. The shapes:
+# with $W$ of shape `(in_features, out_features)` and $b$ of shape `(out_features,)`. Output $j$
+# is the dot product of $x$ with column $j$ of $W$, plus $b_j$.
 #
-# - $x$: `(..., in_features)`; any leading axes (a batch, a sequence of tokens) are carried through;
-# - $W^\top$: `(in_features, out_features)`;
-# - $b$: `(out_features,)`, added to every row;
-# - $y$: `(..., out_features)`.
+# `nn.Linear(in_features, out_features)` stores the transpose. Its `weight` is $W^\top$, of
+# shape `(out_features, in_features)`, one row per output. So it computes
+# `x @ weight.T + bias`, which its documentation writes $y = x A^\top + b$ with $A$ the stored
+# weight. Any leading axes of `x` (a batch, a sequence of tokens) are carried through.
 #
-# The first layer, as in the seed, has three inputs and one output.
+# The first layer, as in the original notebook, has three inputs and one output, and gets the
+# input $x = (1, 2, 3)$ ([the one the original notebook's code used](#original-inputs)). It
+# starts from random numbers, so the random seed is fixed first
+# ([the original notebook does not fix it](#original-seed)).
 
 # %%
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Forward passes only: no gradient bookkeeping, no grad_fn in printouts.
+# Forward passes only: no gradients, no grad_fn in the printouts.
 torch.set_grad_enabled(False)
-# NumPy prints four decimals, like PyTorch.
-np.set_printoptions(precision=4, suppress=True)
-
-torch.manual_seed(0)  # nn.Linear starts from random numbers: fix them
-layer = nn.Linear(in_features=3, out_features=1)
-print(f"W, shape {tuple(layer.weight.shape)}:")
-print(layer.weight.detach())
-print(f"b, shape {tuple(layer.bias.shape)}:")
-print(layer.bias.detach())
-
-# %% [markdown]
-# <div class="admonition warning">
-# <p class="admonition-title">The seed does not seed its layer</p>
-#
-# The seed creates its `nn.Linear` without fixing the random seed, so the weight, the bias and
-# every number computed from them change at each run, and its printed numbers cannot be reproduced.
-# Here `torch.manual_seed(0)` comes first:
-# </div>
-
-# %%
-first, second = nn.Linear(3, 1), nn.Linear(3, 1)
-equal = torch.equal(first.weight, second.weight)
-print("two layers made without a seed have equal weights:", equal)
+np.set_printoptions(precision=4, suppress=True)  # four decimals
 
 torch.manual_seed(0)
-again = nn.Linear(3, 1)
-same = torch.equal(again.weight, layer.weight)
-same = same and torch.equal(again.bias, layer.bias)
-print("seeding with 0 again gives back the layer above:", same)
+layer = nn.Linear(in_features=3, out_features=1)
+# nn.Linear stores W^T, (1, 3); W is (in_features, out_features).
+W = layer.weight.detach().T  # (3, 1)
+b = layer.bias.detach()  # (1,)
+print(f"W = layer.weight.T, shape {tuple(W.shape)}:")
+print(W)
+print("b:", b)
 
-# %% [markdown]
-# Now apply the layer to one input $x = (1, 2, 3)$, and compute the formula by hand next to it. A
-# one-dimensional $x$ of shape `(in_features,)` gives a $y$ of shape `(out_features,)`; the same
-# numbers written as a row of shape `(1, in_features)`, a batch of one, give `(1, out_features)`.
-
-# %%
 x = torch.tensor([1.0, 2.0, 3.0])  # (in_features,) = (3,)
 y = layer(x)  # (3,) -> (1,)
-y_manual = x @ layer.weight.T + layer.bias  # (3,) @ (3, 1) + (1,) -> (1,)
-print(f"x shape {tuple(x.shape)} -> y shape {tuple(y.shape)}")
-print("y        =", y)
-print("y_manual =", y_manual)
-
-x_row = x[None, :]  # (3,) -> (1, 3): a batch of one row
-y_row = layer(x_row)  # (1, 3) -> (1, 1)
-print(f"x_row shape {tuple(x_row.shape)} -> y shape {tuple(y_row.shape)}")
-
-# %% [markdown]
-# <div class="admonition warning">
-# <p class="admonition-title">The seed's text and code use different inputs</p>
-#
-# The seed's explanation says <code>x = [3, 4, 5]</code> of shape <code>[1x3]</code>, but its code
-# runs <code>x = torch.tensor([1.0, 2.0, 3.0])</code>, a one-dimensional tensor of shape
-# <code>(3,)</code>. Its printed <code>y</code> came from the code: applying the weight and bias the
-# seed printed to both inputs shows which one reproduces it. This page uses $x = (1, 2, 3)$ in the
-# text and in the code, with the shapes printed above. (The seed's comments give the weight as
-# <code>[1×3]</code>: right for a layer with one output, whose weight is
-# <code>(out_features, in_features)</code>. A layer with one output cannot show which axis is which;
-# the next section uses a layer with two outputs.)
-# </div>
-
-# %%
-# The weight, bias and y printed in the seed:
-seed_weight = torch.tensor([[-0.4424, 0.4990, -0.0855]])  # (1, 3)
-seed_bias = torch.tensor([-0.3704])  # (1,)
-seed_y = -0.0713
-for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
-    xc = torch.tensor(candidate)
-    value = (xc @ seed_weight.T + seed_bias).item()
-    match = abs(value - seed_y) < 5e-5  # the seed printed four decimals
-    print(f"x = {candidate}: x W^T + b = {value:.4f}, the seed's y: {match}")
+y_manual = x @ W + b  # (3,) @ (3, 1) + (1,) -> (1,)
+print("layer(x): ", y)
+print("x @ W + b:", y_manual)
+print("shapes:", tuple(x.shape), "->", tuple(y.shape))
+batch = x[None]  # (1, 3): a batch of one input
+print("batch:", tuple(batch.shape), "->", tuple(layer(batch).shape))
 
 # %% [markdown]
 # ### Comparing floating-point results
 #
-# <div class="admonition warning">
-# <p class="admonition-title">The seed checks the layer with <code>assert y == y_manual</code></p>
-#
-# That line has two problems. First, <code>==</code> between tensors compares element by element and
-# returns a tensor; <code>assert</code> can turn it into one truth value only because this
-# <code>y</code> has a single element. With two outputs the same check does not run at all. Second, it
-# asks two floating-point computations for bit-for-bit equality. The cells below show both problems
-# and the check to use instead.
-# </div>
+# The layer and the formula agree on the printed digits. Whether they agree to the last bit
+# is another matter. Floating-point arithmetic rounds after every operation, so adding the
+# same numbers in another order can change the last bits, and `nn.Linear` does not promise
+# to add its products in the order `x @ W + b` does. Computing the formula in float64 shows
+# how far the float32 results sit from the exact value they round.
 
 # %%
-print("y == y_manual gives a tensor:", y == y_manual)
+print("(0.1 + 0.2) + 0.3 =", (0.1 + 0.2) + 0.3)
+print("0.1 + (0.2 + 0.3) =", 0.1 + (0.2 + 0.3))
 
-two_outputs = nn.Linear(3, 2)
-W2, b2 = two_outputs.weight, two_outputs.bias
-print("a layer with two outputs has W of shape", tuple(W2.shape))
-try:
-    assert two_outputs(x) == x @ W2.T + b2
-except RuntimeError as error:
-    print("the seed's check raises RuntimeError:", error)
-
-# %% [markdown]
-# Floating-point addition rounds after every step, so it is not associative: adding the same numbers
-# in another order can change the last bits. `nn.Linear` calls `F.linear`, which picks a matrix
-# routine according to the input's shape and the hardware, and the order in which that routine adds up
-# the products is its own business. An exact match with `x @ W.T + b` is therefore luck, not a
-# guarantee. Computing the formula in float64 shows how far the float32 layer is from the value it
-# rounds.
-
-# %%
-print("(0.1 + 0.2) + 0.3 =", repr((0.1 + 0.2) + 0.3))
-print("0.1 + (0.2 + 0.3) =", repr(0.1 + (0.2 + 0.3)))
-
-W, b = layer.weight, layer.bias
-y_functional = F.linear(x, W, b)  # what nn.Linear calls
-y_float64 = x.double() @ W.double().T + b.double()  # (3,) -> (1,)
-print(f"nn.Linear,   float32: {y.item():.10f}")
-print(f"F.linear,    float32: {y_functional.item():.10f}")
-print(f"x @ W.T + b, float32: {y_manual.item():.10f}")
-print(f"x @ W.T + b, float64: {y_float64.item():.10f}")
-gap = y.item() - y_float64.item()
-print(f"float32 layer minus float64 formula: {gap:.3e}")
-
-# %% [markdown]
-# The right check allows for rounding: `torch.allclose` (or `torch.testing.assert_close`, which also
-# says by how much two tensors differ) compares with a relative and an absolute tolerance, and works
-# for any number of elements.
-
-# %%
+y_float64 = x.double() @ W.double() + b.double()  # in float64
+print(f"nn.Linear, float32: {y.item():.10f}")
+print(f"x @ W + b, float32: {y_manual.item():.10f}")
+print(f"x @ W + b, float64: {y_float64.item():.10f}")
+rounding = y.item() - y_float64.item()
+print(f"float32 layer minus float64 formula: {rounding:.3e}")
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
-close = torch.allclose(y.double(), y_float64, rtol=1e-6, atol=1e-7)
-print("layer close to the float64 formula:", close)
-
-# Raises AssertionError, with the largest difference, if they differ.
-torch.testing.assert_close(two_outputs(x), x @ W2.T + b2)
-print("two outputs: layer and formula agree within float32 tolerance")
 
 # %% [markdown]
-# ## 2. Self-attention on three tokens, step by step
+# The float32 results differ from the float64 value in their last digits, as rounding
+# predicts. So the right check allows for it. `torch.allclose` compares with a relative and
+# an absolute tolerance, for tensors of any size; `torch.testing.assert_close` does the same
+# and, when it fails, says by how much. An exact `==` is the wrong tool
+# ([the original notebook uses it](#original-exact-comparison)).
 #
-# Self-attention lets every token of a sequence $X$ (shape `(T, d_model)`: $T$ tokens with
-# $d_{\text{model}}$ features each) gather information from all tokens, itself included:
+# <details class="note">
+# <summary>Going deeper: why the order of additions changes the result</summary>
+#
+# A float32 number keeps 24 significant bits. After each addition the exact sum is rounded
+# to the nearest representable number, so $(a + b) + c$ and $a + (b + c)$ round at different
+# places and can differ in the last bit, as the two sums of 0.1, 0.2 and 0.3 above do in
+# float64. `nn.Linear` calls `torch.nn.functional.linear`, which hands the products to a
+# matrix routine chosen for the input's shape and the hardware. Such routines may split and
+# reorder sums for speed, so a bit-for-bit match with a hand-written formula is luck, not a
+# guarantee.
+#
+# </details>
+
+# %% [markdown]
+# ## Self-attention on three tokens
+#
+# Self-attention lets every token of a sequence gather information from all the tokens,
+# itself included. The sequence is a matrix $X$ of shape $(T, C)$: $T$ tokens, one per row,
+# with $C$ features each. Three linear layers without bias project it to queries $Q = X W_Q$,
+# keys $K = X W_K$ and values $V = X W_V$, with $W_Q$ and $W_K$ of shape $(C, d_k)$ and $W_V$
+# of shape $(C, d_v)$. Then
 #
 # $$
 # \operatorname{Attention}(X) =
 # \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V ,
 # $$
 #
-# where $Q = X W_q^\top$, $K = X W_k^\top$ and $V = X W_v^\top$. The three projections are linear
-# layers without bias, exactly the layer of section 1. The steps:
+# computed in five steps:
 #
 # 1. project the tokens to queries $Q$, keys $K$ and values $V$;
-# 2. score every query against every key: $S = Q K^\top$, shape `(T, T)`, with $S_{ij} = q_i \cdot k_j$;
-# 3. scale the scores by $1/\sqrt{d_k}$;
-# 4. turn each row of scores into weights with a (numerically stable) softmax;
-# 5. mix the values with those weights: output $= A V$, where $A$ holds the weights.
+# 2. score every query against every key: $Q K^\top$, of shape $(T, T)$;
+# 3. divide the scores by $\sqrt{d_k}$;
+# 4. turn each row of scores into weights with a softmax;
+# 5. average the values with those weights.
 #
-# The three tokens come from `attn_ref.examples.THREE_TOKENS`, the data whose attention weights the
-# doctest of `attn_ref.scaled_dot_product_attention` pins, so this page and that doctest cannot
-# disagree. NumPy computes in float64, PyTorch in float32.
-
-# %% [markdown]
-# ### Step 0: the tokens
+# The three tokens are `attn_ref.examples.THREE_TOKENS`, the data whose weights the doctest
+# of `attn_ref.scaled_dot_product_attention` pins. NumPy computes in float64.
+#
+# ### Step 1: queries, keys and values
+#
+# As in the original notebook, all three projections are the identity matrix, so that
+# $Q = K = V = X$ and every later number can be checked by hand. The section
+# [What the identity projections hide](#what-the-identity-projections-hide) shows what this
+# choice costs.
 
 # %%
 from attn_ref.examples import THREE_TOKENS
 
-X_np = np.array(THREE_TOKENS)  # (T, d_model) = (3, 4), float64
-print("X (NumPy):")
+X_np = np.array(THREE_TOKENS)  # (T, C) = (3, 4)
+C = X_np.shape[-1]  # features per token
+W_Q_np = W_K_np = W_V_np = np.eye(C)  # identity, (C, d_k) = (4, 4)
+Q_np = X_np @ W_Q_np  # (3, 4) @ (4, 4) -> (3, 4)
+K_np = X_np @ W_K_np  # (3, 4) @ (4, 4) -> (3, 4)
+V_np = X_np @ W_V_np  # (3, 4) @ (4, 4) -> (3, 4)
+print("X:")
 print(X_np)
-
-# %%
-X_pt = torch.tensor(THREE_TOKENS)  # (T, d_model) = (3, 4), float32
-print("X (PyTorch):")
-print(X_pt)
-
-# %% [markdown]
-# ### Step 1: queries, keys and values
-#
-# As in the seed, all three projections start as the identity, so that $Q = K = V = X$ and every
-# later number can be checked by hand. Section 4 shows what this choice hides. In NumPy a projection is
-# a matrix stored like `nn.Linear`'s weight, `(d_out, d_model)`, and applied as `X @ W.T`. In PyTorch
-# it is an `nn.Linear` without bias whose random starting weight is overwritten with the identity
-# (with `copy_` while gradients are off; the seed's `weight.data = ...` also works but bypasses
-# autograd's checks).
-
-# %%
-d_model = X_np.shape[-1]  # features per token
-# Stored like nn.Linear's weight: (d_out, d_model).
-W_q_np = np.eye(d_model)  # (d_k, d_model)
-W_k_np = np.eye(d_model)  # (d_k, d_model)
-W_v_np = np.eye(d_model)  # (d_v, d_model)
-Q_np = X_np @ W_q_np.T  # (3, 4) @ (4, 4) -> (3, 4)
-K_np = X_np @ W_k_np.T  # (3, 4) @ (4, 4) -> (3, 4)
-V_np = X_np @ W_v_np.T  # (3, 4) @ (4, 4) -> (3, 4)
-print("Q (NumPy):")
-print(Q_np)
-print("K (NumPy):")
-print(K_np)
-print("V (NumPy):")
-print(V_np)
-
-# %%
-proj_q = nn.Linear(d_model, d_model, bias=False)
-proj_k = nn.Linear(d_model, d_model, bias=False)
-proj_v = nn.Linear(d_model, d_model, bias=False)
-for proj in (proj_q, proj_k, proj_v):
-    # Replace the random start with the identity.
-    proj.weight.copy_(torch.eye(d_model))
-Q_pt = proj_q(X_pt)  # (3, 4) -> (3, 4)
-K_pt = proj_k(X_pt)  # (3, 4) -> (3, 4)
-V_pt = proj_v(X_pt)  # (3, 4) -> (3, 4)
-print("Q (PyTorch):")
-print(Q_pt)
-print("K (PyTorch):")
-print(K_pt)
-print("V (PyTorch):")
-print(V_pt)
+equal = all(np.array_equal(M, X_np) for M in (Q_np, K_np, V_np))
+print("Q, K and V all equal X:", equal)
 
 # %% [markdown]
 # ### Step 2: scores
 #
-# Row $i$ of $S = Q K^\top$ holds the dot products of query $i$ with every key: how well each token
-# matches what token $i$ is looking for.
+# Entry $(i, j)$ of $Q K^\top$ is the dot product of query $i$ with key $j$: how well token
+# $j$ matches what token $i$ looks for. Row $i$ holds query $i$'s scores for every key.
 
 # %%
 scores_np = Q_np @ K_np.T  # (3, 4) @ (4, 3) -> (3, 3)
-print("scores = Q K^T (NumPy):")
+print("scores = Q K^T:")
 print(scores_np)
 
-# %%
-scores_pt = Q_pt @ K_pt.T  # (3, 4) @ (4, 3) -> (3, 3)
-print("scores = Q K^T (PyTorch):")
-print(scores_pt)
-
 # %% [markdown]
-# ### Step 3: scaling by the square root of d_k
+# ### Step 3: dividing by the square root of d_k
 #
-# A dot product of two vectors with $d_k$ entries sums $d_k$ terms, so its spread grows like
-# $\sqrt{d_k}$; large scores would push the softmax towards all-or-nothing weights. Dividing by
-# $\sqrt{d_k}$ undoes that growth. Here $d_k$ is the number of features of a query (and of a key):
-# the **last axis** of $Q$.
+# A dot product of two vectors with $d_k$ entries is a sum of $d_k$ terms. When all the
+# entries of the two vectors are independent, with mean zero and variance one, the dot
+# product has variance $d_k$, so its typical size grows like $\sqrt{d_k}$; the
+# [variance argument](../../concepts/mental_model/#the-variance-argument) derives it. Large
+# scores push the softmax towards giving one key all the weight. Dividing by $\sqrt{d_k}$
+# brings that variance back to one, whatever the width.
 #
-# <div class="admonition warning">
-# <p class="admonition-title">The seed's PyTorch version divides by <code>sqrt(d_model)</code></p>
-#
-# It writes <code>scores / torch.sqrt(torch.tensor(d_model))</code>. The width of the tokens,
-# $d_{\text{model}}$, equals $d_k$ here only because the projections are square. In multi-head
-# attention each head projects to fewer features than $d_{\text{model}}$, and the two differ; section 4
-# shows the difference on a head of two features. Take $d_k$ from the last axis of $Q$, as the seed's
-# NumPy version does.
-# </div>
+# $d_k$ is the number of features of a query (and of a key): the **last axis** of $Q$.
+# Here it equals $C$ only because the projections are square
+# ([the original notebook divides by the square root of C](#original-scale)).
 
 # %%
 d_k = Q_np.shape[-1]  # features per query and per key
 scaled_np = scores_np / np.sqrt(d_k)  # (3, 3)
-print(f"d_k = {d_k}, 1/sqrt(d_k) = {1 / np.sqrt(d_k):.4f}")
-print("scores / sqrt(d_k) (NumPy):")
+print(f"d_k = {d_k}, sqrt(d_k) = {np.sqrt(d_k):.4f}")
+print("scores / sqrt(d_k):")
 print(scaled_np)
 
-# %%
-d_k = Q_pt.shape[-1]  # features per query and per key
-scaled_pt = scores_pt / d_k**0.5  # (3, 3)
-print(f"d_k = {d_k}, 1/sqrt(d_k) = {1 / d_k**0.5:.4f}")
-print("scores / sqrt(d_k) (PyTorch):")
-print(scaled_pt)
-
 # %% [markdown]
-# ### Step 4: a numerically stable softmax
+# ### Step 4: softmax
 #
-# The softmax of a row $z$ is $e^{z_j} / \sum_m e^{z_m}$. Subtracting the row's maximum first,
+# The softmax turns a row of scores $z$ into weights $e^{z_j} / \sum_m e^{z_m}$: positive,
+# summing to one, larger for larger scores. Each row is one query, so the sums run over the
+# last axis. Subtracting the row's maximum first,
 #
 # $$
 # \operatorname{softmax}(z)_j = \frac{e^{z_j - \max z}}{\sum_m e^{z_m - \max z}} ,
 # $$
 #
-# changes nothing mathematically (the factor $e^{-\max z}$ cancels) but keeps every exponent at or
-# below zero, so `exp` cannot overflow. Each row is one query, so the maximum and the sum run over the
-# last axis.
+# changes nothing mathematically, since the factor $e^{-\max z}$ cancels. But it keeps every
+# exponent at or below zero, so `exp` cannot overflow on large scores
+# ([exercise 2](#exercises) shows the overflow).
 
 
 # %%
@@ -330,218 +211,341 @@ def softmax_np(z):
 
 
 weights_np = softmax_np(scaled_np)  # (3, 3)
-print("weights (NumPy):")
+print("weights:")
 print(weights_np)
-
-
-# %%
-def softmax_pt(z):
-    """Softmax over the last axis, row maximum subtracted first."""
-    shifted = z - z.amax(dim=-1, keepdim=True)  # (3, 3) - (3, 1)
-    exps = shifted.exp()
-    return exps / exps.sum(dim=-1, keepdim=True)  # (3, 3) / (3, 1)
-
-
-weights_pt = softmax_pt(scaled_pt)  # (3, 3)
-print("weights (PyTorch):")
-print(weights_pt)
-builtin = torch.softmax(scaled_pt, dim=-1)
-print("same as torch.softmax:", torch.allclose(weights_pt, builtin))
-
-# %% [markdown]
-# The weights of the three-token example are tame; large scores show why the maximum is subtracted.
-# In float32, `exp` overflows to infinity once its argument passes the log of the largest float32:
-
-# %%
-print(
-    "largest float32:", torch.finfo(torch.float32).max, " its log:", math.log(torch.finfo(torch.float32).max)
-)
-big = torch.tensor([100.0, 101.0])
-naive = big.exp() / big.exp().sum()
-print("exp(big):      ", big.exp())
-print("naive softmax: ", naive)
-print("stable softmax:", softmax_pt(big))
+print("row sums:", weights_np.sum(axis=-1))
 
 # %% [markdown]
 # ### Step 5: weights times values
 #
-# Every row of weights is non-negative and sums to one, so each output row is a weighted average of
-# the value rows.
+# Each row of weights is non-negative and sums to one. So each output row is a weighted
+# average of the value rows: output row $i$ is $\sum_j a_{ij} v_j$.
 
 # %%
 output_np = weights_np @ V_np  # (3, 3) @ (3, 4) -> (3, 4)
-print("row sums of the weights (NumPy):")
-print(weights_np.sum(axis=-1))
-print("output = weights V (NumPy):")
+print("output = weights V:")
 print(output_np)
 
-# %%
-output_pt = weights_pt @ V_pt  # (3, 3) @ (3, 4) -> (3, 4)
-print("row sums of the weights (PyTorch):")
-print(weights_pt.sum(dim=-1))
-print("output = weights V (PyTorch):")
-print(output_pt)
-
 # %% [markdown]
-# ## 3. Check: four computations, one answer
+# ## Reading the weights
 #
-# The NumPy and PyTorch versions agree, and both agree with PyTorch's fused
-# `torch.nn.functional.scaled_dot_product_attention` (which returns the output only) and with
-# `attn_ref.scaled_dot_product_attention` (which also returns the weights, and whose doctest pins
-# them). The tolerances allow for float32 rounding; the printed differences show how small it is.
-
-# %%
-from attn_ref import scaled_dot_product_attention
-
-# (3, 4): PyTorch's fused attention returns the output only.
-output_torch = F.scaled_dot_product_attention(Q_pt, K_pt, V_pt)
-# (3, 4) and (3, 3): attn_ref returns the weights too.
-output_ref, weights_ref = scaled_dot_product_attention(Q_pt, K_pt, V_pt)
-
-comparisons = {
-    "NumPy vs PyTorch, weights": (weights_np, weights_pt),
-    "NumPy vs PyTorch, output": (output_np, output_pt),
-    "PyTorch vs F.sdpa, output": (output_pt, output_torch),
-    "PyTorch vs attn_ref, weights": (weights_pt, weights_ref),
-    "PyTorch vs attn_ref, output": (output_pt, output_ref),
-}
-for name, (a, b) in comparisons.items():
-    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
-    close = torch.allclose(a, b, rtol=1e-5, atol=1e-6)
-    largest = (a - b).abs().max().item()
-    print(f"{name}: close {close}, largest difference {largest:.1e}")
-    assert close, name
-
-# %% [markdown]
-# (F.sdpa is short for `torch.nn.functional.scaled_dot_product_attention`.)
-#
-# ## The weights as a heatmap
-#
-# Each row is one query, each column one key; the numbers are the weights printed above. Equal scores
-# give equal weights, so a query splits its attention evenly between keys that match it equally well.
+# Each row of the heatmap is one query, each column one key; the numbers are the weights
+# printed above. Equal scores give equal weights.
 
 # %%
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 tokens = ["token 1", "token 2", "token 3"]
-for query, row in zip(tokens, weights_pt, strict=True):
-    top = torch.isclose(row, row.max())  # (3,): True where the maximum is
-    strongest = [key for key, is_top in zip(tokens, top, strict=True) if is_top]
-    print(f"{query} attends most to {' and '.join(strongest)}")
-ax = attention_heatmap(
-    weights_pt,
-    query_labels=tokens,
-    title="Identity projections",
-)
-figure_to_svg(
-    ax.figure, alt="Heatmap of the 3 by 3 attention weights with identity projections, one row per query"
-)
+for query, row in zip(tokens, weights_np, strict=True):
+    top = np.isclose(row, row.max())  # (3,): where the largest is
+    keys = " and ".join(k for k, t in zip(tokens, top, strict=True) if t)
+    print(f"{query}: largest weight {row.max():.4f}, to {keys}")
+title = "Identity projections"
+ax = attention_heatmap(weights_np, tokens, title=title, vmax=1.0)
+figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 
 # %% [markdown]
-# ## 4. What the identity projections hide
+# Token 2 keeps most of its attention for itself. Tokens 1 and 3 each have two keys with equal
+# top scores, and give those two keys equal weights. Each of those two keys gets less than
+# half of the row, because the third key keeps a share.
 #
-# With $W_q = W_k = W_v = I$ the example is easy to check, but it is not what a trained model does:
+# ## The same computation in PyTorch
 #
-# - **Q, K and V are the same matrix, $X$.** In a model the three projections are separate, learned
-#   parameters: what a token looks for (its query), what it offers to be matched on (its key) and what
-#   it passes on (its value) are three different views of it.
-# - **The scores are symmetric.** $S = X X^\top$ gives $S_{ij} = S_{ji}$: token $i$ matches token $j$
-#   exactly as well as $j$ matches $i$. With $S = X W_q^\top W_k X^\top$ that no longer holds. (The
-#   weights were not symmetric even here, since each row is normalised by its own sum.)
-# - **The output copies the input's patterns.** With $V = X$ every output row is an average of
-#   input rows, so the output inherits features of $X$, such as its repeated columns.
-# - **The transpose is invisible.** $I^\top = I$, so `X @ W` and `X @ W.T` give the same result and a
-#   wrong orientation would go unnoticed.
-# - **$d_k = d_{\text{model}}$.** Square projections hide which width the scale depends on.
+# In PyTorch the projections are `nn.Linear` layers without bias, as in the original notebook.
+# A layer `nn.Linear(C, d_k)` holds $W_Q^\top$ in its `weight`, of shape $(d_k, C)$, and
+# `proj_q(X)` computes $X W_Q$. Here $W_Q = I$ and $I^\top = I$, so the transposition does not
+# show. The identity overwrites the random starting weights in place.
 #
-# Below, the same steps run with random, untrained projections (seeded, so the numbers are the same
-# at every run) from the four features of a token down to a head of two features, as one head of
-# multi-head attention would.
+# <details class="note">
+# <summary>Going deeper: setting a layer's weights by hand</summary>
+#
+# A layer's `weight` is a parameter that requires gradients, and PyTorch refuses to change
+# such a tensor in place while it records operations for autograd. This page turned
+# recording off at the start (`torch.set_grad_enabled(False)`); elsewhere, wrap the change in
+# `with torch.no_grad():`. The original notebook assigns `weight.data = torch.eye(d_model)`
+# instead. That works too, but autograd does not track changes made through `.data`, so it
+# cannot warn when such a change breaks a gradient computation.
+#
+# </details>
+#
+# The last lines compare four computations of the same attention: NumPy's, PyTorch's by
+# hand, `torch.nn.functional.scaled_dot_product_attention` (F.sdpa, which returns the output
+# only) and `attn_ref.scaled_dot_product_attention` (which returns the weights too).
+
+# %%
+from attn_ref import scaled_dot_product_attention
+
+X_pt = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4), float32
+proj_q = nn.Linear(C, C, bias=False)  # weight: W_Q^T, (d_k, C)
+proj_k = nn.Linear(C, C, bias=False)
+proj_v = nn.Linear(C, C, bias=False)
+for proj in (proj_q, proj_k, proj_v):
+    proj.weight.copy_(torch.eye(C))  # W^T = W = I
+Q_pt, K_pt, V_pt = proj_q(X_pt), proj_k(X_pt), proj_v(X_pt)  # (3, 4)
+scores_pt = Q_pt @ K_pt.T  # (3, 4) @ (4, 3) -> (3, 3)
+d_k = Q_pt.shape[-1]
+weights_pt = torch.softmax(scores_pt / d_k**0.5, dim=-1)  # (3, 3)
+output_pt = weights_pt @ V_pt  # (3, 3) @ (3, 4) -> (3, 4)
+
+# F.sdpa returns the output only; attn_ref returns the weights too.
+output_sdpa = F.scaled_dot_product_attention(Q_pt, K_pt, V_pt)
+output_ref, weights_ref = scaled_dot_product_attention(Q_pt, K_pt, V_pt)
+
+
+def gap(a, b):
+    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+    return f"{(a - b).abs().max().item():.1e}"
+
+
+print("largest difference from PyTorch by hand:")
+print("  NumPy weights:   ", gap(weights_np, weights_pt))
+print("  NumPy output:    ", gap(output_np, output_pt))
+print("  F.sdpa output:   ", gap(output_sdpa, output_pt))
+print("  attn_ref weights:", gap(weights_ref, weights_pt))
+print("  attn_ref output: ", gap(output_ref, output_pt))
+
+# %% [markdown]
+# All four agree. The differences are float32 rounding: NumPy computed in float64, the
+# others in float32.
+#
+# ## What the identity projections hide
+#
+# The original notebook chose identity projections "for reproducibility". A fixed seed gives
+# that too. What the identity really gives is numbers one can check by hand, at a price:
+#
+# - **Q, K and V are the same matrix, X.** In a model the three projections are separate,
+#   learned parameters. What a token looks for (its query), what it is matched on (its key)
+#   and what it passes on (its value) are three different views of it.
+# - **The scores are symmetric.** $Q K^\top = X X^\top$, so token $i$ matches token $j$
+#   exactly as well as $j$ matches $i$. With $Q K^\top = X W_Q W_K^\top X^\top$ that no
+#   longer holds in general. (The weights were not symmetric even here: each row is divided
+#   by its own sum.)
+# - **The output copies the input's patterns.** With $V = X$ every output row is an average
+#   of input rows, so it inherits features of $X$, such as its repeated columns.
+# - **The transposition is invisible.** $I^\top = I$, so `X @ weight` and `X @ weight.T`
+#   give the same result, and the wrong one would go unnoticed ([exercise 3](#exercises)).
+# - **$d_k = C$.** Square projections hide which width the scale depends on.
+#
+# Below, the same steps run with random, untrained projections (seeded, so the numbers are
+# the same at every run). They go from the four features of a token down to $d_k = 2$, as
+# one head of multi-head attention would.
 
 # %%
 torch.manual_seed(0)
-d_head = 2  # features per query, key and value in this head
-# Each weight is (d_head, d_model) = (2, 4).
-rand_q = nn.Linear(d_model, d_head, bias=False)
-rand_k = nn.Linear(d_model, d_head, bias=False)
-rand_v = nn.Linear(d_model, d_head, bias=False)
-Q_r = rand_q(X_pt)  # (3, 4) @ (4, 2) -> (3, 2)
-K_r = rand_k(X_pt)  # (3, 4) @ (4, 2) -> (3, 2)
-V_r = rand_v(X_pt)  # (3, 4) @ (4, 2) -> (3, 2)
+rand_q = nn.Linear(C, 2, bias=False)  # weight: W_Q^T, (2, 4)
+rand_k = nn.Linear(C, 2, bias=False)
+rand_v = nn.Linear(C, 2, bias=False)
+W_Q = rand_q.weight.detach().T  # (C, d_k) = (4, 2)
+Q_r, K_r, V_r = rand_q(X_pt), rand_k(X_pt), rand_v(X_pt)  # (3, 2)
 scores_r = Q_r @ K_r.T  # (3, 2) @ (2, 3) -> (3, 3)
-d_k_r = Q_r.shape[-1]  # d_k is the last axis of Q: 2, not d_model
-weights_r = softmax_pt(scores_r / d_k_r**0.5)  # (3, 3)
+d_k = Q_r.shape[-1]  # the last axis of Q: 2, not C
+weights_r = torch.softmax(scores_r / d_k**0.5, dim=-1)  # (3, 3)
 output_r = weights_r @ V_r  # (3, 3) @ (3, 2) -> (3, 2)
-print(f"W_q (random), shape {tuple(rand_q.weight.shape)}:")
-print(rand_q.weight.detach())
-print("scores = Q K^T (random projections):")
+print(f"W_Q = rand_q.weight.T, shape {tuple(W_Q.shape)}:")
+print(W_Q)
+print("scores = Q K^T:")
 print(scores_r)
-print("weights (random projections):")
+print("weights:")
 print(weights_r)
-print("output (random projections):")
-print(output_r)
 low, high = weights_r.min().item(), weights_r.max().item()
-print(f"weights range from {low:.4f} to {high:.4f}; uniform: {1 / 3:.4f}")
-
-
-# %%
-def symmetric(m):
-    return torch.allclose(m, m.T)
-
-
-print("scores symmetric?")
-print("  identity:", symmetric(scores_pt), " random:", symmetric(scores_r))
-print("weights symmetric?")
-print("  identity:", symmetric(weights_pt), " random:", symmetric(weights_r))
-print("Q equals K?")
-print("  identity:", torch.equal(Q_pt, K_pt), " random:", torch.equal(Q_r, K_r))
-
-reference_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
-ok = torch.allclose(output_r, reference_r)
-print("1/sqrt(d_k) matches F.sdpa:", ok)
-# The seed's scale, 1/sqrt(d_model):
-seed_scaled = softmax_pt(scores_r / d_model**0.5) @ V_r  # (3, 2)
-ok = torch.allclose(seed_scaled, reference_r)
-print("the seed's 1/sqrt(d_model) matches F.sdpa:", ok)
-off = (seed_scaled - reference_r).abs().max().item()
-print(f"largest difference with the seed's scale: {off:.4f}")
+print(f"weights from {low:.4f} to {high:.4f}; uniform: {1 / 3:.4f}")
+for name, identity, random in (
+    ("scores", scores_pt, scores_r),
+    ("weights", weights_pt, weights_r),
+):
+    same = [torch.allclose(m, m.T) for m in (identity, random)]
+    print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
+sdpa_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
+print("matches F.sdpa:", torch.allclose(output_r, sdpa_r))
+title = "Random projections, d_k = 2"
+ax = attention_heatmap(weights_r, tokens, title=title, vmax=1.0)
+figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 
 # %% [markdown]
-# Side by side, the two sets of weights: the same tokens, attended to differently because the
-# projections changed. PyTorch's default initialisation draws small weights, so untrained projections
-# give small scores and weights close to uniform (their range is printed above). Both panels share one
-# colour scale, from 0 to 1, so equal colours mean equal weights.
-# Training adjusts $W_q$, $W_k$ and $W_v$ until the patterns help the task.
-
-# %%
-import matplotlib.pyplot as plt
-
-fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
-attention_heatmap(
-    weights_pt,
-    query_labels=tokens,
-    ax=left,
-    title="Identity projections",
-    vmax=1.0,
-)
-attention_heatmap(
-    weights_r,
-    query_labels=tokens,
-    ax=right,
-    title="Random projections, d_k = 2",
-    vmax=1.0,
-)
-figure_to_svg(
-    fig, alt="Two 3 by 3 attention heatmaps side by side: identity projections, then random projections"
-)
-
-# %% [markdown]
+# The scores are small, and the weights are close to uniform. `nn.Linear` draws its starting
+# weights uniformly between $\pm 1/\sqrt{n}$, with $n$ its number of inputs, so untrained
+# projections give small queries and keys. Training adjusts $W_Q$, $W_K$ and $W_V$ until the
+# weights help the task. The symmetries of the identity case are gone, and the result still
+# matches PyTorch's own attention. Both heatmaps use one colour scale, from 0 to 1, so equal
+# colours mean equal weights.
+#
 # ## Summary
 #
-# - `nn.Linear` computes $x W^\top + b$ with $W$ of shape `(out_features, in_features)`; compare its
-#   result with the formula using a tolerance, never with `==`.
-# - Self-attention is three such layers (for $Q$, $K$, $V$), a score matrix $Q K^\top$ scaled by
-#   $1/\sqrt{d_k}$ with $d_k$ the last axis of $Q$, a stable row-wise softmax and a weighted sum of
-#   the values.
-# - NumPy, PyTorch by hand, `torch.nn.functional.scaled_dot_product_attention` and `attn_ref` agree
-#   on the three-token example up to float32 rounding.
+# - A linear layer computes $y = x W + b$. `nn.Linear` stores $W^\top$ in its `weight`, of
+#   shape `(out_features, in_features)`. Compare its result with the formula using a
+#   tolerance, not `==`.
+# - Self-attention is three such layers without bias ($Q = X W_Q$, $K = X W_K$,
+#   $V = X W_V$), scores $Q K^\top$ divided by $\sqrt{d_k}$ with $d_k$ the last axis of $Q$,
+#   a softmax over each row, and a weighted average of the values.
+# - NumPy, PyTorch by hand, `torch.nn.functional.scaled_dot_product_attention` and
+#   `attn_ref` agree on the three-token example up to float32 rounding.
+#
+# Next: [Self-attention with a causal mask](../causal_self_attention/) hides the future
+# from each token and runs on batches. Attention alone does not see the order of the tokens
+# ([exercise 4](#exercises)); the [positions page](../../concepts/positions/) shows how
+# models give it that order.
+#
+# ## Where the original notebook goes wrong
+#
+# <a id="original-seed"></a>**It does not seed its layer.** The original notebook creates its
+# `nn.Linear` without fixing the random seed. The weight, the bias and every number computed
+# from them change at each run, so its printed numbers cannot be reproduced. This page calls
+# `torch.manual_seed(0)` first.
+#
+# <a id="original-inputs"></a>**Its text and its code use different inputs.** Its text says
+# `x = [3,4,5]`, of shape `[1x3]`. Its code runs `x = torch.tensor([1.0, 2.0, 3.0])`, of shape
+# `(3,)`. Applying the weight and bias it printed to both inputs shows that its printed `y`
+# came from the code. This page uses $x = (1, 2, 3)$ in the text and in the code. (Its comment
+# `weight shape = [1×3]` is right: `(out_features, in_features)` for one output.)
+
+# %%
+first, second = nn.Linear(3, 1), nn.Linear(3, 1)
+equal = torch.equal(first.weight, second.weight)
+print("two layers made without a seed have equal weights:", equal)
+torch.manual_seed(0)
+again = nn.Linear(3, 1)
+same = torch.equal(again.weight, layer.weight)
+same = same and torch.equal(again.bias, layer.bias)
+print("seeding with 0 again gives back the first layer:", same)
+
+# The weight (transposed: W, not W^T), bias and y the original printed:
+W_printed = torch.tensor([[-0.4424, 0.4990, -0.0855]]).T  # (3, 1)
+b_printed, y_printed = torch.tensor([-0.3704]), -0.0713
+for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
+    value = (torch.tensor(candidate) @ W_printed + b_printed).item()
+    match = abs(value - y_printed) < 5e-5  # it printed 4 decimals
+    print(f"x = {candidate}: x W + b = {value:.4f}, its y: {match}")
+
+# %% [markdown]
+# <a id="original-exact-comparison"></a>**It checks the layer with an exact comparison.** It
+# checks the layer with `assert y == y_manual`. That has two problems. Between tensors,
+# `==` compares element by element and returns a tensor. `assert` turns it into one truth
+# value only because this `y` has one element; with two outputs the check does not run at
+# all. And it asks two floating-point computations for bit-for-bit equality, which is luck
+# ([comparing floating-point results](#comparing-floating-point-results)).
+
+# %%
+print("y == y_manual gives a tensor:", y == y_manual)
+two_outputs = nn.Linear(3, 2)
+W2, b2 = two_outputs.weight.T, two_outputs.bias  # (3, 2), (2,)
+try:
+    assert two_outputs(x) == x @ W2 + b2
+except RuntimeError as error:
+    print("with two outputs, the check raises RuntimeError:")
+    print(" ", error)
+# If they differ, assert_close raises AssertionError and says how.
+torch.testing.assert_close(two_outputs(x), x @ W2 + b2)
+print("torch.testing.assert_close passes with two outputs")
+
+# %% [markdown]
+# <a id="original-scale"></a>**Its PyTorch version divides by the square root of C.** It
+# writes `scores / torch.sqrt(torch.tensor(d_model, dtype=torch.float32))`, where its
+# `d_model` is the token width $C$. That equals $\sqrt{d_k}$ only because its projections are
+# square. Its NumPy version takes `d_k = Q.shape[1]`, the right width. In multi-head attention
+# each head projects to fewer features than $C$. On the random head above ($d_k = 2$, $C = 4$)
+# the two scales give different results, and only $1/\sqrt{d_k}$ matches PyTorch. In the base
+# model of Vaswani et al. (2017), with $C = 512$ and 8 heads of $d_k = 64$, the wrong scale
+# would shrink every score by the factor printed last.
+
+# %%
+# The original's scale, 1/sqrt(C), on the random head:
+by_width = torch.softmax(scores_r / C**0.5, dim=-1) @ V_r  # (3, 2)
+print("1/sqrt(C) matches F.sdpa:", torch.allclose(by_width, sdpa_r))
+print(f"largest difference: {(by_width - sdpa_r).abs().max():.4f}")
+ratio = (512 / 64) ** 0.5
+print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {ratio:.4f}")
+
+# %% [markdown]
+# ## Exercises
+#
+# **1. Every score doubles.** Predict first: if every scaled score of the three tokens is
+# multiplied by 2, do the weights double, stay the same, or change some other way? Then
+# compute them, and compare with each weight squared and its row divided by its new sum.
+
+# %% tags=["solution"]
+doubled = softmax_np(2 * scaled_np)  # (3, 3)
+squared = weights_np**2
+squared /= squared.sum(axis=-1, keepdims=True)  # rows sum to one
+print("weights of the doubled scores:")
+print(doubled)
+same = np.allclose(doubled, squared)
+print("equal to the squared weights, renormalised:", same)
+own = weights_np[1, 1], doubled[1, 1]
+print(f"token 2 on itself: {own[0]:.4f} -> {own[1]:.4f}")
+# e^(2z) = (e^z)^2: doubling every score squares every weight, then
+# the row is renormalised, so large weights grow and small ones shrink.
+# Here sqrt(d_k) = 2, so 2 * scaled_np is the unscaled scores: leaving
+# out the division by sqrt(d_k) sharpens the weights in just this way.
+
+# %% [markdown]
+# **2. Overflow.** Add 100 to every score in the first row of `scaled_np` and compute its
+# softmax in float32, first without subtracting the maximum (`exp`, then divide by the sum),
+# then with it. Predict both results before running them.
+
+# %% tags=["solution"]
+row = torch.tensor(scaled_np[0], dtype=torch.float32) + 100  # (3,)
+print("exp(row):      ", row.exp())
+print("naive softmax: ", row.exp() / row.exp().sum())
+shifted = (row - row.max()).exp()
+print("stable softmax:", shifted / shifted.sum())
+largest = torch.finfo(torch.float32).max
+print(f"the largest float32 is e to the power {np.log(largest):.2f}")
+# exp overflows to inf above that power, and inf / inf is nan.
+# Subtracting the maximum brings every exponent to 0 or below. Adding
+# a constant to a row does not change its softmax, so the stable
+# result is the first row of weights_np.
+
+# %% [markdown]
+# **3. The transposition.** Make a random square projection, `nn.Linear(4, 4, bias=False)`
+# after `torch.manual_seed(1)`. Predict whether `X_pt @ proj.weight` equals `proj(X_pt)`.
+# Then try a projection to two features, `nn.Linear(4, 2, bias=False)`.
+
+# %% tags=["solution"]
+torch.manual_seed(1)
+square = nn.Linear(4, 4, bias=False)  # weight: W^T, (4, 4)
+right = torch.allclose(square(X_pt), X_pt @ square.weight.T)
+wrong = torch.allclose(square(X_pt), X_pt @ square.weight)
+print("proj(X) equals X @ weight.T:", right)
+print("proj(X) equals X @ weight:  ", wrong)
+narrow = nn.Linear(4, 2, bias=False)  # weight: W^T, (2, 4)
+try:
+    X_pt @ narrow.weight  # (3, 4) @ (2, 4)
+except RuntimeError as error:
+    print("X @ weight, with weight (2, 4):")
+    print(" ", error)
+# A square weight multiplies either way round and silently gives a
+# wrong result; a non-square one fails at once. nn.Linear's weight is
+# W^T, so X W is X @ weight.T.
+
+# %% [markdown]
+# **4. Reversing the tokens.** Reverse the order of the three tokens and rerun the identity
+# computation (steps 1 to 5). Predict the new weights and outputs first.
+
+# %% tags=["solution"]
+order = [2, 1, 0]
+X_rev = X_np[order]  # (3, 4): token 3, token 2, token 1
+scaled_rev = X_rev @ X_rev.T / np.sqrt(C)  # identity projections
+weights_rev = softmax_np(scaled_rev)  # (3, 3)
+output_rev = weights_rev @ X_rev  # (3, 4)
+same_output = np.allclose(output_rev, output_np[order])
+same_weights = np.allclose(weights_rev, weights_np[order][:, order])
+print("the old output rows, reversed:", same_output)
+print("the old weights, rows and columns reversed:", same_weights)
+# Without a mask and without positions, attention does not see the
+# order: reordering the tokens reorders the outputs the same way.
+
+# %% [markdown]
+# ## References
+#
+# - Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N. Gomez,
+#   Łukasz Kaiser, Illia Polosukhin. [Attention Is All You
+#   Need](https://arxiv.org/abs/1706.03762). NeurIPS 2017. Scaled dot-product attention
+#   (section 3.2.1) and the base model's $C = 512$ with 8 heads of $d_k = 64$ (section 3.2.2).
+# - PyTorch: [`nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
+#   (the stored weight's shape and its initialisation),
+#   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html),
+#   [`torch.allclose`](https://docs.pytorch.org/docs/stable/generated/torch.allclose.html) and
+#   [`torch.testing.assert_close`](https://docs.pytorch.org/docs/stable/testing.html).
+# - David Goldberg. [What Every Computer Scientist Should Know About Floating-Point
+#   Arithmetic](https://docs.oracle.com/cd/E19957-01/806-3568/ncg_goldberg.html). ACM Computing
+#   Surveys, 1991. Rounding, and why the order of additions matters.
