@@ -1,0 +1,49 @@
+# --8<-- [start:bug]
+# is_causal=True with fewer queries than keys, as after a KV cache (pytorch/pytorch #108108).
+import torch
+import torch.nn.functional as F
+
+from attn_ref import causal_mask
+
+torch.manual_seed(0)
+S, d_k = 5, 4  # five tokens: four in the cache, then a new one
+q, k, v = (torch.randn(1, S, d_k) for _ in range(3))  # (B, S, d_k)
+full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # all five at once
+new = F.scaled_dot_product_attention(q[:, -1:], k, v, is_causal=True)  # the new query alone
+print("all at once, last token:", full[0, -1].numpy().round(3))
+print("new query alone:        ", new[0, 0].numpy().round(3))
+print("value of token 0:       ", v[0, 0].numpy().round(3))
+# --8<-- [end:bug]
+
+# --8<-- [start:fix]
+L = 1  # new queries: the last L of the S positions
+fixed = F.scaled_dot_product_attention(q[:, -L:], k, v, attn_mask=causal_mask(L, S, lower_right=True))
+print("with a bottom-right mask:", fixed[0, 0].numpy().round(3))
+# --8<-- [end:fix]
+
+# --8<-- [start:check]
+# The check: the last L queries, run against all S keys, give the last L rows of the full pass.
+
+
+def largest_cache_mismatch(lower_right, trials=20):
+    g = torch.Generator().manual_seed(1)
+    worst = 0.0
+    for _ in range(trials):
+        S = int(torch.randint(2, 9, (), generator=g))  # a random length, 2 to 8
+        L = int(torch.randint(1, S, (), generator=g))  # new queries, 1 to S - 1
+        q, k, v = (torch.randn(1, S, d_k, generator=g) for _ in range(3))
+        full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if lower_right:
+            mask = causal_mask(L, S, lower_right=True)
+            new = F.scaled_dot_product_attention(q[:, -L:], k, v, attn_mask=mask)
+        else:
+            new = F.scaled_dot_product_attention(q[:, -L:], k, v, is_causal=True)
+        worst = max(worst, (new - full[:, -L:]).abs().max().item())
+    return worst
+
+
+for name, lower_right in (("is_causal=True", False), ("bottom-right mask", True)):
+    worst = largest_cache_mismatch(lower_right)
+    verdict = "passes" if worst < 1e-5 else "FAILS"
+    print(f"{name}: largest difference from the full pass {worst:.1e}, {verdict}")
+# --8<-- [end:check]

@@ -1,0 +1,43 @@
+# --8<-- [start:bug]
+# Attention in a diffusion U-Net, softmax over the wrong axis (labml.ai annotated implementations #146).
+import torch
+
+torch.manual_seed(0)
+B, T, H, d_k = 1, 4, 2, 8  # the U-Net keeps heads after the sequence: (B, T, H, d_k)
+q, k, v = (torch.randn(B, T, H, d_k) for _ in range(3))
+
+
+def attention(q, k, v, fixed=False):
+    scores = torch.einsum("bihd,bjhd->bijh", q, k) * d_k**-0.5  # (B, T, T, H): query i, key j
+    attn = scores.softmax(dim=2 if fixed else 1)  # the bug: dim=1 is i, the queries
+    return torch.einsum("bijh,bjhd->bihd", attn, v), attn  # (B, T, H, d_k)
+
+
+_, attn = attention(q, k, v)
+w = attn[0, :, :, 0]  # head 0: row i is query i, column j is key j
+print("buggy weights of head 0:")
+print(w.numpy().round(3))
+print("row sums:   ", w.sum(dim=1).numpy().round(3))
+print("column sums:", w.sum(dim=0).numpy().round(3))
+# --8<-- [end:bug]
+
+# --8<-- [start:check]
+# The check: each query's weights sum to one, on random inputs.
+
+
+def largest_row_sum_error(fixed, trials=20):
+    g = torch.Generator().manual_seed(1)
+    worst = 0.0
+    for _ in range(trials):
+        T = int(torch.randint(2, 9, (), generator=g))  # a random length, 2 to 8
+        q, k, v = (torch.randn(2, T, H, d_k, generator=g) for _ in range(3))
+        attn = attention(q, k, v, fixed)[1]  # (B, T, T, H)
+        worst = max(worst, (attn.sum(dim=2) - 1).abs().max().item())  # sum over the keys j
+    return worst
+
+
+for fixed in (False, True):
+    worst = largest_row_sum_error(fixed)
+    verdict = "passes" if worst < 1e-5 else "FAILS"
+    print(f"{'fixed' if fixed else 'buggy'}: largest |row sum - 1| {worst:.1e}, {verdict}")
+# --8<-- [end:check]

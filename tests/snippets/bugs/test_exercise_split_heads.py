@@ -1,0 +1,46 @@
+"""Self-attention with the single-view split and with view + transpose, recomputed in float64 NumPy
+(tests/reference.py) from the snippet's random draws."""
+
+import numpy as np
+import torch
+
+from tests.printed import line_after, numbers
+from tests.reference import attention
+
+B, T, C, H = 2, 5, 8, 2
+
+
+def _split(x, fixed):
+    b, n, _ = x.shape
+    if fixed:
+        return x.reshape(b, n, H, C // H).transpose(0, 2, 1, 3).reshape(b * H, n, C // H)
+    return x.reshape(b * H, n, C // H)  # consecutive chunks of C // H numbers, across tokens
+
+
+def _self_attention(x, W, fixed):
+    b, n, _ = x.shape
+    out, _ = attention(*(_split(x @ w, fixed) for w in W))  # (B * H, n, d_k)
+    return out.reshape(b, H, n, C // H).transpose(0, 2, 1, 3).reshape(b, n, C)
+
+
+def test_the_shapes_look_right(printed):
+    assert numbers(line_after(printed, "q after the split:")).tolist() == [B * H, T, C // H, B, T, C]
+
+
+def test_the_check(printed):
+    torch.manual_seed(0)
+    W = [(torch.randn(C, C) / C**0.5).double().numpy() for _ in range(3)]
+    g = torch.Generator().manual_seed(1)
+    worst = {False: 0.0, True: 0.0}
+    for _ in range(20):
+        n = int(torch.randint(2, 9, (), generator=g))
+        x = torch.randn(2, n, C, generator=g).double().numpy()
+        perm = torch.randperm(n, generator=g).numpy()
+        for fixed in worst:
+            moved = _self_attention(x[:, perm], W, fixed) - _self_attention(x, W, fixed)[:, perm]
+            worst[fixed] = max(worst[fixed], np.abs(moved).max())
+    assert worst[True] < 1e-12
+    buggy = line_after(printed, "split_heads: largest |f(shuffled x) - shuffled f(x)|")
+    assert abs(numbers(buggy)[0] - worst[False]) < 0.05 * worst[False] and buggy.endswith("FAILS")
+    fixed = line_after(printed, "split_heads_fixed: largest |f(shuffled x) - shuffled f(x)|")
+    assert numbers(fixed)[0] < 1e-5 and fixed.endswith("passes")

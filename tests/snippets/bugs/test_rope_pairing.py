@@ -1,0 +1,59 @@
+"""The fixed rotation against the paper's rotation matrix (Su et al., 2021, equation 15), and the
+buggy layout written out, in float64 NumPy from the snippet's random draws."""
+
+import numpy as np
+import torch
+
+from tests.printed import flag, line_after, numbers
+
+D = 8
+THETA = 10000.0 ** (-np.arange(0, D, 2) / D)
+
+
+def _rotation(m: int) -> np.ndarray:
+    """R^d_{Θ,m}: a 2x2 rotation by m θ_i on features (2i, 2i + 1), for column vectors."""
+    R = np.zeros((D, D))
+    for i, theta in enumerate(THETA):
+        c, s = np.cos(m * theta), np.sin(m * theta)
+        R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, -s], [s, c]]
+    return R
+
+
+def _buggy(x: np.ndarray, m: int) -> np.ndarray:
+    """Feature j turns by m θ_{j // 2}, but is mixed with feature j ± d/2."""
+    angles = m * np.repeat(THETA, 2)
+    rotated = np.concatenate([-x[D // 2 :], x[: D // 2]])
+    return x * np.cos(angles) + rotated * np.sin(angles)
+
+
+def test_the_scores(printed):
+    torch.manual_seed(0)
+    q, k = torch.randn(D).double().numpy(), torch.randn(D).double().numpy()
+    fixed_scores = []
+    for m, n in [(1, 0), (4, 3), (9, 8)]:
+        buggy, fixed = numbers(line_after(printed, f"m = {m}, n = {n}:"))
+        assert abs(buggy - _buggy(q, m) @ _buggy(k, n)) < 2e-4
+        assert abs(fixed - (_rotation(m) @ q) @ (_rotation(n) @ k)) < 2e-4
+        fixed_scores.append((_rotation(m) @ q) @ (_rotation(n) @ k))
+    assert np.ptp(fixed_scores) < 1e-12  # the same distance, the same score
+    assert flag(printed, "fixed == attn_ref.apply_rotary(interleaved=True):") is True
+
+
+def test_the_check(printed):
+    g = torch.Generator().manual_seed(1)
+    worst = 0.0
+    for _ in range(20):
+        q, k = (
+            torch.randn(1, D, generator=g)[0].double().numpy(),
+            torch.randn(1, D, generator=g)[0].double().numpy(),
+        )
+        m, n, shift = (int(p) for p in torch.randint(0, 50, (3,), generator=g))
+        worst = max(worst, abs(_buggy(q, m + shift) @ _buggy(k, n + shift) - _buggy(q, m) @ _buggy(k, n)))
+        fixed_change = (_rotation(m + shift) @ q) @ (_rotation(n + shift) @ k) - (_rotation(m) @ q) @ (
+            _rotation(n) @ k
+        )
+        assert abs(fixed_change) < 1e-9
+    buggy = line_after(printed, "buggy: largest change of a score")
+    assert abs(numbers(buggy)[0] - worst) < 0.05 * worst and buggy.endswith("FAILS")
+    fixed = line_after(printed, "fixed: largest change of a score")
+    assert numbers(fixed)[0] < 1e-4 and fixed.endswith("passes")
