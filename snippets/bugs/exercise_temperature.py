@@ -12,17 +12,11 @@ torch.manual_seed(0)
 T = 16
 x = torch.randn(T, C)
 W_Q, W_K = (torch.randn(C, head_size) / C**0.5 for _ in range(2))  # q and k with unit-variance parts
-q, k = x @ W_Q, x @ W_K  # (T, head_size)
-right = (q @ k.T / math.sqrt(head_size)).softmax(dim=-1)  # (T, T), no mask: every token sees all
-buggy = (q @ k.T / math.sqrt(C)).softmax(dim=-1)
-tempered = (q @ k.T / math.sqrt(head_size) / math.sqrt(n_head)).softmax(dim=-1)
-print("buggy == right scores at temperature sqrt(n_head):", torch.allclose(buggy, tempered, atol=1e-6))
-
-
-def entropy(w):  # in nats, averaged over the rows; a uniform row over T keys has log T
-    return -(w * w.log()).sum(dim=-1).mean().item()
-
-
-for name, w in (("right", right), ("buggy", buggy)):
-    print(f"{name}: average largest weight {w.max(dim=-1).values.mean():.3f}, entropy {entropy(w):.3f} nats")
-print(f"uniform over {T} keys: largest weight {1 / T:.3f}, entropy {math.log(T):.3f} nats")
+scores = (x @ W_Q) @ (x @ W_K).T  # (T, T), not yet scaled; no mask
+right = (scores / math.sqrt(head_size)).softmax(dim=-1)
+buggy = (scores / math.sqrt(C)).softmax(dim=-1)  # gpt.py's scale
+same = torch.allclose(buggy, (scores / math.sqrt(head_size) / factor).softmax(dim=-1), atol=1e-6)
+print("buggy == right scores at temperature sqrt(n_head):", same)
+largest = [w.max(dim=-1).values.mean().item() for w in (right, buggy)]  # averaged over the rows
+print(f"average largest weight: right {largest[0]:.3f}, buggy {largest[1]:.3f}")
+print(f"uniform over {T} keys: {1 / T:.3f}")

@@ -49,31 +49,31 @@ def _mha_numpy(mha, x, allowed):
     """nn.MultiheadAttention's computation written out, with a "True = may attend" mask."""
     W_in, b_in = mha.in_proj_weight.detach().double().numpy(), mha.in_proj_bias.detach().double().numpy()
     W_out, b_out = mha.out_proj.weight.detach().double().numpy(), mha.out_proj.bias.detach().double().numpy()
-    n = x.shape[1]
+    b, n, _ = x.shape
     q, k, v = np.split(x @ W_in.T + b_in, 3, axis=-1)  # nn.Linear stores W^T
-    heads = [t.reshape(1, n, 2, C // 2).transpose(0, 2, 1, 3) for t in (q, k, v)]  # (1, H, n, d)
+    heads = [t.reshape(b, n, 2, C // 2).transpose(0, 2, 1, 3) for t in (q, k, v)]  # (b, H, n, d)
     out, _ = attention(*heads, allowed=allowed)
-    return out.transpose(0, 2, 1, 3).reshape(1, n, C) @ W_out.T + b_out
+    return out.transpose(0, 2, 1, 3).reshape(b, n, C) @ W_out.T + b_out
 
 
 def test_the_check(printed):
     _, W, mha = _draws()
     W_Q, W_K, W_V = (w.double().numpy() for w in W)
+    n = 6
     g = torch.Generator().manual_seed(1)
+    x = torch.randn(20, n, C, generator=g)
+    with torch.no_grad():  # nn.MultiheadAttention with the triu mask is causal attention
+        theirs = mha(x, x, x, attn_mask=torch.from_numpy(_future(n)), need_weights=False)[0].numpy()
+    np.testing.assert_allclose(theirs, _mha_numpy(mha, x.double().numpy(), ~_future(n)), atol=1e-5)
     worst = 0.0
-    for _ in range(20):
-        n = int(torch.randint(2, 9, (), generator=g))
-        x = torch.randn(1, n, C, generator=g)
-        j = int(torch.randint(1, n, (), generator=g))
+    for j in range(1, n):
         y = x.clone()
-        y[:, j] = torch.randn(C, generator=g)
-        a, b = x.double().numpy(), y.double().numpy()
-        outputs = [attention(z @ W_Q, z @ W_K, z @ W_V, allowed=_future(n))[0] for z in (a, b)]
-        worst = max(worst, np.abs(outputs[1][:, :j] - outputs[0][:, :j]).max())
-        # nn.MultiheadAttention with the triu mask is causal attention.
-        with torch.no_grad():
-            theirs = mha(x, x, x, attn_mask=torch.from_numpy(_future(n)), need_weights=False)[0].numpy()
-        np.testing.assert_allclose(theirs, _mha_numpy(mha, a, ~_future(n)), atol=1e-5)
+        y[:, j] = torch.randn(20, C, generator=g)
+        a, b = (
+            attention(z @ W_Q, z @ W_K, z @ W_V, allowed=_future(n))[0]
+            for z in (x.double().numpy(), y.double().numpy())
+        )
+        worst = max(worst, np.abs(b[:, :j] - a[:, :j]).max())
     buggy = line_after(printed, "SDPA, the triu mask (buggy): largest change before the changed token")
     assert abs(numbers(buggy)[0] - worst) < 0.05 * worst and buggy.endswith("FAILS")
     for name in ("SDPA, ~mask (fixed)", "nn.MultiheadAttention, the triu mask"):

@@ -22,32 +22,27 @@ def test_the_merged_rows(printed):
     )
 
 
-def _multi_head(x, W_QKV, W_O, fixed):
+def _multi_head(x, W, fixed):
     B, T_x, _ = x.shape
     d_k = C // H
-    qkv = (x @ W_QKV).reshape(B, T_x, H, 3 * d_k).transpose(0, 2, 1, 3)  # (B, H, T, 3 d_k)
-    q, k, v = qkv[..., :d_k], qkv[..., d_k : 2 * d_k], qkv[..., 2 * d_k :]
+    # Head h reads features h*d_k to (h+1)*d_k of each token: (B, T, C) -> (B, H, T, d_k).
+    q, k, v = ((x @ w).reshape(B, T_x, H, d_k).transpose(0, 2, 1, 3) for w in W)
     values, _ = attention(q, k, v)  # (B, H, T, d_k)
     if fixed:
         values = values.transpose(0, 2, 1, 3)
-    return values.reshape(B, T_x, C) @ W_O
+    return values.reshape(B, T_x, C)
 
 
 def test_the_check_fails_on_the_bug_and_passes_on_the_fix(printed):
     torch.manual_seed(0)
-    W_QKV, W_O = (
-        (torch.randn(C, 3 * C) / C**0.5).double().numpy(),
-        (torch.randn(C, C) / C**0.5).double().numpy(),
-    )
+    W = [(torch.randn(C, C) / C**0.5).double().numpy() for _ in range(3)]
     g = torch.Generator().manual_seed(1)
-    worst = {False: 0.0, True: 0.0}
-    for _ in range(20):
-        T_trial = int(torch.randint(2, 9, (), generator=g))
-        x = torch.randn(2, T_trial, C, generator=g).double().numpy()
-        perm = torch.randperm(T_trial, generator=g).numpy()
-        for fixed in worst:
-            moved = _multi_head(x[:, perm], W_QKV, W_O, fixed) - _multi_head(x, W_QKV, W_O, fixed)[:, perm]
-            worst[fixed] = max(worst[fixed], np.abs(moved).max())
+    x = torch.randn(20, 8, C, generator=g).double().numpy()
+    perm = torch.randperm(8, generator=g).numpy()
+    worst = {}
+    for fixed in (False, True):
+        moved = _multi_head(x[:, perm], W, fixed) - _multi_head(x, W, fixed)[:, perm]
+        worst[fixed] = np.abs(moved).max()
     assert worst[True] < 1e-12
     buggy = line_after(printed, "buggy: largest |f(shuffled x) - shuffled f(x)|")
     assert abs(numbers(buggy)[0] - worst[False]) < 0.05 * worst[False] and buggy.endswith("FAILS")
