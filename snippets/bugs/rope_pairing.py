@@ -18,12 +18,11 @@ def rope(x, positions, fixed=False):
 
 
 torch.manual_seed(0)
-q, k = torch.randn(1, d), torch.randn(1, d)
-for m in (1, 4, 9):  # the query at m, the key one position before
-    at_m, before = torch.tensor([m]), torch.tensor([m - 1])
-    buggy = (rope(q, at_m) * rope(k, before)).sum().item()
-    fixed = (rope(q, at_m, fixed=True) * rope(k, before, fixed=True)).sum().item()
-    print(f"m = {m}, n = {m - 1}: buggy {buggy:7.4f}, fixed {fixed:7.4f}")
+q, k = torch.randn(1, d).expand(3, d), torch.randn(1, d).expand(3, d)  # one query and one key, 3 times
+m = torch.tensor([1, 4, 9])  # the query's positions; the key is one position before each time
+for fixed in (False, True):
+    scores = (rope(q, m, fixed) * rope(k, m - 1, fixed)).sum(dim=-1)
+    print(f"{'fixed' if fixed else 'buggy'} scores:", scores.numpy().round(4))
 # --8<-- [end:bug]
 
 # --8<-- [start:check]

@@ -29,13 +29,12 @@ def _buggy(x: np.ndarray, m: int) -> np.ndarray:
 def test_the_scores(printed):
     torch.manual_seed(0)
     q, k = torch.randn(D).double().numpy(), torch.randn(D).double().numpy()
-    fixed_scores = []
-    for m, n in [(1, 0), (4, 3), (9, 8)]:
-        buggy, fixed = numbers(line_after(printed, f"m = {m}, n = {n}:"))
-        assert abs(buggy - _buggy(q, m) @ _buggy(k, n)) < 2e-4
-        assert abs(fixed - (_rotation(m) @ q) @ (_rotation(n) @ k)) < 2e-4
-        fixed_scores.append((_rotation(m) @ q) @ (_rotation(n) @ k))
-    assert np.ptp(fixed_scores) < 1e-12  # the same distance, the same score
+    positions = [(1, 0), (4, 3), (9, 8)]
+    buggy = [_buggy(q, m) @ _buggy(k, n) for m, n in positions]
+    fixed = [(_rotation(m) @ q) @ (_rotation(n) @ k) for m, n in positions]
+    np.testing.assert_allclose(numbers(line_after(printed, "buggy scores:")), buggy, atol=2e-4)
+    np.testing.assert_allclose(numbers(line_after(printed, "fixed scores:")), fixed, atol=2e-4)
+    assert np.ptp(fixed) < 1e-12 < 0.1 < np.ptp(buggy)  # the same distance: the same score, unless buggy
 
 
 def test_the_check(printed):
