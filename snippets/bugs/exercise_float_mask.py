@@ -1,12 +1,13 @@
 # --8<-- [start:question]
-# Exercise: an additive causal mask (0 = attend, the lowest float = blocked) turned into a boolean one.
+# Exercise: an additive causal mask (0 = attend, the lowest float = blocked),
+# turned into a boolean one.
 import torch
 import torch.nn.functional as F
 
 T = 4
 lowest = torch.finfo(torch.float32).min
 future = torch.ones(T, T).triu(diagonal=1).bool()  # keys after the query
-additive = torch.zeros(T, T).masked_fill(future, lowest)  # (T, T): added to the scores
+additive = torch.zeros(T, T).masked_fill(future, lowest)  # added to the scores
 
 
 def to_sdpa_mask(additive):
@@ -32,5 +33,6 @@ q, k, v = (torch.randn(1, T, 8) for _ in range(3))
 causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 for convert in (to_sdpa_mask, to_sdpa_mask_fixed):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=convert(additive))
-    print(f"{convert.__name__}, same as is_causal=True:", torch.allclose(out, causal))
+    same = torch.allclose(out, causal)
+    print(f"{convert.__name__}, same as is_causal=True:", same)
 # --8<-- [end:solution]

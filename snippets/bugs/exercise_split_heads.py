@@ -1,5 +1,5 @@
 # --8<-- [start:question]
-# Exercise: heads split with a single view (reported in FuxiCTR #30).
+# Exercise: heads split with a single view (reported in reczoo/FuxiCTR #30).
 import torch
 import torch.nn.functional as F
 
@@ -18,22 +18,26 @@ def split_heads(x):  # (B, T, C) -> (B * H, T, d_k)
 def self_attention(x, split=split_heads):
     q, k, v = (split(x @ W) for W in (W_Q, W_K, W_V))  # (B * H, T, d_k) each
     out = F.scaled_dot_product_attention(q, k, v)  # (B * H, T, d_k)
-    return merge_heads(out.view(len(x), H, *out.shape[1:]))  # (B, H, T, d_k) -> (B, T, C)
+    return merge_heads(out.view(len(x), H, *out.shape[1:]))  # (B, T, C)
 
 
 x = torch.randn(B, T, C)
-print("q after the split:", tuple(split_heads(x @ W_Q).shape), "output:", tuple(self_attention(x).shape))
+print("q after the split:", tuple(split_heads(x @ W_Q).shape))
+print("output:", tuple(self_attention(x).shape))
 # --8<-- [end:question]
 
 
 # --8<-- [start:solution]
 def split_heads_fixed(x):
     B, T, C = x.shape
-    return x.view(B, T, H, C // H).transpose(1, 2).reshape(B * H, T, C // H)  # (B, H, T, d_k) first
+    x = x.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, d_k)
+    return x.reshape(B * H, T, C // H)
 
 
 perm = torch.randperm(T)  # shuffle the tokens
 for split in (split_heads, split_heads_fixed):
-    moved = self_attention(x[:, perm], split) - self_attention(x, split)[:, perm]
-    print(f"{split.__name__}: largest |f(shuffled x) - shuffled f(x)| {moved.abs().max():.1e}")
+    shuffled_in = self_attention(x[:, perm], split)
+    shuffled_out = self_attention(x, split)[:, perm]
+    label = f"{split.__name__}: largest |f(shuffled x) - shuffled f(x)|"
+    print(label, f"{(shuffled_in - shuffled_out).abs().max():.1e}")
 # --8<-- [end:solution]

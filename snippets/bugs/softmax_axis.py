@@ -1,20 +1,20 @@
 # --8<-- [start:bug]
-# Attention in a diffusion U-Net, softmax over the wrong axis (labml.ai annotated implementations #146).
+# Attention in a diffusion U-Net, softmax over the wrong axis
+# (labml.ai annotated implementations #146).
 import torch
 
 torch.manual_seed(0)
-B, T, H, d_k = 1, 4, 2, 8  # the U-Net keeps heads after the sequence: (B, T, H, d_k)
-q, k, v = (torch.randn(B, T, H, d_k) for _ in range(3))
+B, T, H, d_k = 1, 4, 2, 8  # the U-Net keeps the heads after the sequence
+q, k, v = (torch.randn(B, T, H, d_k) for _ in range(3))  # (B, T, H, d_k)
 
 
 def attention(q, k, v, fixed=False):
-    scores = torch.einsum("bihd,bjhd->bijh", q, k) * d_k**-0.5  # (B, T, T, H): query i, key j
-    attn = scores.softmax(dim=2 if fixed else 1)  # the bug: dim=1 is i, the queries
+    scores = torch.einsum("bihd,bjhd->bijh", q, k) * d_k**-0.5  # (B, i, j, H)
+    attn = scores.softmax(dim=2 if fixed else 1)  # bug: dim 1 is i, the query
     return torch.einsum("bijh,bjhd->bihd", attn, v), attn  # (B, T, H, d_k)
 
 
-_, attn = attention(q, k, v)
-w = attn[0, :, :, 0]  # head 0: row i is query i, column j is key j
+w = attention(q, k, v)[1][0, :, :, 0]  # head 0; row i: query i, column j: key j
 print("buggy weights of head 0:")
 print(w.numpy().round(3))
 print("row sums:   ", w.sum(dim=1).numpy().round(3))
@@ -28,6 +28,7 @@ q, k, v = (torch.randn(20, 8, H, d_k, generator=g) for _ in range(3))
 for fixed in (False, True):
     attn = attention(q, k, v, fixed)[1]  # (B, T, T, H)
     worst = (attn.sum(dim=2) - 1).abs().max().item()  # sum over the keys j
+    name = "fixed" if fixed else "buggy"
     verdict = "passes" if worst < 1e-5 else "FAILS"
-    print(f"{'fixed' if fixed else 'buggy'}: largest |row sum - 1| {worst:.1e}, {verdict}")
+    print(f"{name}: largest |row sum - 1| {worst:.1e}, {verdict}")
 # --8<-- [end:check]
