@@ -1,6 +1,5 @@
-# --8<-- [start:question]
 # Exercise: an additive causal mask (0 = attend, the lowest float = blocked),
-# turned into a boolean one.
+# turned into a boolean attn_mask with .bool().
 import torch
 import torch.nn.functional as F
 
@@ -11,23 +10,15 @@ additive = torch.zeros(T, T).masked_fill(future, lowest)  # added to the scores
 
 
 def to_sdpa_mask(additive):
-    """The same mask as a boolean attn_mask for scaled_dot_product_attention."""
-    return additive.bool()
-
-
-mask = to_sdpa_mask(additive)
-print("dtype and shape:", mask.dtype, tuple(mask.shape))
-# --8<-- [end:question]
-
-# --8<-- [start:solution]
-print("the boolean mask, 1 = may attend for SDPA:")
-print(mask.int().numpy())
+    return additive.bool()  # the bug: True wherever the entry is non-zero
 
 
 def to_sdpa_mask_fixed(additive):
     return additive == 0  # True where the score is left alone
 
 
+print("the boolean mask, 1 = may attend for SDPA:")
+print(to_sdpa_mask(additive).int().numpy())
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, T, 8) for _ in range(3))
 causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -35,4 +26,3 @@ for convert in (to_sdpa_mask, to_sdpa_mask_fixed):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=convert(additive))
     same = torch.allclose(out, causal)
     print(f"{convert.__name__}, same as is_causal=True:", same)
-# --8<-- [end:solution]
