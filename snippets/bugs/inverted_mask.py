@@ -59,6 +59,6 @@ with torch.no_grad():
             moved = layer(y)[:, :j] - layer(x)[:, :j]
             worst = max(worst, moved.abs().max().item())
         verdict = "passes" if worst < 1e-6 else "FAILS"
-        label = f"{name}: largest change before the changed token"
+        label = f"{name}: earlier outputs moved by"
         print(label, f"{worst:.1e}, {verdict}")
 # --8<-- [end:check]

@@ -74,8 +74,8 @@ def test_the_check(printed):
             for z in (x.double().numpy(), y.double().numpy())
         )
         worst = max(worst, np.abs(b[:, :j] - a[:, :j]).max())
-    buggy = line_after(printed, "SDPA, the triu mask (buggy): largest change before the changed token")
+    buggy = line_after(printed, "SDPA, the triu mask (buggy): earlier outputs moved by")
     assert abs(numbers(buggy)[0] - worst) < 0.05 * worst and buggy.endswith("FAILS")
     for name in ("SDPA, ~mask (fixed)", "nn.MultiheadAttention, the triu mask"):
-        line = line_after(printed, f"{name}: largest change before the changed token")
+        line = line_after(printed, f"{name}: earlier outputs moved by")
         assert numbers(line)[0] < 1e-6 and line.endswith("passes")
