@@ -1,0 +1,46 @@
+# --8<-- [start:bug]
+# Merging heads with a reshape and no permute
+# (jsbaan/transformer-from-scratch #4, fixed in #6).
+import torch
+import torch.nn.functional as F
+
+B, H, T, d_k = 1, 2, 4, 1
+# Each head's output for each token, labelled 10 * head + token: (B, H, T, d_k).
+labels = [[10.0 * h + t for t in range(T)] for h in range(H)]
+values = torch.tensor(labels).reshape(B, H, T, d_k)
+print("reshaped to (B, T, H * d_k) directly, the bug; row t is token t:")
+print(values.reshape(B, T, H * d_k)[0].int().numpy())
+print("permuted to (B, T, H, d_k) first, the fix:")
+print(values.permute(0, 2, 1, 3).reshape(B, T, H * d_k)[0].int().numpy())
+# --8<-- [end:bug]
+
+# --8<-- [start:check]
+# The check: shuffling the tokens shuffles the outputs the same way.
+from attn_ref import split_heads
+
+torch.manual_seed(0)
+C = 8  # two heads of d_k = 4
+W_Q, W_K, W_V = (torch.randn(C, C) / C**0.5 for _ in range(3))  # (C, C) each
+
+
+def multi_head_attention(x, fixed=False):
+    B, T, C = x.shape
+    q, k, v = (split_heads(x @ W, H) for W in (W_Q, W_K, W_V))  # (B, H, T, d_k)
+    values = F.scaled_dot_product_attention(q, k, v)  # (B, H, T, d_k)
+    if fixed:
+        values = values.permute(0, 2, 1, 3)  # (B, T, H, d_k)
+    return values.reshape(B, T, C)
+
+
+g = torch.Generator().manual_seed(1)
+x = torch.randn(20, 8, C, generator=g)  # 20 random sequences, no positions
+perm = torch.randperm(8, generator=g)  # a random shuffle of the 8 tokens
+for fixed in (False, True):
+    shuffled_first = multi_head_attention(x[:, perm], fixed)
+    shuffled_after = multi_head_attention(x, fixed)[:, perm]
+    worst = (shuffled_first - shuffled_after).abs().max()
+    name = "fixed" if fixed else "buggy"
+    verdict = "passes" if worst < 1e-5 else "FAILS"
+    label = f"{name}: largest |f(shuffled x) - shuffled f(x)|"
+    print(label, f"{worst:.1e}, {verdict}")
+# --8<-- [end:check]

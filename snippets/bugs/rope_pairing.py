@@ -1,0 +1,41 @@
+# --8<-- [start:bug]
+# RoPE with angles laid out for neighbouring pairs, but rotated in halves
+# (raiyanyahya/how-to-train-your-gpt #6, #7).
+import torch
+
+d = 8  # head width: four pairs
+
+
+def rope(x, positions, fixed=False):
+    """Rotate each row of x, (T, d), by its position."""
+    theta = 10000 ** (-torch.arange(0, d, 2) / d)  # (d/2,): one per pair
+    angles = positions[:, None] * theta  # (T, d/2)
+    angles = angles.repeat_interleave(2, dim=-1)  # θ0, θ0, θ1, θ1, ...
+    if fixed:  # the fix: rotate neighbours, (x0, x1) -> (-x1, x0)
+        rotated = torch.stack((-x[:, 1::2], x[:, 0::2]), dim=-1).flatten(-2)
+    else:  # the bug: "rotate half" pairs feature i with feature i + d/2
+        rotated = torch.cat((-x[:, d // 2 :], x[:, : d // 2]), dim=-1)
+    return x * angles.cos() + rotated * angles.sin()
+
+
+torch.manual_seed(0)
+q, k = torch.randn(1, d).expand(3, d), torch.randn(1, d).expand(3, d)
+m = torch.tensor([1, 4, 9])  # the query's positions; the key's are m - 1
+for fixed in (False, True):
+    scores = (rope(q, m, fixed) * rope(k, m - 1, fixed)).sum(dim=-1)
+    print(f"{'fixed' if fixed else 'buggy'} scores:", scores.numpy().round(4))
+# --8<-- [end:bug]
+
+# --8<-- [start:check]
+# The check: shifting a query and a key by the same amount keeps their score.
+g = torch.Generator().manual_seed(1)
+q, k = torch.randn(20, d, generator=g), torch.randn(20, d, generator=g)
+m, n, shift = torch.randint(0, 50, (3, 20), generator=g)  # for 20 pairs
+for fixed in (False, True):
+    before = (rope(q, m, fixed) * rope(k, n, fixed)).sum(dim=-1)  # 20 scores
+    after = (rope(q, m + shift, fixed) * rope(k, n + shift, fixed)).sum(dim=-1)
+    worst = (after - before).abs().max().item()
+    name = "fixed" if fixed else "buggy"
+    verdict = "passes" if worst < 1e-4 else "FAILS"
+    print(f"{name}: largest change of a score {worst:.1e}, {verdict}")
+# --8<-- [end:check]

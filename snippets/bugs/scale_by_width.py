@@ -1,0 +1,44 @@
+# --8<-- [start:bug]
+# One causal head, scaled by the model width C instead of its own width
+# (karpathy/ng-video-lecture #6).
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+C, n_head = 32, 4  # model width, number of heads
+head_size = C // n_head  # d_k = 8
+# Inputs of unit variance, weights of variance 1/C: q and k get parts of
+# unit variance.
+W_Q, W_K, W_V = (torch.randn(C, head_size) / C**0.5 for _ in range(3))
+
+
+def head(x, fixed=False):
+    """One head as the lecture's gpt.py computed it: (B, T, C) -> (B, T, d_k)"""
+    _, T, C = x.shape  # C: the width of x
+    q, k, v = x @ W_Q, x @ W_K, x @ W_V  # (B, T, head_size) each
+    scale = k.shape[-1] ** -0.5 if fixed else C**-0.5  # the bug: C
+    wei = q @ k.transpose(-2, -1) * scale  # (B, T, T)
+    tril = torch.tril(torch.ones(T, T))
+    wei = wei.masked_fill(tril == 0, float("-inf")).softmax(dim=-1)
+    return wei @ v, wei
+
+
+x = torch.randn(1, 6, C)  # (B, T, C)
+print("weights of the last token:")
+for fixed in (False, True):
+    name = "fixed" if fixed else "buggy"
+    print(f"  {name}:", head(x, fixed)[1][0, -1].numpy().round(3))
+# --8<-- [end:bug]
+
+# --8<-- [start:check]
+# The check: agree with PyTorch's function, on 20 random sequences.
+g = torch.Generator().manual_seed(1)
+x = torch.randn(20, 8, C, generator=g)  # (B, T, C)
+q, k, v = x @ W_Q, x @ W_K, x @ W_V
+expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+for fixed in (False, True):
+    worst = (head(x, fixed)[0] - expected).abs().max().item()
+    name = "fixed" if fixed else "buggy"
+    verdict = "passes" if worst < 1e-5 else "FAILS"
+    print(f"{name}: largest difference from PyTorch {worst:.1e}, {verdict}")
+# --8<-- [end:check]
