@@ -14,6 +14,9 @@
 - Exercises: a code cell tagged ``solution`` (``# %% tags=["solution"]`` in the tutorial) is
   shown collapsed, as a "Solution" block a reader opens; ``tutorial_execution`` collapses it
   in the downloaded notebook too.
+- Going deeper: a code cell tagged ``deeper`` (``# %% tags=["deeper"]``) moves into the
+  ``<details class="note">`` block ("Going deeper: ...") that ends the markdown cell just before
+  it, so that a side topic's code and output stay collapsed with its prose.
 - mkdocs-jupyter (0.26.3, and 0.27.0 still) appends its highlighting CSS a second time, written
   as the repr of a Python list, which is not CSS: removed (the stylesheet has the same rules).
 - Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
@@ -41,6 +44,7 @@ LIST_REPR_STYLE = re.compile(r"<style>\s*\['.*?'\]\s*</style>", re.S)
 SOLUTION_CELL = re.compile(
     r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
 )
+DEEPER_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_deeper\b[^"]*">')
 DIV_TAG = re.compile(r"<div\b|</div>")
 
 executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
@@ -85,7 +89,7 @@ def on_page_content(html, page, config, files):
     css = "\n".join(INLINE_STYLE.findall(header))
     stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
     stylesheets[stylesheet] = css
-    cells = _collapsed_solutions(_one_copy_icon(LIST_REPR_STYLE.sub("", cells)))
+    cells = _collapsed_solutions(_deeper_in_details(_one_copy_icon(LIST_REPR_STYLE.sub("", cells))))
     html = INLINE_STYLE.sub("", header) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
@@ -111,6 +115,26 @@ def _collapsed_solutions(cells: str) -> str:
         end = _end_of_div(cells, cell.start())
         parts += [cells[done : cell.start()], '<details class="success"><summary>Solution</summary>']
         parts += [cells[cell.start() : end], "</details>"]
+        done = end
+    return "".join([*parts, cells[done:]])
+
+
+def _deeper_in_details(cells: str) -> str:
+    """Each cell tagged ``deeper`` goes, in order, before the ``</details>`` that precedes it."""
+    moved: dict[int, list[str]] = {}  # where a </details> starts -> the cells that go before it
+    spans = []
+    for cell in DEEPER_CELL.finditer(cells):
+        start, end = cell.start(), _end_of_div(cells, cell.start())
+        target = cells.rfind("</details>", 0, start)
+        between = DEEPER_CELL.sub("", cells[target:start])
+        if target < 0 or "jp-CodeCell" in between or "jp-MarkdownCell" in between:
+            raise ValueError("a cell tagged deeper must follow a markdown cell that ends with <details>")
+        moved.setdefault(target, []).append(cells[start:end])
+        spans.append((start, end))
+    cuts = sorted([(at, at, "".join(moved[at])) for at in moved] + [(start, end, "") for start, end in spans])
+    parts, done = [], 0
+    for start, end, text in cuts:
+        parts += [cells[done:start], text]
         done = end
     return "".join([*parts, cells[done:]])
 
