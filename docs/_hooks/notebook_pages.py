@@ -20,7 +20,10 @@
 - mkdocs-jupyter (0.26.3, and 0.27.0 still) appends its highlighting CSS a second time, written
   as the repr of a Python list, which is not CSS: removed (the stylesheet has the same rules).
 - Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
-  symbol defined once per page, instead of a copy of the icon per cell).
+  symbol defined once per page, instead of a copy of the icon per cell), and a copy button
+  copies the text of the highlighted code it sits on (the ``<pre>`` gets the id its ``for``
+  names) instead of a hidden second copy of the code. nbconvert's toolbar listing a cell's
+  tags goes: tags here say how the page shows a cell, not what it holds.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ NBCONVERT_MERMAID = re.compile(
 INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 COPY_ICON = re.compile(r'(<svg aria-hidden="true" class="clipboard-copy-icon")[^>]*>(.*?)</svg>', re.S)
 LIST_REPR_STYLE = re.compile(r"<style>\s*\['.*?'\]\s*</style>", re.S)
+COPY_TEXT = re.compile(  # highlighted code, then nbconvert's hidden plain copy of it for the button
+    r'(<div class="highlight-ipynb[^"]*"><pre)(>.*?</pre></div>)\s*'
+    r'<div (?:class="clipboard-copy-txt" id="([^"]+)"|id="([^"]+)" class="clipboard-copy-txt")>.*?</div>',
+    re.S,
+)
+TAG_TOOLBAR = re.compile(
+    r'<div class="celltoolbar">\s*<div class="[^"]*tags_button_container">.*?</div>\s*</div>', re.S
+)
 SOLUTION_CELL = re.compile(
     r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
 )
@@ -89,7 +100,11 @@ def on_page_content(html, page, config, files):
     css = "\n".join(INLINE_STYLE.findall(header))
     stylesheet = f"assets/stylesheets/notebook-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
     stylesheets[stylesheet] = css
-    cells = _collapsed_solutions(_deeper_in_details(_one_copy_icon(LIST_REPR_STYLE.sub("", cells))))
+    cells = _collapsed_solutions(
+        _deeper_in_details(
+            _one_copy_icon(_copy_from_highlighted_code(TAG_TOOLBAR.sub("", LIST_REPR_STYLE.sub("", cells))))
+        )
+    )
     html = INLINE_STYLE.sub("", header) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = f'<link rel="stylesheet" href="{get_relative_url(stylesheet, page.url)}">'
@@ -99,6 +114,10 @@ def on_page_content(html, page, config, files):
     )
     head, found, rest = html.partition("</h1>")  # the button goes under the tutorial's title
     return link + (head + found + button + rest if found else button + html)
+
+
+def _copy_from_highlighted_code(cells: str) -> str:
+    return COPY_TEXT.sub(lambda m: f'{m[1]} id="{m[3] or m[4]}"{m[2]}', cells)
 
 
 def _one_copy_icon(cells: str) -> str:
