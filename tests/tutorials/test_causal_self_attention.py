@@ -132,6 +132,15 @@ def test_side_topics_are_collapsed_going_deeper_blocks(executed, built_site):
     assert page.count(cell) == 3
 
 
+def test_each_copy_button_copies_the_highlighted_code_it_sits_on(executed, built_site):
+    notebook, _, _ = executed
+    page = (built_site.path / "tutorials" / "causal_self_attention" / "index.html").read_text()
+    targets = re.findall(r'<clipboard-copy [^>]*for="([^"]+)"', page)
+    assert len(targets) == len([cell for cell in notebook.cells if cell.cell_type == "code"])
+    assert all(page.count(f'<pre id="{target}">') == 1 for target in targets)
+    assert "clipboard-copy-txt" not in page and "celltoolbar" not in page  # no second copy, no tag list
+
+
 # ---------------------------------------------------------------- data, average, layers
 
 
