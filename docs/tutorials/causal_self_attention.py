@@ -287,7 +287,7 @@ print("largest |out - attn_ref|:", (out - out_ref).abs().max().item())
 # %%
 b, i = 0, T - 1  # sequence 0, query at position 7: the original notebook's "row 7"
 print("query 7, scores: ", scores[b, i].numpy())
-print("query 7, weights:", wei[b, i].numpy(), " uniform:", 1 / T)
+print("query 7, weights:", wei[b, i].numpy())
 favourites = []
 for init_seed in range(5):  # other random projections W_K, W_Q; the same tokens
     torch.manual_seed(init_seed)
@@ -326,7 +326,7 @@ changed = 5
 x_changed = x.clone()
 x_changed[0, changed] = torch.randn(C, generator=torch.Generator().manual_seed(0))  # a new token 5
 moved = (causal_self_attention(x_changed) - out).abs().amax(dim=-1)  # (B, T)
-print("largest change at each position of sequence 0:", moved[0].numpy())
+print("sequence 0, change at positions 0 to 7:", moved[0].numpy())
 print("positions 0 to 4 exactly unchanged:", (moved[0, :changed] == 0).all().item())
 print("other sequences exactly unchanged:", (moved[1:] == 0).all().item())
 
@@ -439,8 +439,8 @@ torch.manual_seed(0)
 mha = nn.MultiheadAttention(head_size, num_heads=1, batch_first=True)
 mha_out, _ = mha(q, k, v, attn_mask=~mask_left)  # True = may not attend; need_weights=True
 mha_out_fused, _ = mha(q, k, v, attn_mask=~mask_left, need_weights=False)
-print("nan for a query with no key:", mha_out[no_key].isnan().any().item(), "with need_weights=True,",
-      mha_out_fused[no_key].isnan().any().item(), "with need_weights=False")  # fmt: skip
+print("nan for a query with no key, need_weights=True: ", mha_out[no_key].isnan().any().item())
+print("nan for a query with no key, need_weights=False:", mha_out_fused[no_key].isnan().any().item())
 
 # %% [markdown]
 # ## Where the original notebook goes wrong
@@ -451,9 +451,9 @@ print("nan for a query with no key:", mha_out[no_key].isnan().any().item(), "wit
 
 # %%
 wei_original = torch.softmax(raw_scores.masked_fill(~allowed, float("-inf")), dim=-1)  # unscaled
-print("row 7 of sequence 0, unscaled, in %:", (100 * wei_original[0, 7]).numpy().round(2))
-print("largest weight of each row, unscaled:", wei_original[0].amax(dim=-1).numpy())
-print("largest weight of each row, scaled:  ", wei[0].amax(dim=-1).numpy())
+print("row 7 unscaled, in %:", (100 * wei_original[0, 7]).numpy().round(2))
+print("row maxima, unscaled:", wei_original[0].amax(dim=-1).numpy())
+print("row maxima, scaled:  ", wei[0].amax(dim=-1).numpy())
 left_out = wei_original[0, 7, [1, 2, 4, 5]]  # the books its list leaves out
 print(f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, mean {left_out.mean():.2%}")
 out_original = wei_original @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
@@ -466,7 +466,7 @@ print("largest |score(i, j) - score(j, i)|:", (scores - scores.transpose(-2, -1)
 # (`wei = q @ k.transpose(-2, -1)`) never divides. So every weight it prints comes from
 # unscaled scores, spread $\sqrt{d_k}$ times as wide. Row 7 above matches the
 # percentages it prints. Its weights are sharper than scaled attention gives: after the
-# first row, the largest weight of each row is higher.
+# first row, the largest weight of each row (its maximum) is higher.
 #
 # **Its percentages are the unscaled weights.** Its library example quotes row 7 in
 # percent: book 0 at the bottom, books 6, 7 and 3 at the top. These are the unscaled
@@ -510,8 +510,10 @@ leaky = torch.tril(torch.ones(T, T), diagonal=1).bool()  # key j <= i + 1: one s
 encoder = torch.ones(T, T, dtype=torch.bool)  # no mask: every query sees every key
 for name, m in (("diagonal=1", leaky), ("no mask", encoder), ("causal_mask", causal_mask(T))):
     moved_m = (head_with_mask(x_changed, m) - head_with_mask(x, m)).abs().amax(dim=-1)  # (B, T)
-    print(f"{name}: positions that move {torch.nonzero(moved_m[0]).flatten().tolist()},", end=" ")
-    print("largest change in the other sequences", moved_m[1:].max().item())
+    print(
+        f"{name}: moved {torch.nonzero(moved_m[0]).flatten().tolist()}; other sequences",
+        moved_m[1:].max().item(),
+    )
 # With diagonal=1, query 4 sees key 5 and moves: the check catches the leak. Without a mask,
 # every position moves. The other sequences never move: each is a graph of its own.
 

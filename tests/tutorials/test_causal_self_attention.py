@@ -271,9 +271,9 @@ def test_row_seven_scores_and_weights(executed, ref):
     _, printed, _ = executed
     scores = numbers(line_after(printed, "query 7, scores: "))
     np.testing.assert_allclose(scores, ref["scores"][0, -1], atol=6e-4)
-    *weights, uniform = numbers(line_after(printed, "query 7, weights:"))
-    np.testing.assert_allclose(weights, ref["wei"][0, -1], atol=6e-4)
-    assert uniform == 1 / T
+    np.testing.assert_allclose(
+        numbers(line_after(printed, "query 7, weights:")), ref["wei"][0, -1], atol=6e-4
+    )
 
 
 def test_other_random_projections_prefer_other_books(executed):
@@ -299,7 +299,7 @@ def test_changing_a_token_moves_no_earlier_output_and_no_other_sequence(executed
     np.testing.assert_array_equal(differs, expected_change)
     _, out_changed = np_attention(val["x_changed"], *ref["W"], tril(T))
     expected = np.abs(out_changed - ref["out"]).max(axis=-1)  # (B, T)
-    printed_moves = numbers(line_after(printed, "largest change at each position of sequence 0:"))
+    printed_moves = numbers(line_after(printed, "sequence 0, change at positions 0 to 7:"))
     np.testing.assert_allclose(printed_moves, expected[0], atol=6e-4)
     assert (val["moved"][0, :changed] == 0).all() and (val["moved"][1:] == 0).all()  # exactly
     assert flag(printed, "positions 0 to 4 exactly unchanged:")
@@ -360,8 +360,8 @@ def test_the_no_key_comparison_shows_what_was_computed(executed):
         assert numbers(line_after(printed, f"  {label}")).tolist() == [0.0] * 4
     assert np.isnan(numbers(line_after(printed, "  plain softmax weights:"))).all()
     np.testing.assert_allclose(numbers(line_after(printed, "  weights with a -1e9 fill:")), [1 / T] * 4)
-    line = line_starting(printed, "nan for a query with no key:")
-    assert line == "nan for a query with no key: True with need_weights=True, False with need_weights=False"
+    assert flag(printed, "nan for a query with no key, need_weights=True: ")
+    assert not flag(printed, "nan for a query with no key, need_weights=False:")
 
 
 def test_nan_spreads_to_real_tokens_and_zeros_do_not(executed):
@@ -379,7 +379,7 @@ def test_nan_spreads_to_real_tokens_and_zeros_do_not(executed):
 def test_the_original_notebooks_weights_are_the_unscaled_ones(executed, ref):
     _, printed, val = executed
     np.testing.assert_allclose(val["wei_original"], ref["wei_original"], atol=1e-6)
-    row_7 = numbers(line_after(printed, "row 7 of sequence 0, unscaled, in %:")) / 100
+    row_7 = numbers(line_after(printed, "row 7 unscaled, in %:")) / 100
     np.testing.assert_allclose(row_7, ref["wei_original"][0, 7], atol=6e-5)
     np.testing.assert_allclose(row_7, ORIGINAL_ROW_7, atol=6e-5)  # what it printed
     assert np.abs(ref["wei"][0, 7] - ORIGINAL_ROW_7).max() > 0.05  # and not the scaled row
@@ -387,8 +387,8 @@ def test_the_original_notebooks_weights_are_the_unscaled_ones(executed, ref):
 
 def test_unscaled_weights_are_sharper(executed, ref):
     _, printed, _ = executed
-    unscaled = numbers(line_after(printed, "largest weight of each row, unscaled:"))
-    scaled = numbers(line_after(printed, "largest weight of each row, scaled:"))
+    unscaled = numbers(line_after(printed, "row maxima, unscaled:"))
+    scaled = numbers(line_after(printed, "row maxima, scaled:"))
     uniform = 1 / np.arange(1, T + 1)
     np.testing.assert_allclose(unscaled, ref["wei_original"][0].max(-1), atol=6e-4)
     np.testing.assert_allclose(scaled, ref["wei"][0].max(-1), atol=6e-4)
@@ -441,8 +441,8 @@ def test_exercise_1_the_leaky_mask_is_caught(executed, ref):
         _, after = np_attention(val["x_changed"], *ref["W"], allowed)
         change = np.abs(after - before).max(-1)  # (B, T)
         moved = np.nonzero(change[0] > 1e-9)[0].tolist()
-        line = line_starting(printed, f"{name}: positions that move")
-        assert line.startswith(f"{name}: positions that move {moved}, largest change in the other sequences")
+        line = line_starting(printed, f"{name}: moved")
+        assert line.startswith(f"{name}: moved {moved}; other sequences ")
         assert numbers(line)[-1] == 0 and change[1:].max() == 0
     assert moved_positions(val, ref["W"], tril(T, diagonal=1), val["x_changed"]) == [4, 5, 6, 7]  # the leak
     assert moved_positions(val, ref["W"], tril(T), val["x_changed"]) == [5, 6, 7]
