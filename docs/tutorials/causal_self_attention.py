@@ -50,8 +50,9 @@
 # once, in a few matrix products. The paper's Table 1 compares the layers: the number
 # of sequential operations, and the longest path between two positions, stay constant
 # for self-attention but grow like $T$ for a recurrent layer. The price is a
-# $T \times T$ matrix of scores per sequence, which this page builds (and which
-# [Attention without the T×T matrix](../efficient_attention/) avoids).
+# $T \times T$ matrix of scores per sequence, which this page builds: its time and
+# memory grow like $T^2$ ([Attention without the T×T matrix](../efficient_attention/)
+# computes it in tiles, never holding it whole).
 #
 # ## The batch
 #
