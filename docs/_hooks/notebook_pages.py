@@ -14,6 +14,9 @@
 - Exercises: a code cell tagged ``solution`` (``# %% tags=["solution"]`` in the tutorial) is
   shown collapsed, as a "Solution" block a reader opens; ``tutorial_execution`` collapses it
   in the downloaded notebook too.
+- Going deeper: a code cell tagged ``deeper`` (``# %% tags=["deeper"]``) moves into the
+  ``<details class="note">`` block ("Going deeper: ...") that ends the markdown cell just before
+  it, so that a side topic's code and output stay collapsed with its prose.
 - mkdocs-jupyter (0.26.3, and 0.27.0 still) appends its highlighting CSS a second time, written
   as the repr of a Python list, which is not CSS: removed (the stylesheet has the same rules).
 - Lighter markup, the same look: the copy buttons share one icon (an SVG ``<use>`` of a
@@ -21,6 +24,8 @@
   the text of the highlighted code it sits on, instead of a hidden second copy of that code;
   the cell collapsers, which the notebook stylesheet hides, are dropped; and the copy
   button's script (about 4 KB, inlined by nbconvert in every page) moves to one shared file.
+  nbconvert's toolbar listing a cell's tags goes: tags here say how the page shows a cell, not
+  what it holds.
 """
 
 from __future__ import annotations
@@ -41,9 +46,13 @@ NBCONVERT_MERMAID = re.compile(
 INLINE_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
 COPY_ICON = re.compile(r'(<svg aria-hidden="true" class="clipboard-copy-icon")[^>]*>(.*?)</svg>', re.S)
 LIST_REPR_STYLE = re.compile(r"<style>\s*\['.*?'\]\s*</style>", re.S)
+TAG_TOOLBAR = re.compile(
+    r'<div class="celltoolbar">\s*<div class="[^"]*tags_button_container">.*?</div>\s*</div>', re.S
+)
 SOLUTION_CELL = re.compile(
     r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
 )
+DEEPER_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_deeper\b[^"]*">')
 DIV_TAG = re.compile(r"<div\b|</div>")
 # The code as highlighted, then the same code again as hidden text for the copy button.
 HIDDEN_COPY = re.compile(
@@ -56,7 +65,7 @@ INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
 shared_files: dict[
     str, str
-] = {}  # site path -> a stylesheet or script of every tutorial, written after the build
+] = {}  # site path -> CSS or script shared by the tutorials, written after the build
 
 
 def is_tutorial(file: File) -> bool:
@@ -96,9 +105,9 @@ def on_page_content(html, page, config, files):
     header, wrapper, cells = html.partition('<div class="jupyter-wrapper">')  # styles inside plots stay
     stylesheet = _shared("stylesheets/notebook", "css", "\n".join(INLINE_STYLE.findall(header)))
     script = _shared("javascripts/notebook", "js", "\n".join(INLINE_SCRIPT.findall(header)))
-    cells = LIST_REPR_STYLE.sub("", cells)
+    cells = TAG_TOOLBAR.sub("", LIST_REPR_STYLE.sub("", cells))
     cells = HIDDEN_COLLAPSER.sub("", HIDDEN_COPY.sub(r'\1 id="\3"\2', cells))
-    cells = _collapsed_solutions(_one_copy_icon(cells))
+    cells = _collapsed_solutions(_deeper_in_details(_one_copy_icon(cells)))
     html = INLINE_SCRIPT.sub("", INLINE_STYLE.sub("", header)) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = (
@@ -134,6 +143,26 @@ def _collapsed_solutions(cells: str) -> str:
         end = _end_of_div(cells, cell.start())
         parts += [cells[done : cell.start()], '<details class="success"><summary>Solution</summary>']
         parts += [cells[cell.start() : end], "</details>"]
+        done = end
+    return "".join([*parts, cells[done:]])
+
+
+def _deeper_in_details(cells: str) -> str:
+    """Each cell tagged ``deeper`` goes, in order, before the ``</details>`` that precedes it."""
+    moved: dict[int, list[str]] = {}  # where a </details> starts -> the cells that go before it
+    spans = []
+    for cell in DEEPER_CELL.finditer(cells):
+        start, end = cell.start(), _end_of_div(cells, cell.start())
+        target = cells.rfind("</details>", 0, start)
+        between = DEEPER_CELL.sub("", cells[target:start])
+        if target < 0 or "jp-CodeCell" in between or "jp-MarkdownCell" in between:
+            raise ValueError("a cell tagged deeper must follow a markdown cell that ends with <details>")
+        moved.setdefault(target, []).append(cells[start:end])
+        spans.append((start, end))
+    cuts = sorted([(at, at, "".join(moved[at])) for at in moved] + [(start, end, "") for start, end in spans])
+    parts, done = [], 0
+    for start, end, text in cuts:
+        parts += [cells[done:start], text]
         done = end
     return "".join([*parts, cells[done:]])
 
