@@ -63,9 +63,7 @@ HIDDEN_COLLAPSER = re.compile(r'<div class="jp-Collapser [^"]*">\s*</div>\s*')
 INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
 executions: dict[str, Future] = {}  # a tutorial's src_uri -> its executed notebook, when ready
-shared_files: dict[
-    str, str
-] = {}  # site path -> CSS or script shared by the tutorials, written after the build
+shared_files: dict[str, str] = {}  # site path -> CSS or script of every tutorial page
 
 
 def is_tutorial(file: File) -> bool:
