@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tests.printed import block_after, flag, line_after, numbers
+from tests.printed import block_after, line_after, numbers
 from tests.snippets.mental_model.helpers import alice_tokens
 
 
@@ -26,9 +26,7 @@ def test_qkv_roles_make_she_find_alice(printed):
 
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     np.testing.assert_allclose(block_after(printed, "scores Q K^T:", rows=4), Q @ K.T)
-    assert not flag(printed, "symmetric:")
-    shown = numbers(line_after(printed, "Alice -> she:")).tolist()
-    assert shown == [(Q @ K.T)[0, 3].item(), (Q @ K.T)[3, 0].item()]
+    assert (Q @ K.T)[3, 0] > 0 == (Q @ K.T)[0, 3]  # she scores Alice; Alice does not score she
     weights = torch.softmax(Q @ K.T / 2**0.5, dim=-1)
     output = sdpa(Q, K, V)
     np.testing.assert_allclose(
@@ -43,7 +41,3 @@ def test_qkv_roles_make_she_find_alice(printed):
         == "Alice"
     )
     np.testing.assert_allclose(numbers(line_after(printed, "key of 'met' (W_K ignores 'verb'):")), K[1])
-
-
-def test_qkv_roles_leaves_a_figure_to_render(figure):
-    assert all(ax.get_title() for ax in figure.axes if ax.get_images())
