@@ -13,10 +13,10 @@ from tests.snippets.mental_model.helpers import seeded_randn
 def test_plain_scores_are_symmetric_self_preferring_and_length_driven(printed):
     (X,) = seeded_randn((5, 8))
     S = X @ X.T
-    np.testing.assert_allclose(block_after(printed, "plain scores S = X X^T:", rows=5), S, atol=0.006)
+    np.testing.assert_allclose(block_after(printed, "plain scores X X^T:", rows=5), S, atol=0.006)
     weights = softmax(S / np.sqrt(8))
     assert not np.allclose(weights, weights.T)
-    assert line_after(printed, "S symmetric:").split() == ["True", "weights", "symmetric:", "False"]
+    assert line_after(printed, "scores symmetric:").split() == ["True", "weights", "symmetric:", "False"]
 
     top = S.argmax(axis=1)
     norms = np.linalg.norm(X, axis=1)
