@@ -1,21 +1,37 @@
-# From words to vectors: a fixed-size raw vector, then a linear projection.
+# --8<-- [start:lookup]
+# From words to vectors: one-hot raw vectors of one size, then a linear projection.
 import torch
 
 vocab = ["a", "cat", "mat", "on", "ran", "sat", "the"]
 sentence = ["the", "cat", "sat", "on", "the", "mat"]
 ids = torch.tensor([vocab.index(word) for word in sentence])  # (T,)
-
-# Raw vectors: one-hot, so every token has the same size V = len(vocab).
-raw = torch.nn.functional.one_hot(ids, num_classes=len(vocab)).float()  # (T, V)
-
-# The projection to C features: a (V, C) matrix, learned in a real model.
+raw = torch.nn.functional.one_hot(ids, len(vocab)).float()  # (T, D) with D = len(vocab)
 torch.manual_seed(0)
 C = 4
-W_E = torch.randn(len(vocab), C)  # (V, C)
-X = raw @ W_E  # (T, V) @ (V, C) -> (T, C)
+W_E = torch.randn(len(vocab), C)  # (D, C), learned in a real model
+X = raw @ W_E  # (T, D) @ (D, C) -> (T, C)
+print("raw:", tuple(raw.shape), " X:", tuple(X.shape))
+embedding = torch.nn.Embedding.from_pretrained(W_E)  # PyTorch's lookup table
+print("one-hot @ W_E == nn.Embedding lookup:", torch.equal(X, embedding(ids)))
+print("both 'the' get the same vector:", torch.equal(X[0], X[4]))
+# --8<-- [end:lookup]
 
-print("raw:", tuple(raw.shape), " W_E:", tuple(W_E.shape), " X:", tuple(X.shape))
-print("one-hot @ W_E is the row lookup W_E[ids]:", torch.equal(X, W_E[ids]))
-embedding = torch.nn.Embedding.from_pretrained(W_E)  # PyTorch's lookup layer
-print("nn.Embedding with the same table agrees:", torch.equal(X, embedding(ids)))
-print("both 'the' tokens get the same vector:", torch.equal(X[0], X[4]))
+# --8<-- [start:context]
+# One self-attention layer: the same three (C, C) matrices for every token.
+from attn_ref import scaled_dot_product_attention
+
+W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))
+
+
+def self_attention(words):
+    X = embedding(torch.tensor([vocab.index(word) for word in words]))  # (T, C)
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, C) each
+    return scaled_dot_product_attention(Q, K, V)[0]  # (T, C)
+
+
+Y1, Y2 = self_attention(sentence), self_attention(["a", "cat", "ran"])
+print("outputs:", tuple(Y1.shape), "and", tuple(Y2.shape))
+print("'cat' in sentence 1:", Y1[1])
+print("'cat' in sentence 2:", Y2[1])
+print("the two 'the' of sentence 1, same output:", torch.allclose(Y1[0], Y1[4]))
+# --8<-- [end:context]

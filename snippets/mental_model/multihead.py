@@ -1,10 +1,9 @@
+# --8<-- [start:heads]
 # Two heads, two notions of relevance, with hand-set per-head projections.
-import matplotlib.pyplot as plt
 import torch
 
 from attn_ref import MultiHeadAttention
 from attn_ref.examples import SENTENCE, SENTENCE_FEATURES, SENTENCE_TOKENS
-from attn_ref.plotting import attention_heatmap
 
 tokens = SENTENCE_TOKENS
 col = {name: i for i, name in enumerate(SENTENCE_FEATURES)}  # feature name -> column
@@ -26,20 +25,15 @@ W_V[col["verb"], d_k] = 1.0
 
 
 def attention_with(num_heads):
-    mha = MultiHeadAttention(embed_dim=C, num_heads=num_heads, bias=False)
-    mha.requires_grad_(False)  # no training here
-    # nn.Linear stores weight = W.T, shape (out, in), and computes x @ weight.T
-    mha.q_proj.weight.copy_(W_Q.T)
-    mha.k_proj.weight.copy_(W_K.T)
-    mha.v_proj.weight.copy_(W_V.T)
-    mha.out_proj.weight.copy_(torch.eye(C))  # W_O = I: shows the heads as is
+    mha = MultiHeadAttention(embed_dim=C, num_heads=num_heads, bias=False).requires_grad_(False)
+    # nn.Linear stores weight = W.T, shape (out, in); W_O = I shows the heads as they are.
+    for layer, W in [(mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, torch.eye(C))]:
+        layer.weight.copy_(W.T)
     return mha
 
 
 output, weights = attention_with(num_heads)(X, X, X)  # (B, T, C), (B, H, T, T)
 print("X:", tuple(X.shape), " weights:", tuple(weights.shape))
-print("W_Q, all heads side by side:", tuple(W_Q.shape))
-print("W_Q[:, :d_k], the columns of head 0:", tuple(W_Q[:, :d_k].shape))
 for h in range(num_heads):
     row = weights[0, h, 3]  # (T,): the weights of 'she' in head h
     top = tokens[row.argmax()]
@@ -50,9 +44,16 @@ print("output of 'she' [head 0 | head 1]:", output[0, 3].numpy().round(3))
 output_1, weights_1 = attention_with(1)(X, X, X)  # (B, T, C), (B, 1, T, T)
 print("one head: weights of 'she':", weights_1[0, 0, 3].numpy().round(3))
 print("one head: output of 'she':", output_1[0, 3].numpy().round(3))
+# --8<-- [end:heads]
 
-fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained")
+# --8<-- [start:plot]
+import matplotlib.pyplot as plt
+
+from attn_ref.plotting import attention_heatmap
+
+fig, axes = plt.subplots(3, 1, figsize=(4.2, 8.4), layout="constrained")  # stacked: legible on a phone
 panels = [(weights[0, 0], "head 0 of 2"), (weights[0, 1], "head 1 of 2")]
 panels += [(weights_1[0, 0], "one head, same matrices")]
 for ax, (w, title) in zip(axes, panels, strict=True):
     attention_heatmap(w, query_labels=tokens, ax=ax, title=title, vmax=1.0)
+# --8<-- [end:plot]

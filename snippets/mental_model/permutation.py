@@ -1,10 +1,8 @@
-# Shuffle the tokens: the outputs are shuffled the same way, until positions.
+# --8<-- [start:shuffle]
+# Shuffle the tokens: the outputs are shuffled the same way, until a mask or positions.
 import torch
 
-from attn_ref import (
-    scaled_dot_product_attention,
-    sinusoidal_positional_encoding,
-)
+from attn_ref import causal_mask, scaled_dot_product_attention, sinusoidal_positional_encoding
 
 torch.manual_seed(0)
 T, C = 5, 8
@@ -12,26 +10,41 @@ X = torch.randn(T, C)  # (T, C)
 W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))  # (C, C) each
 
 
-def self_attention(X):
-    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, C) each
-    return scaled_dot_product_attention(Q, K, V)  # (T, C), (T, T)
+def f(X, mask=None):
+    """Self-attention: the (T, C) output and the (T, T) weights."""
+    return scaled_dot_product_attention(X @ W_Q, X @ W_K, X @ W_V, attn_mask=mask)
 
 
-perm = torch.tensor([2, 0, 4, 1, 3])
-P = torch.eye(T)[perm]  # (T, T) permutation matrix: (P @ X)[i] = X[perm[i]]
-out, A = self_attention(X)
-out_p, A_p = self_attention(P @ X)
-print("f(P X) == P f(X), equivariant:", torch.allclose(out_p, P @ out, atol=1e-5))
-print("f(P X) == f(X), invariant:", torch.allclose(out_p, out, atol=1e-5))
-print("A(P X) == P A(X) P^T:", torch.allclose(A_p, P @ A @ P.T, atol=1e-6))
-mean, mean_p = out.mean(dim=0), out_p.mean(dim=0)  # (C,) each
-print("mean over tokens unchanged:", torch.allclose(mean_p, mean, atol=1e-5))
+def close(a, b):
+    return torch.allclose(a, b, atol=1e-5)
 
-# Positions are added after shuffling, as in a model: position i gets PE[i].
+
+P = torch.eye(T)[[2, 0, 4, 1, 3]]  # (T, T) permutation matrix: P @ X reorders the rows of X
+out, A = f(X)
+out_p, A_p = f(P @ X)
+print("f(P X) == P f(X), equivariant:", close(out_p, P @ out))
+print("f(P X) == f(X), invariant:", close(out_p, out))
+print("A(P X) == P A(X) P^T:", close(A_p, P @ A @ P.T))
+print("mean over tokens unchanged:", close(out_p.mean(dim=0), out.mean(dim=0)))
+
+# A causal mask: position i sees positions 0..i, whichever tokens sit there.
+M = causal_mask(T)  # (T, T), True on and below the diagonal
+out_c = f(X, M)[0]
+print("causal, f(P X) == P f(X):", close(f(P @ X, M)[0], P @ out_c))
+swap = torch.eye(T)[[1, 0, 2, 3, 4]]  # swaps the first two tokens
+print("causal, first two swapped, last output unchanged:", close(f(swap @ X, M)[0][-1], out_c[-1]))
+
+# Positions are added after shuffling, as in a model: position t gets PE[t].
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)
-out_pe, _ = self_attention(X + PE)
-out_pe_p, _ = self_attention(P @ X + PE)
-equivariant = torch.allclose(out_pe_p, P @ out_pe, atol=1e-5)
-print("with positions, f(P X + PE) == P f(X + PE):", equivariant)
-difference = (out_pe_p - P @ out_pe).abs().max().item()
-print("largest difference:", round(difference, 4))
+out_pe, out_pe_p = f(X + PE)[0], f(P @ X + PE)[0]
+print("with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe))
+print("largest difference:", round((out_pe_p - P @ out_pe).abs().max().item(), 4))
+# --8<-- [end:shuffle]
+
+# --8<-- [start:exercise]
+# Exercise: shuffle the causal mask with the tokens.
+M_P = (P @ M.float() @ P.T).bool()  # (T, T): rows and columns reordered like the tokens
+print("f(P X, P M P^T) == P f(X, M):", close(f(P @ X, M_P)[0], P @ out_c))
+print("P M P^T:")
+print(M_P.int())
+# --8<-- [end:exercise]

@@ -6,29 +6,21 @@ from attn_ref import softmax
 torch.manual_seed(0)
 T, C = 5, 8
 X = torch.randn(T, C)  # (T, C): random token vectors
+scores = X @ X.T  # (T, C) @ (C, T) -> (T, T): scores[i, j] = x_i · x_j
+print("plain scores X X^T:")
+print(scores.numpy().round(2))
+A = softmax(scores / C**0.5)  # (T, T): the weights, one row per query
+print("scores symmetric:", torch.allclose(scores, scores.T), " weights symmetric:", torch.allclose(A, A.T))
 
-S = X @ X.T  # (T, C) @ (C, T) -> (T, T): S[i, j] = x_i · x_j
-print("plain scores S = X X^T:")
-print(S.numpy().round(2))
-print("S is symmetric (i -> j scores as j -> i):", torch.allclose(S, S.T))
-
-A = softmax(S / C**0.5)  # (T, T): the weights, one row per query
-print("the weights are symmetric:", torch.allclose(A, A.T))
-
-# Cauchy-Schwarz: x_i · x_j <= |x_i| |x_j|, which is < |x_i|^2 = x_i · x_i
-# whenever |x_j| < |x_i|.
-top = S.argmax(dim=-1)  # (T,): the key each query scores highest
-norms = X.norm(dim=-1)  # (T,)
-print("each query's top key:", top.tolist())
-print("vector lengths:", norms.numpy().round(2))
-print("each top key is the query or a longer vector:", all(norms[top] >= norms))
+# Cauchy-Schwarz: x_i · x_j <= |x_i| |x_j| < |x_i|^2 = x_i · x_i whenever |x_j| < |x_i|.
+top, lengths = scores.argmax(dim=-1), X.norm(dim=-1)  # (T,) each
+print("each query's top key:", top.tolist(), " lengths:", lengths.numpy().round(2))
+print("each top key is the query or a longer vector:", all(lengths[top] >= lengths))
 
 # A "loud" token: make token 2 longer without changing its direction.
-positive = (S[:, 2] > 0).nonzero().flatten().tolist()
-print("queries with a positive score for token 2:", positive)
+print("queries with a positive score for token 2:", (scores[:, 2] > 0).nonzero().flatten().tolist())
 for s in (1.0, 2.0, 4.0):
     X_loud = X.clone()
     X_loud[2] *= s
     A_loud = softmax(X_loud @ X_loud.T / C**0.5)  # (T, T)
-    weight = A_loud[:, 2].numpy().round(3)  # (T,): each query's weight on it
-    print(f"token 2 scaled by {s:g}, weight on it:", weight)
+    print(f"token 2 scaled by {s:g}, weight on it:", A_loud[:, 2].numpy().round(3))

@@ -13,16 +13,16 @@ from tests.snippets.mental_model.helpers import seeded_randn
 def test_plain_scores_are_symmetric_self_preferring_and_length_driven(printed):
     (X,) = seeded_randn((5, 8))
     S = X @ X.T
-    np.testing.assert_allclose(block_after(printed, "plain scores S = X X^T:", rows=5), S, atol=0.006)
-    assert flag(printed, "S is symmetric (i -> j scores as j -> i):")
+    np.testing.assert_allclose(block_after(printed, "plain scores X X^T:", rows=5), S, atol=0.006)
     weights = softmax(S / np.sqrt(8))
-    assert flag(printed, "the weights are symmetric:") == bool(np.allclose(weights, weights.T))
     assert not np.allclose(weights, weights.T)
+    assert line_after(printed, "scores symmetric:").split() == ["True", "weights", "symmetric:", "False"]
 
     top = S.argmax(axis=1)
     norms = np.linalg.norm(X, axis=1)
-    assert line_after(printed, "each query's top key:").strip() == str(top.tolist())
-    np.testing.assert_allclose(numbers(line_after(printed, "vector lengths:")), norms, atol=0.006)
+    shown_top, shown_lengths = line_after(printed, "each query's top key:").split("lengths:")
+    assert shown_top.strip() == str(top.tolist())
+    np.testing.assert_allclose(numbers(shown_lengths), norms, atol=0.006)
     # Cauchy-Schwarz, checked on the float64 data: the winner is the query or a longer vector.
     assert all(j == i or norms[j] > norms[i] for i, j in enumerate(top))
     assert flag(printed, "each top key is the query or a longer vector:")

@@ -1,0 +1,19 @@
+# What attention costs: FLOPs, and MiB of the float32 weights, counted on shapes alone.
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+
+def cost(T, H, d_k):
+    q = k = v = torch.empty(H, T, d_k, device="meta")  # shapes, no data
+    with FlopCounterMode(display=False) as counter:
+        weights = torch.softmax(q @ k.mT / d_k**0.5, dim=-1)  # (H, T, T)
+        weights @ v  # (H, T, d_k): the output
+    return f"{counter.get_total_flops() / 1e9:>7.2f} {weights.nbytes / 2**20:>6.0f}"
+
+
+print("one head, d_k = 64:\n     T   GFLOP    MiB")
+for T in (1024, 2048, 4096, 8192, 16384):
+    print(f"{T:>6} {cost(T, 1, 64)}")
+print("width C = 768 in H heads, T = 1024:\n     H  d_k   GFLOP    MiB")
+for H in (1, 12):
+    print(f"{H:>6} {768 // H:>4} {cost(1024, H, 768 // H)}")
