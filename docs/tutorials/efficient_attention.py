@@ -42,10 +42,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # one such matrix takes $4 B H T^2$ bytes.
 
 # %%
-g = torch.Generator().manual_seed(0)
-q, k, v = (torch.randn(1, 2, 6, 4, generator=g) for _ in range(3))  # (B, H, T, d_k)
-output, weights = scaled_dot_product_attention(q, k, v)
-print("output:", tuple(output.shape), " weights:", tuple(weights.shape))
+q = k = v = torch.randn(1, 2, 6, 4)  # (B, H, T, d_k)
+print("weights:", tuple(scaled_dot_product_attention(q, k, v)[1].shape))
 print("one float32 (B, H, T, T) matrix, B = 1 and H = 32:")
 for T_long in (2_048, 32_768, 131_072):
     print(f"  T = {T_long:>7,}: {4 * 32 * T_long**2 / 2**30:g} GiB")
@@ -116,10 +114,12 @@ print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2
 # output $O$, and each tile updates them:
 #
 # $$
-# m' = \max\bigl(m, \operatorname{rowmax} S_{ij}\bigr), \qquad
-# P = e^{S_{ij} - m'}, \qquad
-# \ell' = \ell \, e^{m - m'} + \operatorname{rowsum} P, \qquad
-# O' = O \, e^{m - m'} + P \, V_j
+# \begin{aligned}
+# m' &= \max\bigl(m, \operatorname{rowmax} S_{ij}\bigr) \\
+# P &= e^{S_{ij} - m'} \\
+# \ell' &= \ell \, e^{m - m'} + \operatorname{rowsum} P \\
+# O' &= O \, e^{m - m'} + P \, V_j
+# \end{aligned}
 # $$
 #
 # After the last block of keys, the output rows are $O / \ell$. The output is rescaled by
@@ -134,9 +134,7 @@ print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2
 
 # %%
 g = torch.Generator().manual_seed(1)
-q_small, k_small, v_small = (
-    torch.randn(n, 2, generator=g) for n in (2, 6, 6)
-)  # (L, d_k), (S, d_k), (S, d_v)
+q_small, k_small, v_small = (torch.randn(n, 2, generator=g) for n in (2, 6, 6))  # L = 2, S = 6, d_k = d_v = 2
 out_small, state_small = tiled_attention(q_small, k_small, v_small, block_size=(2, 2), trace=True)
 for step in state_small.trace:
     print(f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n{step.scores}")
@@ -178,9 +176,8 @@ for name, kwargs in cases.items():
     theirs = F.scaled_dot_product_attention(q, k, v, **kwargs)
     grads = [torch.autograd.grad((out * direction).sum(), (q, k, v)) for out in (ours, theirs)]
     grad_error = max((a - b).abs().max() for a, b in zip(*grads, strict=True))
-    print(
-        f"{name:<34} {state.tiles_computed} tiles: outputs {(ours - theirs).abs().max():.0e}, gradients {grad_error:.0e}"
-    )
+    error = (ours - theirs).abs().max()
+    print(f"{name:<34} {state.tiles_computed} tiles: outputs {error:.0e}, gradients {grad_error:.0e}")
 
 # %% [markdown]
 # Autograd differentiates through the loop, so the gradients come for free; they agree
@@ -197,8 +194,8 @@ for name, kwargs in cases.items():
 # $n^2$ tiles lie above the diagonal, a fraction $(n-1)/(2n)$ that tends to one half.
 #
 # Below is the map of 32 tokens in blocks of four, drawn from the trace: one row per
-# block of queries, one column per block of keys. Then the counts of `tiled_attention`
-# itself, as $n$ grows.
+# block of queries, one column per block of keys; ■ computed, ◩ computed with the mask
+# added, · skipped. Then the counts of `tiled_attention` itself, as $n$ grows.
 
 # %%
 block, n_blocks = 4, 8
@@ -213,7 +210,8 @@ for n in (2, 8, 64):
     _, counted = tiled_attention(x_n, x_n, x_n, is_causal=True, block_size=1)
     skipped, total = counted.tiles_skipped, counted.tiles_computed + counted.tiles_skipped
     print(
-        f"n = {n:>2}: {skipped:>4} of {total:>4} tiles skipped = {skipped / total:.3f}; (n-1)/(2n) = {(n - 1) / (2 * n):.3f}"
+        f"n = {n:>2}: skipped {skipped:>4} of {total:>4} = {skipped / total:.3f}; (n-1)/(2n) =",
+        (n - 1) / (2 * n),
     )
 
 # %% [markdown]
@@ -277,14 +275,15 @@ for i, T in enumerate(lengths):
 slopes = {name: np.polyfit(np.log(lengths[1:]), np.log(peak[1:]), 1)[0] for name, peak in peaks.items()}
 for name, peak in peaks.items():
     print(f"{name:<8} grows like T^{slopes[name]:.2f}; beyond Q, K, V and O:", (peak - io).round(2), "MiB")
-print(
-    f"naive at T = {lengths[-1]}: {(peaks['naive'] - io)[-1] / formula[-1]:.2f} matrices beyond Q, K, V and O"
-)
+extra = (peaks["naive"] - io)[-1] / formula[-1]  # in (B, H, T, T) matrices
+print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
 
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
     ax.loglog(lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})")
 ax.loglog(lengths, formula, "k--", linewidth=1, label="4·B·H·T² bytes: one matrix")
+ax.set_xticks(lengths, lengths)
+ax.minorticks_off()
 ax.set(xlabel="sequence length T", ylabel="peak memory (MiB)", title="Peak memory of one attention call")
 ax.legend(fontsize=8)
 figure_to_svg(
@@ -372,16 +371,16 @@ rows = {  # the last three: Dao et al. (2022), Figure 2 left, measured on an A10
 }
 print(f"{'':<26} standard  FlashAttention  ratio")
 for quantity, (standard, flash) in rows.items():
-    print(f"{quantity:<26} {standard:>8.2f} {flash:>15.2f} {standard / flash:>6.1f}")
+    print(f"{quantity:<26} {standard:>8.3g} {flash:>15.3g} {standard / flash:>6.1f}")
 
 # %% [markdown]
 # FlashAttention does *more* arithmetic: it recomputes the tiles in the backward pass
 # instead of storing them. It is faster anyway, because it moves far less data. The
-# measured traffic is larger than the count in both columns, because the count leaves
-# out the backward pass. The paper's headline results follow from the same
-# saving: attention in GPT-2 7.6 times faster than PyTorch's implementation (its
-# Figure 1), and attention memory up to 20 times smaller than exact baselines (its
-# Section 4.3).
+# measured traffic is larger than the count in both columns; the count leaves out the
+# backward pass. The paper's headline results come from the two savings this page shows:
+# attention in GPT-2 7.6 times faster than PyTorch's implementation (its Figure 1), from
+# the traffic; attention memory up to 20 times smaller than exact baselines (its
+# Section 4.3), from never storing the matrix.
 #
 # How does the saving change with the length? At long lengths both counts grow like
 # $N^2$: $4N^2$ for standard attention, about $12 N^2 d^2 / M$ for FlashAttention. So the
@@ -395,11 +394,7 @@ for d_head, color in ((64, "C0"), (128, "C1")):
     ratios = [np.divide(*hbm_accesses(int(n), d_head, M)) for n in Ns]
     ax.semilogx(Ns, ratios, "o-", color=color, label=f"d = {d_head}")
     ax.axhline(M / (3 * d_head**2), color=color, linestyle="--", linewidth=1)
-ax.set(
-    xlabel="sequence length N",
-    ylabel="standard / FlashAttention",
-    title="HBM traffic ratio, forward, A100 SRAM",
-)
+ax.set(xlabel="sequence length N", ylabel="standard / FlashAttention", title="HBM traffic ratio, A100 SRAM")
 ax.legend()
 figure_to_svg(
     fig,
@@ -409,18 +404,20 @@ figure_to_svg(
 
 # %% [markdown]
 # The saving needs $d^2$ to be well below $M$, as the paper notes for its typical values.
-# At long lengths, with less SRAM or wider heads, it falls below one once $M < 3d^2$: the
-# blocks of keys that fit are so small that reading the queries and outputs again on every pass
-# costs more than the matrices it saves. FlashAttention-2, likewise, chooses its block
-# sizes by head dimension and by the GPU's shared memory (its Section 3.3).
+# At long lengths, with less SRAM or wider heads, the ratio falls below one once
+# $M < 3d^2$: the blocks of keys that fit are so small that reading the queries and
+# outputs again on every pass costs more than the matrices it saves. FlashAttention-2,
+# likewise, chooses its block sizes by head dimension and by the GPU's shared memory
+# (its Section 3.3).
 #
 # A CPU can show two of FlashAttention's three claims: the result is exact, and the memory
 # grows like $T$. It cannot show the speed. A CPU's caches are not a small scratchpad that
 # a kernel fills by hand, and `attn_ref.tiled_attention` is a Python loop that calls many
-# small PyTorch operations for every tile. Here are its times on this machine, against
-# the naive function and PyTorch's fused CPU kernel, which runs the same tiled algorithm
-# in C++. Each is the least CPU time of three runs (`time.process_time`), which does not
-# count the moments when other programs have the processor.
+# small PyTorch operations for every tile. Here are its times on this machine at
+# $T = 1024$, one head of width 128, one thread, against the naive function and
+# PyTorch's fused CPU kernel, which runs the same tiled algorithm in C++. Each is the
+# least CPU time of three runs (`time.process_time`), which does not count the moments
+# when other programs have the processor.
 
 
 # %%
@@ -437,9 +434,8 @@ with torch.no_grad():
         "tiled, blocks of 256": cpu_ms(lambda: tiled_attention(q, k, v, block_size=256)),
         "PyTorch's CPU kernel": cpu_ms(lambda: pytorch_kernel(q, k, v)),
     }
-print(f"T = {T_time}, B = {B}, H = {H}, d = {d}, one thread:")
 for name, ms in timings.items():
-    print(f"  {name:<22} {ms:6.1f} ms")
+    print(f"{name:<22} {ms:6.1f} ms")
 
 # %% [markdown]
 # The Python loop's time depends on the tile size: larger tiles mean far fewer Python

@@ -84,13 +84,11 @@ plain_tokens, plain_logits = generate(model, prompt, 30, use_cache=False)
 print("with the cache:", repr(decode(cached_tokens[0])))
 print("without:       ", repr(decode(plain_tokens[0])))
 print("identical tokens:", torch.equal(cached_tokens, plain_tokens))
-print(
-    f"largest |logit difference| over the {cached_logits.shape[1]} steps: {(cached_logits - plain_logits).abs().max():.1e}"
-)
-best_two = cached_logits.topk(2, dim=-1).values  # (B, steps, 2)
-print(
-    f"smallest gap between the best and the second-best logit: {(best_two[..., 0] - best_two[..., 1]).min():.1e}"
-)
+difference = (cached_logits - plain_logits).abs().max()
+print(f"largest |logit difference| over the {cached_logits.shape[1]} steps: {difference:.1e}")
+best_two = cached_logits.topk(2, dim=-1).values  # (B, steps, 2): the two largest logits of each step
+gap = (best_two[..., 0] - best_two[..., 1]).min()
+print(f"smallest gap between the best and the second-best logit: {gap:.1e}")
 
 # %% [markdown]
 # The tokens are identical. The logits differ only in the last bits of a float32
@@ -206,9 +204,7 @@ print("    t  without cache  with cache  speed-up")
 for t, (plain_ms, cached_ms), speedup in zip(lengths, timings, speedups, strict=True):
     print(f"{t:>5} {plain_ms:>10.2f} ms {cached_ms:>8.2f} ms {speedup:>8.1f}x")
 growth = [np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)]
-print(
-    f"over the three longest lengths, time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it"
-)
+print(f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it (three longest t)")
 
 fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
 ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
@@ -283,9 +279,7 @@ print("bottom-right, causal_mask(L, S, lower_right=True):")
 print(lower_right.int().numpy())
 chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
 theirs = F.scaled_dot_product_attention(chunk, k, v, attn_mask=lower_right)
-ours, _ = scaled_dot_product_attention(chunk, k, v, attn_mask=lower_right)
 wrong = F.scaled_dot_product_attention(chunk, k, v, is_causal=True)
-print(f"bottom-right: |attn_ref - PyTorch| = {(ours - theirs).abs().max():.0e}")
 print(f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().max():.2f}")
 
 # %% [markdown]
@@ -324,10 +318,8 @@ except ValueError as error:
 cache = KVCache(model.num_layers)
 model(cached_tokens[:, :-1], cache)
 attn = model.blocks[0].attn
-predicted = kv_cache_bytes(
-    model.num_layers, attn.num_kv_heads, attn.head_dim, cache.length, bytes_per_number=4
-)
-print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {predicted}")
+formula = kv_cache_bytes(model.num_layers, attn.num_kv_heads, attn.head_dim, cache.length, bytes_per_number=4)
+print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}")
 
 # %% [markdown]
 # The same formula for real shapes, with 16-bit numbers. The first three rows keep
@@ -381,9 +373,8 @@ torch.manual_seed(0)
 gqa = MultiHeadAttention(embed_dim=32, num_heads=8, num_kv_heads=2)
 H, H_kv, d_k = gqa.num_heads, gqa.num_kv_heads, gqa.head_dim
 print(f"H = {H} query heads, H_kv = {H_kv} key/value heads, d_k = {d_k}")
-print(
-    "W_Q:", tuple(gqa.q_proj.weight.T.shape), " W_K:", tuple(gqa.k_proj.weight.T.shape)
-)  # nn.Linear stores W^T
+# nn.Linear stores W^T, of shape (out, C): .T gives W_Q and W_K, of shape (C, out)
+print("W_Q:", tuple(gqa.q_proj.weight.T.shape), " W_K:", tuple(gqa.k_proj.weight.T.shape))
 head_ids = torch.arange(float(H_kv)).reshape(1, H_kv, 1, 1)  # key/value head j holds the number j
 print("key/value head of each query head:", repeat_kv_heads(head_ids, num_heads=H).flatten().int().tolist())
 
@@ -435,9 +426,8 @@ for kv_heads in (8, 2, 1):
     head_dim = grouped.blocks[0].attn.head_dim
     formula = kv_cache_bytes(grouped.num_layers, kv_heads, head_dim, grouped_cache.length, bytes_per_number=4)
     same = torch.equal(*(generate(grouped, text[:, :8], 16, use_cache=c)[0] for c in (True, False)))
-    print(
-        f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {cache_sizes[8] / cache_sizes[kv_heads]:>11.0f} {same!s:>17}"
-    )
+    ratio = cache_sizes[8] / cache_sizes[kv_heads]  # multi-head attention's cache over this one's
+    print(f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f} {same!s:>17}")
 
 # %% [markdown]
 # The measured cache shrinks by exactly $H / H_{kv}$, and each model generates the
@@ -454,11 +444,11 @@ for kv_heads in (8, 2, 1):
 # <summary>Going deeper: how real implementations store the cache</summary>
 #
 # `attn_ref.KVCache` concatenates a new tensor at every step, which copies the whole
-# cache each time; that keeps the code short. Production code allocates the cache once,
-# for the longest sequence it will serve, and writes each new position into place.
-# Meta's reference Llama 2 code, for instance, creates `cache_k` and `cache_v` of shape
-# `(max_batch_size, max_seq_len, n_local_kv_heads, head_dim)` in every attention layer,
-# and writes the new keys and values into a slice of them at every step.
+# cache each time; that keeps the code short. Code written for speed avoids the copy.
+# Meta's reference Llama 2 code, for instance, allocates the cache once, for the longest
+# sequence it will serve: `cache_k` and `cache_v` of shape
+# `(max_batch_size, max_seq_len, n_local_kv_heads, head_dim)` in every attention layer.
+# At every step it writes the new keys and values into a slice of them.
 #
 # </details>
 #
@@ -468,7 +458,7 @@ for kv_heads in (8, 2, 1):
 #   values of earlier positions never change, and caching them changes nothing but
 #   the cost: same tokens, logits equal up to float rounding.
 # - Without a cache, the work per token grows like $t^2$; with one, like $t$. The
-#   measured speed-up grows with the length and vanishes for short texts, where
+#   measured speed-up grows with the length and almost vanishes for short texts, where
 #   fixed per-call overhead dominates.
 # - With a cache there are fewer queries than keys. Use no mask for one new query and
 #   a bottom-right-aligned mask for several. `is_causal=True` aligns to the top left.

@@ -35,7 +35,7 @@ def test_one_score_matrix_takes_4_B_H_T_squared_bytes(printed):
     for T, gib in rows:
         T = int(T.replace(",", ""))
         assert float(gib) == 4 * 1 * 32 * T * T / 2**30  # float32, B = 1, H = 32
-    assert "output: (1, 2, 6, 4)  weights: (1, 2, 6, 6)" in printed
+    assert "weights: (1, 2, 6, 6)" in printed
 
 
 def test_online_softmax_trace_is_the_running_max_and_sum(printed, values):
@@ -103,14 +103,17 @@ def test_causal_map_skips_exactly_the_tiles_above_the_diagonal(printed):
     rows = [line for line in printed.splitlines() if line and set(line) <= set("■◩· ")]
     assert rows == [" ".join("■" * i + "◩" + "·" * (7 - i)) for i in range(8)]
     found = re.findall(
-        r"^n = +(\d+): +(\d+) of +(\d+) tiles skipped = ([\d.]+); \(n-1\)/\(2n\) = ([\d.]+)$", printed, re.M
+        r"^n = +(\d+): skipped +(\d+) of +(\d+) = ([\d.]+); \(n-1\)/\(2n\) = ([\d.]+)$", printed, re.M
     )
     assert [int(n) for n, *_ in found] == [2, 8, 64]
     for n, skipped, total, fraction, formula in found:
         n = int(n)
         visible = np.tril(np.ones((n, n), dtype=bool))
         assert int(skipped) == (~visible).sum() == n * (n - 1) // 2 and int(total) == n * n
-        assert float(fraction) == float(formula) == round((n - 1) / (2 * n), 3)
+        assert float(formula) == (n - 1) / (2 * n)
+        assert (
+            float(fraction) == round(int(skipped) / int(total), 3) == pytest.approx(float(formula), abs=6e-4)
+        )
 
 
 def test_memory_table_is_what_was_measured(printed, values):
@@ -191,7 +194,7 @@ def test_cpu_timings_order_as_the_page_says(printed, values):
     assert min(timings, key=timings.get) == "PyTorch's CPU kernel"
     assert timings["tiled, blocks of 256"] < timings["tiled, blocks of 64"]
     for name, ms in timings.items():
-        assert number_after(printed, f"  {name}") == pytest.approx(ms, abs=0.06)
+        assert number_after(printed, name) == pytest.approx(ms, abs=0.06)
 
 
 def test_exercise_merging_two_halves(printed, values):

@@ -84,7 +84,7 @@ def test_the_speed_up_grows_with_the_length_and_almost_vanishes_when_short(print
     assert speedups[0] < 2 < 5 < speedups[-1]
     growth = values["growth"]
     assert growth[1] < 0.5 < 1 < growth[0]  # the cached time grows slowly, the uncached one fast
-    shown = numbers(line_after(printed, "over the three longest lengths, time grows like"))
+    shown = numbers(line_after(printed, "time grows like"))
     assert shown == pytest.approx(growth, abs=0.006)
 
 
@@ -124,7 +124,6 @@ def test_a_chunk_of_new_queries_needs_the_bottom_right_mask(printed, values):
     right, _ = attention(chunk, k, v, allowed=bottom_right.astype(bool))
     wrong, _ = attention(chunk, k, v, allowed=top_left.astype(bool))
     np.testing.assert_allclose(values["theirs"].numpy(), right, atol=1e-6)
-    assert number_after(printed, "bottom-right: |attn_ref - PyTorch| =") < 1e-6
     shown = number_after(printed, "largest |is_causal=True - bottom-right| output:")
     assert shown == pytest.approx(np.abs(wrong - right).max(), abs=0.006)
     assert "pass attn_mask=causal_mask(L, S, lower_right=True) instead" in printed
