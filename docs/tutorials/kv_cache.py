@@ -5,10 +5,10 @@
 # the next token, appends it and starts again. Done naively, every step runs the
 # whole model over the whole text once more. This page builds a tiny decoder,
 # lets it generate with and without a *key/value cache*, and shows that the cache
-# changes nothing but the cost. It then counts and times that cost, shows the
-# mask mistake that breaks cached attention in PyTorch, computes how much memory
-# a cache takes in real models, and shrinks it with multi-query and grouped-query
-# attention.
+# changes nothing but the cost. It then counts and times that cost. It shows the mask
+# mistake that breaks cached attention with PyTorch's `is_causal`. Last, it computes how
+# much memory a cache takes in real models, and shrinks it with multi-query and
+# grouped-query attention.
 #
 # It assumes causal self-attention
 # ([Self-attention with a causal mask](../causal_self_attention/)) and multi-head
@@ -175,7 +175,9 @@ for t in (16, 64, 256, 512):
 # all $t$ tokens. With a cache, the cache already holds $t - 1$ positions and the
 # call is on the last token. Each time is the least CPU time of three runs
 # (`time.process_time`), which does not count the moments when other programs have
-# the processor.
+# the processor. The caches are slices of one cache, filled once with the longest text:
+# by the argument above, its first $t - 1$ positions are the cache of the first $t - 1$
+# tokens, up to float rounding.
 
 
 # %%
@@ -187,12 +189,14 @@ lengths = [8, 16, 32, 64, 128, 256, 512]
 longest = torch.randint(0, len(VOCAB), (1, lengths[-1]), generator=torch.Generator().manual_seed(0))
 
 
-def time_per_token(t):
-    prefix = KVCache(model.num_layers)
-    model(longest[:, : t - 1], prefix)  # the cache of the first t - 1 tokens, filled once
+full_cache = KVCache(model.num_layers)
+model(longest[:, :-1], full_cache)  # keys and values of every position but the last, computed once
 
-    def cached_step():  # on copies of the cache's lists, since update() appends to them
-        model(longest[:, t - 1 : t], KVCache(model.num_layers, list(prefix.keys), list(prefix.values)))
+
+def time_per_token(t):
+    def cached_step():  # the cache of the first t - 1 tokens: slices of the full one
+        keys, values = ([x[:, :, : t - 1] for x in xs] for xs in (full_cache.keys, full_cache.values))
+        model(longest[:, t - 1 : t], KVCache(model.num_layers, keys, values))
 
     return cpu_ms(lambda: model(longest[:, :t])), cpu_ms(cached_step)
 
@@ -210,6 +214,7 @@ fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
 ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
 ax.loglog(lengths, timings[:, 1], "s-", label="with cache")
 ax.set_xticks(lengths, lengths)
+ax.minorticks_off()
 ax.set(xlabel="tokens so far, t", ylabel="CPU time for the next token (ms)", title="Time per generated token")
 ax.legend()
 figure_to_svg(

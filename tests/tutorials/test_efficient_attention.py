@@ -223,4 +223,4 @@ def test_exercise_autograd_memory_grows_faster_than_linear(printed):
     for name in ("naive", "tiled"):
         at_512, at_1024, ratio = (numbers(line_after(printed, f"{name}: "))[i] for i in (0, 2, 4))
         assert ratio == pytest.approx(at_1024 / at_512, abs=0.06)
-        assert ratio > 2.8  # linear growth doubles; quadratic growth quadruples
+        assert ratio > 2.5  # linear growth doubles; quadratic growth quadruples
