@@ -79,8 +79,8 @@ print(f"{model.num_layers} blocks like this one:\n{model.blocks[0]}")
 
 # %%
 prompt = encode("the cache ")
-cached_tokens, cached_logits = generate(model, prompt, 30, use_cache=True)
-plain_tokens, plain_logits = generate(model, prompt, 30, use_cache=False)
+cached_tokens, cached_logits = generate(model, prompt, 20, use_cache=True)
+plain_tokens, plain_logits = generate(model, prompt, 20, use_cache=False)
 print("with the cache:", repr(decode(cached_tokens[0])))
 print("without:       ", repr(decode(plain_tokens[0])))
 print("identical tokens:", torch.equal(cached_tokens, plain_tokens))
@@ -173,7 +173,7 @@ for t in (16, 64, 256, 512):
 # Counted operations are not time. For each length $t$ below, the cell times the
 # step that produces token $t + 1$, both ways. Without a cache, that is one call on
 # all $t$ tokens. With a cache, the cache already holds $t - 1$ positions and the
-# call is on the last token. Each time is the least CPU time of three runs
+# call is on the last token. Each time is the least CPU time of five runs
 # (`time.process_time`), which does not count the moments when other programs have
 # the processor. The caches are slices of one cache, filled once with the longest text:
 # by the argument above, its first $t - 1$ positions are the cache of the first $t - 1$
@@ -181,8 +181,8 @@ for t in (16, 64, 256, 512):
 
 
 # %%
-def cpu_ms(call):  # the least CPU time of three runs, in milliseconds
-    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=3, number=1))
+def cpu_ms(call):  # the least CPU time of five runs, in milliseconds
+    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=5, number=1))
 
 
 lengths = [8, 16, 32, 64, 128, 256, 512]
