@@ -5,10 +5,10 @@
 # the next token, appends it and starts again. Done naively, every step runs the
 # whole model over the whole text once more. This page builds a tiny decoder,
 # lets it generate with and without a *key/value cache*, and shows that the cache
-# changes nothing but the cost. It then counts and times that cost, shows the
-# mask mistake that breaks cached attention in PyTorch, computes how much memory
-# a cache takes in real models, and shrinks it with multi-query and grouped-query
-# attention.
+# changes nothing but the cost. It then counts and times that cost. It shows the mask
+# mistake that breaks cached attention with PyTorch's `is_causal`. Last, it computes how
+# much memory a cache takes in real models, and shrinks it with multi-query and
+# grouped-query attention.
 #
 # It assumes causal self-attention
 # ([Self-attention with a causal mask](../causal_self_attention/)) and multi-head
@@ -17,39 +17,28 @@
 # `(B, H, T, d_k)` for heads.
 #
 # The model's weights are random, drawn with a fixed seed, and it is never trained.
-# The claims here are that cached and uncached generation agree, and how the cost
-# grows. Neither depends on what the weights are. Training a model that writes
-# readable text would take far longer than the few seconds this page may spend
-# when the site is built. So the text it writes is gibberish, on purpose.
+# This page claims two things: cached and uncached generation agree, and the cost grows
+# as counted. Neither depends on what the weights are. Training a model that writes
+# readable text would take far longer than the few seconds this page may spend when the
+# site is built. So the text it writes is gibberish, on purpose.
 
 # %%
-import statistics
 import string
 import time
+import timeit
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn.functional as F
-from IPython.display import HTML, display
 
-from attn_ref import (
-    KVCache,
-    MultiHeadAttention,
-    TinyDecoder,
-    causal_mask,
-    decoding_flops,
-    generate,
-    kv_cache_bytes,
-    repeat_kv_heads,
-    scaled_dot_product_attention,
-)
+from attn_ref.decoder import KVCache, TinyDecoder, decoding_flops, generate, kv_cache_bytes
+from attn_ref.functional import causal_mask, scaled_dot_product_attention
+from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_ref.plotting import figure_to_svg
 
 torch.set_grad_enabled(False)  # generation only: no gradients
-torch.set_num_threads(1)  # one thread, so that the timings below do not depend on how busy the machine is
-torch.set_printoptions(precision=4, sci_mode=False, linewidth=80)
-print("torch", torch.__version__)
+torch.set_num_threads(1)  # one thread, so that the timings below do not depend on the machine's other work
 
 # %% [markdown]
 # ## A tiny decoder
@@ -59,9 +48,8 @@ print("torch", torch.__version__)
 # follow, each a causal multi-head attention and a small MLP, both in
 # pre-norm form (`x + attn(norm(x))`, then `x + mlp(norm(x))`). A final norm and
 # a linear head turn every position's vector into one *logit* per vocabulary entry:
-# a score for each possible next token.
-#
-# The vocabulary here is a set of characters, so that tokens print as text.
+# a score for each possible next token. The vocabulary here is a set of characters,
+# so that tokens print as text.
 
 # %%
 VOCAB = string.ascii_lowercase + string.ascii_uppercase + string.digits + " ."
@@ -77,10 +65,8 @@ def decode(ids):
 
 torch.manual_seed(0)
 model = TinyDecoder(vocab_size=len(VOCAB), context_length=512, embed_dim=64, num_layers=4, num_heads=4).eval()
-print(f"{model.num_layers} blocks like this one:")
-print(model.blocks[0])
-print("parameters:", sum(p.numel() for p in model.parameters()))
-print("vocabulary size:", len(VOCAB))
+print(f"vocabulary: {len(VOCAB)} tokens; parameters: {sum(p.numel() for p in model.parameters()):,}")
+print(f"{model.num_layers} blocks like this one:\n{model.blocks[0]}")
 
 # %% [markdown]
 # ## Greedy generation, with and without the cache
@@ -88,31 +74,21 @@ print("vocabulary size:", len(VOCAB))
 # `attn_ref.generate` decodes *greedily*: at each step it appends the token with the
 # largest logit. Without a cache, each step calls the model on the whole text so
 # far and keeps the last position's logits. With a cache, the first step calls it
-# on the prompt, and every later step on the one token chosen last.
-#
-# Both return the tokens and, for every step, the logits the new token was chosen
-# from. We compare the two runs: first the tokens, then the logits.
+# on the prompt, and every later step on the one token chosen last. Both return the
+# tokens and, for every step, the logits the new token was chosen from.
 
 # %%
 prompt = encode("the cache ")
-new_tokens = 40
-cached_tokens, cached_logits = generate(model, prompt, new_tokens, use_cache=True)
-plain_tokens, plain_logits = generate(model, prompt, new_tokens, use_cache=False)
-
-print("prompt:          ", repr(decode(prompt[0])))
-print("with the cache:  ", repr(decode(cached_tokens[0])))
-print("without:         ", repr(decode(plain_tokens[0])))
+cached_tokens, cached_logits = generate(model, prompt, 20, use_cache=True)
+plain_tokens, plain_logits = generate(model, prompt, 20, use_cache=False)
+print("with the cache:", repr(decode(cached_tokens[0])))
+print("without:       ", repr(decode(plain_tokens[0])))
 print("identical tokens:", torch.equal(cached_tokens, plain_tokens))
-step_difference = (cached_logits - plain_logits).abs().amax(dim=-1)[0]  # (steps,)
-print("largest |logit difference| at each step:")
-print(np.array2string(step_difference.numpy(), precision=1, max_line_width=88))
-print("largest over all steps:", step_difference.max().item())
-best_two = cached_logits.topk(2, dim=-1).values  # (B, steps, 2)
-print(
-    "smallest gap between the best and the second-best logit:",
-    (best_two[..., 0] - best_two[..., 1]).min().item(),
-)
-print("logits agree within float32 tolerance:", torch.allclose(cached_logits, plain_logits, atol=1e-5))
+difference = (cached_logits - plain_logits).abs().max()
+print(f"largest |logit difference| over the {cached_logits.shape[1]} steps: {difference:.1e}")
+best_two = cached_logits.topk(2, dim=-1).values  # (B, steps, 2): the two largest logits of each step
+gap = (best_two[..., 0] - best_two[..., 1]).min()
+print(f"smallest gap between the best and the second-best logit: {gap:.1e}")
 
 # %% [markdown]
 # The tokens are identical. The logits differ only in the last bits of a float32
@@ -131,11 +107,9 @@ print("logits agree within float32 tolerance:", torch.allclose(cached_logits, pl
 # %%
 cache = KVCache(model.num_layers)
 model(prompt, cache)  # the prompt fills the cache
-print("after the prompt: length", cache.length)
-print("  layer 0 keys:", tuple(cache.keys[0].shape), " values:", tuple(cache.values[0].shape))
+print("after the prompt:", cache.length, "positions; layer 0 keys", tuple(cache.keys[0].shape))
 model(encode("x"), cache)  # one more token: one more position in every layer
-print("after one token:  length", cache.length)
-print("  layer 0 keys:", tuple(cache.keys[0].shape))
+print("after one token: ", cache.length, "positions; layer 0 keys", tuple(cache.keys[0].shape))
 print("bytes held:", cache.nbytes)
 
 # %% [markdown]
@@ -153,13 +127,15 @@ model(prompt, short)
 model(torch.cat([prompt, encode("x")], dim=1), longer)
 T0 = prompt.shape[1]
 moved = max(
-    (longer.keys[layer][:, :, :T0] - short.keys[layer]).abs().max().item()
-    + (longer.values[layer][:, :, :T0] - short.values[layer]).abs().max().item()
-    for layer in range(model.num_layers)
+    (new[:, :, :T0] - old).abs().max()
+    for new, old in zip(longer.keys + longer.values, short.keys + short.values, strict=True)
 )
-print(f"largest change of a cached key or value when a token is appended: {moved}")
+print(f"largest change of a cached key or value when a token is appended: {moved:.1e}")
 
 # %% [markdown]
+# The change is float32 rounding, not zero, for the same reason as above: the two runs
+# add the same numbers in a different order.
+#
 # ## Counting the work per token
 #
 # Take one generated token, when the text is $t$ tokens long, in a model of width $C$.
@@ -179,12 +155,12 @@ print(f"largest change of a cached key or value when a token is appended: {moved
 # runs, for random model shapes and lengths.
 
 # %%
-print(f"{'t':>5} {'without cache':>14} {'with cache':>11} {'ratio':>7} {'attention share without':>24}")
 C = model.blocks[0].attn.embed_dim
+print("    t  without cache  with cache  ratio  attention's share without")
 for t in (16, 64, 256, 512):
     plain, cached = decoding_flops(model, t, use_cache=False), decoding_flops(model, t, use_cache=True)
     attention = model.num_layers * 4 * t * t * C  # the 4 t^2 C term of every layer
-    print(f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>7.1f} {attention / plain:>24.0%}")
+    print(f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>6.0f} {attention / plain:>26.0%}")
 
 # %% [markdown]
 # Without the cache, a step does exactly $t$ times the work of a cached step: the
@@ -197,95 +173,65 @@ for t in (16, 64, 256, 512):
 # Counted operations are not time. For each length $t$ below, the cell times the
 # step that produces token $t + 1$, both ways. Without a cache, that is one call on
 # all $t$ tokens. With a cache, the cache already holds $t - 1$ positions and the
-# call is on the last token. Each time is the median of three runs.
-#
-# The caches are slices of one cache, filled once with the longest text. By the
-# argument above, the first $t - 1$ positions of that cache are exactly the cache of
-# the first $t - 1$ tokens.
+# call is on the last token. Each time is the least CPU time of five runs
+# (`time.process_time`), which does not count the moments when other programs have
+# the processor. The caches are slices of one cache, filled once with the longest text:
+# by the argument above, its first $t - 1$ positions are the cache of the first $t - 1$
+# tokens, up to float rounding.
 
 
 # %%
-def median_ms(call, repeats=3):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+def cpu_ms(call):  # the least CPU time of five runs, in milliseconds
+    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=5, number=1))
 
 
 lengths = [8, 16, 32, 64, 128, 256, 512]
 longest = torch.randint(0, len(VOCAB), (1, lengths[-1]), generator=torch.Generator().manual_seed(0))
+
+
 full_cache = KVCache(model.num_layers)
 model(longest[:, :-1], full_cache)  # keys and values of every position but the last, computed once
 
 
 def time_per_token(t):
-    tokens = longest[:, :t]
+    def cached_step():  # the cache of the first t - 1 tokens: slices of the full one
+        keys, values = ([x[:, :, : t - 1] for x in xs] for xs in (full_cache.keys, full_cache.values))
+        model(longest[:, t - 1 : t], KVCache(model.num_layers, keys, values))
 
-    def cached_step():  # the cache of the first t - 1 tokens: a slice of the full one
-        cache = KVCache(
-            model.num_layers,
-            [k[:, :, : t - 1] for k in full_cache.keys],  # (B, H_kv, t - 1, d_k)
-            [v[:, :, : t - 1] for v in full_cache.values],
-        )
-        model(tokens[:, -1:], cache)
-
-    return median_ms(lambda: model(tokens)), median_ms(cached_step)
+    return cpu_ms(lambda: model(longest[:, :t])), cpu_ms(cached_step)
 
 
 time_per_token(lengths[0])  # warm-up: the first calls are slower
 timings = np.array([time_per_token(t) for t in lengths])  # (lengths, 2) milliseconds
 speedups = timings[:, 0] / timings[:, 1]
-print(f"{'t':>5} {'without cache':>14} {'with cache':>11} {'speed-up':>9}")
+print("    t  without cache  with cache  speed-up")
 for t, (plain_ms, cached_ms), speedup in zip(lengths, timings, speedups, strict=True):
-    print(f"{t:>5} {plain_ms:>11.3f} ms {cached_ms:>8.3f} ms {speedup:>8.1f}x")
+    print(f"{t:>5} {plain_ms:>10.2f} ms {cached_ms:>8.2f} ms {speedup:>8.1f}x")
+growth = [np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)]
+print(f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it (three longest t)")
 
-# %% [markdown]
-# How fast does each column grow? A straight line through the last three points on
-# log-log axes gives the exponent $p$ in $\text{time} \propto t^p$.
-
-# %%
-tail = slice(-3, None)  # the three longest lengths
-growth = [np.polyfit(np.log(lengths[tail]), np.log(timings[tail, way]), 1)[0] for way in (0, 1)]
-print(f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it")
-print(f"measured speed-up at t = {lengths[-1]}: {speedups[-1]:.1f}x")
-print(f"measured speed-up at t = {lengths[0]}: {speedups[0]:.1f}x")
+fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
+ax.loglog(lengths, timings[:, 1], "s-", label="with cache")
+ax.set_xticks(lengths, lengths)
+ax.minorticks_off()
+ax.set(xlabel="tokens so far, t", ylabel="CPU time for the next token (ms)", title="Time per generated token")
+ax.legend()
+figure_to_svg(
+    fig,
+    alt=f"Log-log plot of the time per token against t, from {lengths[0]} to {lengths[-1]}: "
+    f"{timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache, {timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
+)
 
 # %% [markdown]
 # At short lengths the speed-up almost vanishes. A cached step of this tiny model
 # does very little arithmetic, so its time is mostly fixed cost: Python, and
 # launching many small tensor operations, each with a cost of its own however small
-# its input. That is why the cached time barely grows with $t$ (the exponent above).
-# An uncached step on a few tokens costs about the same fixed amount. The cache pays
-# off once the arithmetic it saves outweighs that fixed cost: for long texts, and in
-# big models, whose matrix products are large.
-
-# %%
-fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
-left.loglog(lengths, timings[:, 0], "o-", label="without cache")
-left.loglog(lengths, timings[:, 1], "s-", label="with cache")
-left.set_xlabel("tokens so far, t")
-left.set_ylabel("time for the next token (ms)")
-left.set_title("Time per generated token")
-left.legend()
-right.semilogx(lengths, speedups, "o-", color="C2")
-right.axhline(1.0, color="grey", linewidth=0.8)
-right.set_xlabel("tokens so far, t")
-right.set_ylabel("speed-up (without / with)")
-right.set_title("What the cache saves")
-for axes in (left, right):
-    axes.set_xticks(lengths, [str(t) for t in lengths])
-    axes.minorticks_off()
-alt = (
-    f"Two plots against the number of tokens so far, from {lengths[0]} to {lengths[-1]}. Left, on log-log "
-    f"axes: the time per token, from {timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache and "
-    f"from {timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one. Right: the speed-up, from "
-    f"{speedups[0]:.1f} to {speedups[-1]:.1f} times."
-)
-display(HTML(figure_to_svg(fig, alt=alt)))
-
-# %% [markdown]
+# its input. That is why the cached time grows so slowly with $t$. An uncached step
+# on a few tokens costs about the same fixed amount. The cache pays off once the
+# arithmetic it saves outweighs that fixed cost: for long texts, and in big models,
+# whose matrix products are large.
+#
 # ## The alignment trap
 #
 # With a cache, attention has fewer queries than keys: $L$ new queries against
@@ -294,62 +240,58 @@ display(HTML(figure_to_svg(fig, alt=alt)))
 # corner of the $(L, S)$ score matrix.
 #
 # PyTorch's `is_causal=True` aligns it to the top-left corner instead: query $i$ sees
-# keys $0, \dots, i$, whatever $S$ is. For the usual single new query ($L = 1$),
-# that means it sees key 0 and nothing else. Changing this default was proposed in
-# PyTorch's [issue #108108](https://github.com/pytorch/pytorch/issues/108108), open
-# at the time of writing. PyTorch offers a bottom-right mask as a separate object instead:
+# keys $0, \dots, i$, whatever $S$ is. Its documentation says so ("the upper left causal
+# bias"). For the usual single new query ($L = 1$), that means it sees key 0 and nothing
+# else. Changing this default was proposed in PyTorch's
+# [issue #108108](https://github.com/pytorch/pytorch/issues/108108), open at the time of
+# writing. PyTorch offers a bottom-right mask as a separate object instead:
 # `torch.nn.attention.bias.causal_lower_right(L, S)`, documented as equivalent to
 # `torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)`.
 #
-# Below, one new query attends to six keys in every head, first with
-# `is_causal=True`.
+# Below, one new query attends to six keys in every head, first with `is_causal=True`.
 
 # %%
 g = torch.Generator().manual_seed(1)
 S, H, d_k = 6, 2, 8
 q = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
-k = torch.randn(1, H, S, d_k, generator=g)  # S keys: S - 1 cached, the last one the new token's
-v = torch.randn(1, H, S, d_k, generator=g)
-
+k, v = torch.randn(2, 1, H, S, d_k, generator=g)  # S keys and values: S - 1 cached, then the new token's
 trap = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-_, trap_weights = scaled_dot_product_attention(q, k, v, is_causal=True)  # attn_ref, for the weights
-print("is_causal=True, weights of head 0:", trap_weights[0, 0, 0].numpy())
+_, trap_weights = scaled_dot_product_attention(q, k, v, is_causal=True)  # attn_ref returns the weights too
+print("is_causal=True, weights of head 0:", trap_weights[0, 0, 0].numpy().round(3))
 print("the output is value 0, unchanged:", torch.allclose(trap, v[:, :, :1]))
 
 # %% [markdown]
 # The query sees only key 0, and its output is value 0. The right answer for a single
 # new query needs no mask at all: the new token is the last position, so it may see
-# every key. For a chunk of $L > 1$ new queries, the mask must be bottom-right
-# aligned.
+# every key.
 
 # %%
 right = F.scaled_dot_product_attention(q, k, v)  # no mask
 _, right_weights = scaled_dot_product_attention(q, k, v)
-print("no mask, weights of head 0:       ", right_weights[0, 0, 0].numpy())
-print("largest |wrong - right| output:", (trap - right).abs().max().item())
-
-L = 3  # a chunk of three new tokens after three cached ones
-print("\ntop-left, is_causal=True:")
-print(causal_mask(L, S).int().numpy())
-print("bottom-right, causal_mask(L, S, lower_right=True):")
-print(causal_mask(L, S, lower_right=True).int().numpy())
-documented = torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)  # causal_lower_right(L, S), per its docs
-print(
-    "the same as PyTorch's documented lower-right mask:",
-    torch.equal(causal_mask(L, S, lower_right=True), documented),
-)
-chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
-theirs = F.scaled_dot_product_attention(chunk, k, v, attn_mask=causal_mask(L, S, lower_right=True))
-wrong = F.scaled_dot_product_attention(chunk, k, v, is_causal=True)
-ours, _ = scaled_dot_product_attention(chunk, k, v, attn_mask=causal_mask(L, S, lower_right=True))
-print("attn_ref and PyTorch agree with the lower-right mask:", torch.allclose(theirs, ours, atol=1e-6))
-print("largest |is_causal=True - lower-right| output:", (wrong - theirs).abs().max().item())
+print("no mask, weights of head 0:       ", right_weights[0, 0, 0].numpy().round(3))
+print(f"largest |wrong - right| output: {(trap - right).abs().max():.2f}")
 
 # %% [markdown]
-# Importing `torch.nn.attention.bias` loads PyTorch's compiler (`torch._dynamo`),
-# which takes a second or two, so this page builds the documented equivalent instead. The
-# site's tests check that `causal_lower_right` gives the same outputs as
-# `attn_ref.causal_mask(L, S, lower_right=True)`.
+# For a chunk of $L > 1$ new queries, the mask must be bottom-right aligned. Here are
+# both masks for three new tokens after three cached ones, and the outputs they give.
+
+# %%
+L = 3
+lower_right = causal_mask(L, S, lower_right=True)
+print("top-left, as is_causal=True:")
+print(causal_mask(L, S).int().numpy())
+print("bottom-right, causal_mask(L, S, lower_right=True):")
+print(lower_right.int().numpy())
+chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
+theirs = F.scaled_dot_product_attention(chunk, k, v, attn_mask=lower_right)
+wrong = F.scaled_dot_product_attention(chunk, k, v, is_causal=True)
+print(f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().max():.2f}")
+
+# %% [markdown]
+# The bottom-right mask is the one `causal_lower_right(L, S)` documents. This page does
+# not import it: importing `torch.nn.attention.bias` loads PyTorch's compiler
+# (`torch._dynamo`), which takes a second or two. The site's tests check that it gives
+# the same outputs as `attn_ref.causal_mask(L, S, lower_right=True)`.
 #
 # `attn_ref.MultiHeadAttention` refuses `is_causal=True` once its cache holds keys,
 # and says what to pass instead:
@@ -375,17 +317,14 @@ except ValueError as error:
 # $$
 #
 # bytes for one sequence. First, the formula against a real cache: the tiny model's,
-# after the generation above.
+# after the generation above (every token but the last, which is chosen, never read).
 
 # %%
 cache = KVCache(model.num_layers)
 model(cached_tokens[:, :-1], cache)
 attn = model.blocks[0].attn
-predicted = kv_cache_bytes(
-    model.num_layers, attn.num_kv_heads, attn.head_dim, cache.length, bytes_per_number=4
-)
-print(f"measured (sum of the tensors' bytes): {cache.nbytes}")
-print(f"formula, float32:                     {predicted}")
+formula = kv_cache_bytes(model.num_layers, attn.num_kv_heads, attn.head_dim, cache.length, bytes_per_number=4)
+print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}")
 
 # %% [markdown]
 # The same formula for real shapes, with 16-bit numbers. The first three rows keep
@@ -395,25 +334,21 @@ print(f"formula, float32:                     {predicted}")
 # are listed at the end.
 
 # %%
-shapes = {  # name: (layers, query heads, key/value heads, head size)
-    "7B class, 32 KV heads": (32, 32, 32, 128),
-    "7B class, 8 KV heads": (32, 32, 8, 128),
-    "7B class, 1 KV head": (32, 32, 1, 128),
-    "Llama 2 70B": (80, 64, 8, 128),
-    "Mistral 7B": (32, 32, 8, 128),
+shapes = {  # name: (layers, key/value heads H_kv, head size d_k)
+    "7B class, 32 KV heads": (32, 32, 128),
+    "7B class, 8 KV heads": (32, 8, 128),
+    "7B class, 1 KV head": (32, 1, 128),
+    "Llama 2 70B": (80, 8, 128),
+    "Mistral 7B": (32, 8, 128),
 }
 GiB = 2**30
 table_tokens = (4_096, 32_768)
-columns = "".join(f"{f'{n:,} tokens':>15}" for n in table_tokens)
-print(f"{'shape':<22} {'layers':>6} {'H':>3} {'H_kv':>4} {'d_k':>4} {'per token':>10}{columns}")
+print(f"{'':<22} per token  {table_tokens[0]:,} tokens  {table_tokens[1]:,} tokens")
 cache_table = {}
-for name, (layers, query_heads, kv_heads, size) in shapes.items():
-    per_token = kv_cache_bytes(layers, kv_heads, size, 1)
+for name, (layers, kv_heads, size) in shapes.items():
     cache_table[name] = [kv_cache_bytes(layers, kv_heads, size, n) / GiB for n in table_tokens]
-    sizes = "".join(f"{gib:>11g} GiB" for gib in cache_table[name])
-    print(
-        f"{name:<22} {layers:>6} {query_heads:>3} {kv_heads:>4} {size:>4} {per_token / 2**10:>6.0f} KiB{sizes}"
-    )
+    per_token = kv_cache_bytes(layers, kv_heads, size, 1) // 2**10
+    print(f"{name:<22} {per_token:>5} KiB", *(f"{gib:>10g} GiB" for gib in cache_table[name]))
 
 # %% [markdown]
 # The cache grows linearly with the length, and serving several sequences at once
@@ -427,34 +362,34 @@ for name, (layers, query_heads, kv_heads, size) in shapes.items():
 #
 # The cache scales with $H_{kv}$, the number of key/value heads. Multi-query attention
 # (Shazeer, 2019) keeps all $H$ query heads but gives them a single key head and a
-# single value head, which every query head shares. Grouped-query attention (Ainslie et al.,
-# 2023) sits in between: $H_{kv}$ key/value heads, each shared by a group of
-# $H / H_{kv}$ consecutive query heads. Query head $h$ reads key/value head
-# $\lfloor h / (H / H_{kv}) \rfloor$. With $H_{kv} = H$ it is ordinary multi-head
-# attention; with $H_{kv} = 1$, multi-query attention.
+# single value head, which every query head shares. Grouped-query attention (Ainslie et
+# al., 2023) sits in between: $H_{kv}$ key/value heads, each shared by a group of
+# $H / H_{kv}$ query heads. With $H_{kv} = H$ it is ordinary multi-head attention; with
+# $H_{kv} = 1$, multi-query attention.
 #
 # In `attn_ref`, `MultiHeadAttention` takes `num_kv_heads`. The key and value
-# projections shrink to $H_{kv} \cdot d_k$ outputs, and before attending, each
-# key/value head is repeated for its group (`attn_ref.repeat_kv_heads`).
+# projections shrink to $H_{kv} \cdot d_k$ outputs. Before attending, each key/value
+# head is repeated for its group (`attn_ref.repeat_kv_heads`), a group of consecutive
+# query heads: query head $h$ reads key/value head $\lfloor h / (H / H_{kv}) \rfloor$, as
+# in PyTorch and in Meta's Llama 2 code.
 
 # %%
 torch.manual_seed(0)
 gqa = MultiHeadAttention(embed_dim=32, num_heads=8, num_kv_heads=2)
 H, H_kv, d_k = gqa.num_heads, gqa.num_kv_heads, gqa.head_dim
 print(f"H = {H} query heads, H_kv = {H_kv} key/value heads, d_k = {d_k}")
-print("W_Q:", tuple(gqa.q_proj.weight.T.shape))  # nn.Linear stores W^T: .T gives (C, out)
-print("W_K:", tuple(gqa.k_proj.weight.T.shape), " W_V:", tuple(gqa.v_proj.weight.T.shape))
-print("which key/value head each query head reads:")
+# nn.Linear stores W^T, of shape (out, C): .T gives W_Q and W_K, of shape (C, out)
+print("W_Q:", tuple(gqa.q_proj.weight.T.shape), " W_K:", tuple(gqa.k_proj.weight.T.shape))
 head_ids = torch.arange(float(H_kv)).reshape(1, H_kv, 1, 1)  # key/value head j holds the number j
-print(repeat_kv_heads(head_ids, num_heads=H).flatten().int().tolist())
+print("key/value head of each query head:", repeat_kv_heads(head_ids, num_heads=H).flatten().int().tolist())
 
 # %% [markdown]
-# Is this the same as PyTorch's grouped-query attention? Since version 2.5,
-# `torch.nn.functional.scaled_dot_product_attention` takes `enable_gqa=True` and
-# accepts fewer key/value heads than query heads. The cell computes the layer
-# three ways: with `attn_ref`; with PyTorch's function on the same projections;
-# and as ordinary multi-head attention whose key and value projections have
-# each head's weights copied once for every query head in its group.
+# Is this the same as PyTorch's grouped-query attention? With `enable_gqa=True`
+# (added in [pull request #132689](https://github.com/pytorch/pytorch/pull/132689)),
+# `torch.nn.functional.scaled_dot_product_attention` accepts fewer key/value heads than
+# query heads. The cell computes the layer's attention three ways: with `attn_ref`; with
+# PyTorch's function on the same projections; and as ordinary multi-head attention on
+# key and value heads repeated, each once for every query head in its group.
 
 # %%
 x = torch.randn(2, 5, 32, generator=g)  # (B, T, C)
@@ -468,17 +403,11 @@ heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 torch_gqa = gqa.out_proj(heads.transpose(1, 2).reshape(B, T, C))  # (B, H, T, d_k) -> (B, T, C)
 
 group = H // H_kv  # query heads per key/value head
-mha = MultiHeadAttention(embed_dim=C, num_heads=H)  # as many key/value heads as query heads
-with torch.no_grad():
-    mha.q_proj.load_state_dict(gqa.q_proj.state_dict())
-    mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
-    for full, shared in ((mha.k_proj, gqa.k_proj), (mha.v_proj, gqa.v_proj)):
-        # (H_kv * d_k, C) rows, one block of d_k per head -> each block `group` times -> (C, C)
-        full.weight.copy_(shared.weight.view(H_kv, d_k, C).repeat_interleave(group, dim=0).reshape(C, C))
-        full.bias.copy_(shared.bias.view(H_kv, d_k).repeat_interleave(group, dim=0).reshape(C))
-repeated, _ = mha(x, x, x, is_causal=True)
-print("largest |attn_ref - PyTorch enable_gqa|:     ", (ours - torch_gqa).abs().max().item())
-print("largest |attn_ref - MHA with repeated heads|:", (ours - repeated).abs().max().item())
+repeated = F.scaled_dot_product_attention(
+    q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), is_causal=True
+)  # (B, H_kv, T, d_k) -> (B, H, T, d_k) keys and values: plain multi-head attention
+print(f"largest |attn_ref - PyTorch enable_gqa| output: {(ours - torch_gqa).abs().max():.0e}")
+print(f"largest |enable_gqa - repeated heads| per head: {(heads - repeated).abs().max():.0e}")
 
 # %% [markdown]
 # All three agree to float32 rounding. Grouped-query attention computes exactly
@@ -486,14 +415,12 @@ print("largest |attn_ref - MHA with repeated heads|:", (ours - repeated).abs().m
 # duplicates are simply never stored.
 #
 # Now the same decoder with eight query heads and eight, two or one key/value
-# heads. Each fills a cache with the same text, then generates with and without
-# a cache.
+# heads. Each fills a cache with the same text of 64 tokens, then generates with and
+# without a cache.
 
 # %%
 text = torch.randint(0, len(VOCAB), (1, 64), generator=g)
-print(
-    f"{'H_kv':>4} {'cache bytes':>12} {'formula':>8} {'MHA / this':>11} {'H / H_kv':>9} {'identical tokens':>17}"
-)
+print("H_kv  cache bytes  formula  MHA / this  identical tokens")
 cache_sizes = {}
 for kv_heads in (8, 2, 1):
     torch.manual_seed(0)
@@ -501,18 +428,11 @@ for kv_heads in (8, 2, 1):
     grouped_cache = KVCache(grouped.num_layers)
     grouped(text, grouped_cache)  # (B, T) -> a cache of T positions
     cache_sizes[kv_heads] = grouped_cache.nbytes
-    attn = grouped.blocks[0].attn
-    formula = kv_cache_bytes(
-        grouped.num_layers, kv_heads, attn.head_dim, grouped_cache.length, bytes_per_number=4
-    )
-    same = torch.equal(
-        generate(grouped, text[:, :8], 16, use_cache=True)[0],
-        generate(grouped, text[:, :8], 16, use_cache=False)[0],
-    )
-    ratio, predicted_ratio = cache_sizes[8] / grouped_cache.nbytes, attn.num_heads / kv_heads
-    print(
-        f"{kv_heads:>4} {grouped_cache.nbytes:>12} {formula:>8} {ratio:>11.1f} {predicted_ratio:>9.1f} {same!s:>17}"
-    )
+    head_dim = grouped.blocks[0].attn.head_dim
+    formula = kv_cache_bytes(grouped.num_layers, kv_heads, head_dim, grouped_cache.length, bytes_per_number=4)
+    same = torch.equal(*(generate(grouped, text[:, :8], 16, use_cache=c)[0] for c in (True, False)))
+    ratio = cache_sizes[8] / cache_sizes[kv_heads]  # multi-head attention's cache over this one's
+    print(f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f} {same!s:>17}")
 
 # %% [markdown]
 # The measured cache shrinks by exactly $H / H_{kv}$, and each model generates the
@@ -522,18 +442,18 @@ for kv_heads in (8, 2, 1):
 # that multi-query models "incur only minor quality degradation from the
 # baseline". Ainslie et al. convert trained multi-head checkpoints and train them
 # a little further ("uptraining", with 5% of the original pre-training compute).
-# They report that grouped-query attention "achieves quality close to multi-head
-# attention with comparable speed to MQA".
+# They report that "uptrained GQA achieves quality close to multi-head attention
+# with comparable speed to MQA".
 #
 # <details class="note">
 # <summary>Going deeper: how real implementations store the cache</summary>
 #
 # `attn_ref.KVCache` concatenates a new tensor at every step, which copies the whole
-# cache each time; that keeps the code short. Production code allocates the cache once,
-# for the longest sequence it will serve, and writes each new position into place.
-# Meta's reference Llama 2 code, for instance, creates `cache_k` and `cache_v` of shape
-# `(max_batch_size, max_seq_len, n_kv_heads, head_dim)` in every attention layer and
-# writes the new keys and values into a slice of them at every step.
+# cache each time; that keeps the code short. Code written for speed avoids the copy.
+# Meta's reference Llama 2 code, for instance, allocates the cache once, for the longest
+# sequence it will serve: `cache_k` and `cache_v` of shape
+# `(max_batch_size, max_seq_len, n_local_kv_heads, head_dim)` in every attention layer.
+# At every step it writes the new keys and values into a slice of them.
 #
 # </details>
 #
@@ -543,55 +463,25 @@ for kv_heads in (8, 2, 1):
 #   values of earlier positions never change, and caching them changes nothing but
 #   the cost: same tokens, logits equal up to float rounding.
 # - Without a cache, the work per token grows like $t^2$; with one, like $t$. The
-#   measured speed-up grows with the length and vanishes for short texts, where
+#   measured speed-up grows with the length and almost vanishes for short texts, where
 #   fixed per-call overhead dominates.
 # - With a cache there are fewer queries than keys. Use no mask for one new query and
 #   a bottom-right-aligned mask for several. `is_causal=True` aligns to the top left.
 # - The cache takes $2 \times \text{layers} \times H_{kv} \times d_k \times \text{tokens}
 #   \times \text{bytes}$. Multi-query and grouped-query attention cut it by $H / H_{kv}$.
 #
-# The numbers measured and computed on this page:
-
-# %%
-print(f"measured speed-up of the cache at t = {lengths[-1]} tokens: {speedups[-1]:.1f}x")
-print(f"at t = {lengths[0]} tokens: {speedups[0]:.1f}x")
-print("7B-class shape at 32,768 tokens, 16-bit numbers, one sequence:")
-for name in ("7B class, 32 KV heads", "7B class, 8 KV heads", "7B class, 1 KV head"):
-    print(f"  {name:<22} {cache_table[name][1]:g} GiB")
-
-# %% [markdown]
 # ## Exercises
 #
 # **1. A memory budget.** With the 7B-class shape and 16-bit numbers, how many tokens
 # of one sequence fit in a 24 GiB cache budget with 32, 8 and 1 key/value heads?
 
 # %% tags=["solution"]
-budget = 24 * GiB
-layers, _, _, size = shapes["7B class, 32 KV heads"]
 for kv_heads in (32, 8, 1):
-    per_token = kv_cache_bytes(layers, kv_heads, size, 1)
-    print(f"{kv_heads:>2} key/value heads: {budget // per_token:,} tokens")
+    per_token = kv_cache_bytes(32, kv_heads, 128, 1)  # bytes per token of the 7B-class shape
+    print(f"H_kv = {kv_heads:>2}: {24 * GiB // per_token:>9,} tokens")
 
 # %% [markdown]
-# **2. A batch.** Generate 10 tokens for a batch of three prompts of the same length,
-# with and without the cache, and check that the tokens are identical. How large is
-# the cache, and how does that compare with the formula at `batch_size=3`?
-
-# %% tags=["solution"]
-prompts = torch.randint(0, len(VOCAB), (3, 6), generator=torch.Generator().manual_seed(3))
-with_cache, _ = generate(model, prompts, 10, use_cache=True)
-without, _ = generate(model, prompts, 10, use_cache=False)
-print("identical:", torch.equal(with_cache, without))
-batch_cache = KVCache(model.num_layers)
-model(with_cache[:, :-1], batch_cache)
-attn = model.blocks[0].attn
-formula = kv_cache_bytes(
-    model.num_layers, attn.num_kv_heads, attn.head_dim, batch_cache.length, bytes_per_number=4, batch_size=3
-)
-print("cache bytes:", batch_cache.nbytes, " formula:", formula)
-
-# %% [markdown]
-# **3. A prompt in chunks.** Feed a 12-token prompt to the cache in chunks of 4
+# **2. A prompt in chunks.** Feed a 12-token prompt to the cache in chunks of 4
 # tokens. Check that the logits of each chunk equal the full forward pass's logits at
 # the same positions. (`TinyDecoder` builds a bottom-right mask for each chunk.)
 
@@ -599,11 +489,10 @@ print("cache bytes:", batch_cache.nbytes, " formula:", formula)
 tokens = torch.randint(0, len(VOCAB), (1, 12), generator=torch.Generator().manual_seed(4))
 chunk_cache = KVCache(model.num_layers)
 chunks = [model(tokens[:, start : start + 4], chunk_cache) for start in range(0, 12, 4)]
-full = model(tokens)
-print("chunked equals full:", torch.allclose(torch.cat(chunks, dim=1), full, atol=1e-5))
+print("chunked equals full:", torch.allclose(torch.cat(chunks, dim=1), model(tokens), atol=1e-5))
 
 # %% [markdown]
-# **4. The wrong grouping.** `repeat_kv_heads` repeats each key/value head for
+# **3. The wrong grouping.** `repeat_kv_heads` repeats each key/value head for
 # *consecutive* query heads (`repeat_interleave`). Tile the heads instead
 # (`repeat`, which gives the order 0, 1, 0, 1, ...) and show that the result no
 # longer matches PyTorch's `enable_gqa=True`.
@@ -612,10 +501,10 @@ print("chunked equals full:", torch.allclose(torch.cat(chunks, dim=1), full, ato
 tiled_k, tiled_v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (B, H_kv, T, d_k) -> (B, H, T, d_k)
 tiled = F.scaled_dot_product_attention(q, tiled_k, tiled_v, is_causal=True)
 print("tiled matches enable_gqa:", torch.allclose(tiled, heads, atol=1e-6))
-print("largest difference:", (tiled - heads).abs().max().item())
+print(f"largest difference: {(tiled - heads).abs().max():.2f}")
 
 # %% [markdown]
-# **5. A sliding window.** With a window of $W$, position $i$ attends only to
+# **4. A sliding window.** With a window of $W$, position $i$ attends only to
 # positions $i - W + 1, \dots, i$. Then a cache never needs more than the last $W$
 # keys and values of each layer. Show it for one attention layer: one new query
 # attending to the last $W$ of $S$ keys, with no mask, gives the same output as
@@ -648,6 +537,6 @@ print("same output:", torch.allclose(full_window, bounded, atol=1e-6))
 # - Albert Q. Jiang et al. [Mistral 7B](https://arxiv.org/abs/2310.06825). 2023.
 #   Grouped-query attention with a sliding window.
 # - PyTorch: [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
-#   (`enable_gqa`), [`causal_lower_right`](https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.bias.causal_lower_right.html),
+#   (`is_causal`, `enable_gqa`), [`causal_lower_right`](https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.bias.causal_lower_right.html),
 #   and [issue #108108](https://github.com/pytorch/pytorch/issues/108108) on the
 #   alignment of `is_causal`.
