@@ -8,8 +8,8 @@ torch==VERSION`` (with this machine's pip configuration), the probe run in it, t
 deleted. The results go to snippets/versions/fully_masked_rows.json: version -> case -> value,
 in the order of VERSIONS and of the probe's lines. pip prefers a +cpu wheel where its indexes
 hold one (2.13.0 here); PyPI's Linux wheels of older releases are CUDA builds, which run on
-the CPU as well but bring 2 to 3 GB of CUDA libraries each. Took 40 minutes for all fifteen
-versions with an empty pip cache (2 cores); the downloads stay in pip's cache for the next run.
+the CPU as well but bring 2 to 3 GB of CUDA libraries each. All fifteen versions took 77 minutes
+on 2 shared cores (3 to 7 minutes each, mostly downloading and unpacking wheels; pip kept no cache).
 """
 
 from __future__ import annotations

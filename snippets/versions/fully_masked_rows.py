@@ -44,7 +44,10 @@ mean_v = v.mean(dim=-2)  # what uniform weights over all keys would give
 try:  # torch 2.3 and later
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    backends = {"math": lambda: sdpa_kernel(SDPBackend.MATH), "flash": lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)}
+    backends = {
+        "math": lambda: sdpa_kernel(SDPBackend.MATH),
+        "flash": lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION),
+    }
 except ImportError:  # torch 2.0 to 2.2
     flags = {"enable_math": False, "enable_flash": False, "enable_mem_efficient": False}
     backends = {
