@@ -404,7 +404,9 @@ print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1
 
 # %% [markdown]
 # Zeros are the safer convention. Even so, the outputs of padded queries mean nothing,
-# and they must be left out of the loss.
+# and they must be left out of the loss. Older PyTorch versions returned `nan` here
+# too. The bugs page has [a table of what each version returns](../../practice/bugs/#a-query-with-no-key-to-see),
+# measured, and the pull request that made `scaled_dot_product_attention` return zeros.
 #
 # <details class="note">
 # <summary>Going deeper: left padding needs its padding mask</summary>

@@ -1,0 +1,26 @@
+# The measured behaviour (fully_masked_rows.json, written by tests/torch_versions.py) as a
+# Markdown table, one row per run of PyTorch versions that behave alike. Run it from the
+# repository's root.
+import json
+from pathlib import Path
+
+measured = json.loads(Path("snippets/versions/fully_masked_rows.json").read_text())
+columns = {  # the probe's case -> the column's title
+    "sdpa_default": "`F.scaled_dot_product_attention`",
+    "mha_attn_mask_grad_weights_output": "`nn.MultiheadAttention`",
+    "mha_attn_mask_grad_no_weights_output": "the same, `need_weights=False`",
+    "mha_attn_mask_no_grad_no_weights_output": "the same, under `torch.no_grad()`",
+}
+runs = []  # [first version, last version, the values they share]
+for version, cases in measured.items():
+    values = [cases[case] for case in columns]
+    if runs and runs[-1][2] == values:
+        runs[-1][1] = version
+    else:
+        runs.append([version, version, values])
+
+print("| PyTorch | " + " | ".join(columns.values()) + " |")
+print("|---" * (len(columns) + 1) + "|")
+for first, last, values in runs:
+    versions = first if first == last else f"{first} to {last}"
+    print(f"| {versions} | " + " | ".join(values) + " |")
