@@ -23,6 +23,9 @@ TINY_TUTORIAL = """# %% [markdown]
 import os
 print("working folder holds:", os.listdir("."))
 
+# %% tags=["plot"]
+shown = "a plot"
+
 # %% tags=["solution"]
 answer = 6 * 7
 """
@@ -34,6 +37,8 @@ def project(tmp_path: Path) -> Path:
     for folder in tutorial_execution.CODE_DIRS:
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / tutorial_execution.VERSIONS, tmp_path)
+    (tmp_path / tutorial_execution.THIS_FILE).parent.mkdir(parents=True)
+    shutil.copy2(ROOT / tutorial_execution.THIS_FILE, tmp_path / tutorial_execution.THIS_FILE)
     (tmp_path / "docs" / "tutorials").mkdir(parents=True)
     (tmp_path / "docs" / "tutorials" / "tiny.py").write_text(TINY_TUTORIAL)
     return tmp_path
@@ -51,10 +56,12 @@ def test_a_tutorial_runs_top_to_bottom_in_a_fresh_kernel_in_an_empty_folder(proj
     executed = _execute(project)
     notebook = nbformat.read(executed, as_version=4)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert [cell.execution_count for cell in code] == [1, 2]  # in order, in a kernel of its own
+    assert [cell.execution_count for cell in code] == [1, 2, 3]  # in order, in a kernel of its own
     assert code[0].outputs[0].text == "working folder holds: []\n"
-    assert code[1].metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}  # a solution
-    assert pickle.loads(tutorial_execution.saved_values(executed).read_bytes()) == {"answer": 42}
+    assert code[1].metadata["jupyter"] == {"source_hidden": True}  # a plot: its output stays in view
+    assert code[2].metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}  # a solution
+    values = pickle.loads(tutorial_execution.saved_values(executed).read_bytes())
+    assert values == {"shown": "a plot", "answer": 42}
 
 
 def test_a_kept_execution_is_reused_until_the_code_changes(project):
@@ -74,6 +81,7 @@ def test_a_kept_execution_is_reused_until_the_code_changes(project):
         "attn_ref/new_module.py",
         "snippets/foundation/three_tokens.py",
         "constraints.txt",
+        "docs/_hooks/tutorial_execution.py",
     ],
 )
 def test_the_key_changes_with_the_code_the_tutorial_can_run_and_the_versions(project, changed):

@@ -78,6 +78,24 @@ def test_each_solution_is_collapsed_on_the_page_and_in_the_download(built_site, 
     assert len(blocks) == len(solutions) and all("celltag_solution" in block for block in blocks)
 
 
+@pytest.mark.parametrize("name", TUTORIAL_NAMES)
+def test_plotting_code_is_collapsed_and_its_plot_shown(built_site, executed_tutorials, name):
+    """A cell that draws a plot is tagged 'plot': its code collapsed, its plot in view."""
+    cells = executed_tutorials[name].code_cells
+    plotting = [cell for cell in cells if "figure_to_svg(" in cell.source]
+    assert all("plot" in cell.metadata.get("tags", []) or name == "pipeline_notebook" for cell in plotting)
+    tagged = [cell for cell in cells if "plot" in cell.metadata.get("tags", [])]
+    assert all(cell.metadata["jupyter"] == {"source_hidden": True} for cell in tagged)
+    page = (built_site.path / "tutorials" / name / "index.html").read_text()
+    collapsed = re.findall(
+        r'<details class="example"><summary>Plotting code</summary>\s*<div class="jp-Cell-inputWrapper".*?</details>'
+        r'\s*<div class="jp-Cell-outputWrapper">.*?<img class="plot"',
+        page,
+        re.S,
+    )
+    assert len(collapsed) == len(tagged)
+
+
 PAGE_BUDGET = 150 * 1024  # bytes of HTML, the largest page
 
 

@@ -14,6 +14,8 @@
 - Exercises: a code cell tagged ``solution`` (``# %% tags=["solution"]`` in the tutorial) is
   shown collapsed, as a "Solution" block a reader opens; ``tutorial_execution`` collapses it
   in the downloaded notebook too.
+- Plots: the code of a cell tagged ``plot`` is shown collapsed, as a "Plotting code" block;
+  the plot it draws stays in view.
 - Going deeper: a code cell tagged ``deeper`` (``# %% tags=["deeper"]``) moves into the
   ``<details class="note">`` block ("Going deeper: ...") that ends the markdown cell just before
   it, so that a side topic's code and output stay collapsed with its prose.
@@ -52,6 +54,8 @@ TAG_TOOLBAR = re.compile(
 SOLUTION_CELL = re.compile(
     r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
 )
+PLOT_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_plot\b[^"]*">')
+INPUT_WRAPPER = re.compile(r'<div class="jp-Cell-inputWrapper"')
 DEEPER_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_deeper\b[^"]*">')
 DIV_TAG = re.compile(r"<div\b|</div>")
 # The code as highlighted, then the same code again as hidden text for the copy button.
@@ -105,7 +109,7 @@ def on_page_content(html, page, config, files):
     script = _shared("javascripts/notebook", "js", "\n".join(INLINE_SCRIPT.findall(header)))
     cells = TAG_TOOLBAR.sub("", LIST_REPR_STYLE.sub("", cells))
     cells = HIDDEN_COLLAPSER.sub("", HIDDEN_COPY.sub(r'\1 id="\3"\2', cells))
-    cells = _collapsed_solutions(_deeper_in_details(_one_copy_icon(cells)))
+    cells = _collapsed_solutions(_deeper_in_details(_collapsed_plotting_code(_one_copy_icon(cells))))
     html = INLINE_SCRIPT.sub("", INLINE_STYLE.sub("", header)) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = (
@@ -141,6 +145,17 @@ def _collapsed_solutions(cells: str) -> str:
         end = _end_of_div(cells, cell.start())
         parts += [cells[done : cell.start()], '<details class="success"><summary>Solution</summary>']
         parts += [cells[cell.start() : end], "</details>"]
+        done = end
+    return "".join([*parts, cells[done:]])
+
+
+def _collapsed_plotting_code(cells: str) -> str:
+    parts, done = [], 0
+    for cell in PLOT_CELL.finditer(cells):
+        start = INPUT_WRAPPER.search(cells, cell.end()).start()
+        end = _end_of_div(cells, start)
+        parts += [cells[done:start], '<details class="example"><summary>Plotting code</summary>']
+        parts += [cells[start:end], "</details>"]
         done = end
     return "".join([*parts, cells[done:]])
 

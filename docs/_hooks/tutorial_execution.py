@@ -8,14 +8,15 @@ fresh kernel whose working folder is an empty temporary one, so it can rely only
 packages. The result is kept under ``.cache/tutorials/<key>/tutorials/``:
 
 - ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, solutions
-  (cells tagged ``solution``) collapsed, and each run of printed text in one output (the kernel may flush a print in two messages), so that two
-  executions give the same bytes;
+  (cells tagged ``solution``) and the code of plots (cells tagged ``plot``) collapsed, and
+  each run of printed text in one output (the kernel may flush a print in two messages), so
+  that two executions give the same bytes;
 - ``<name>.values.pickle``: the kernel's variables after the last cell (tensors, numbers,
   strings, modules, ...), for the tests to compare with their own references.
 
 The key hashes the tutorial, every file it can import or include (``attn_ref``,
-``snippets``) and the pinned versions (``constraints.txt``): a change to any of them gives a
-new key, and so a new execution; nothing else does.
+``snippets``), the pinned versions (``constraints.txt``) and this module: a change to any of
+them gives a new key, and so a new execution; nothing else does.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from traitlets.config import Config
 
 CODE_DIRS = ("attn_ref", "snippets")
 VERSIONS = "constraints.txt"
+THIS_FILE = Path("docs/_hooks/tutorial_execution.py")  # how a tutorial is executed and kept
 CACHE = Path(".cache") / "tutorials"
 WORKERS = 2  # the build machine's cores
 
@@ -61,10 +63,11 @@ with open({path!r}, "wb") as _file:
 
 
 def code_digest(root: Path) -> str:
-    """Hash of every file the tutorials can import or include, and of the pinned versions."""
+    """Hash of every file the tutorials can import or include, of the pinned versions, and of
+    the way they are executed."""
     digest = hashlib.sha256()
     paths = [path for folder in CODE_DIRS for path in sorted((root / folder).rglob("*.py"))]
-    for path in [*paths, root / VERSIONS]:
+    for path in [*paths, root / VERSIONS, root / THIS_FILE]:
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -116,8 +119,11 @@ def execute(source: Path, target: Path) -> Path:
     notebook = jupytext.read(source)
     for number, cell in enumerate(notebook.cells):
         cell.id = f"cell-{number}"  # stable ids: the same file every time
-        if "solution" in cell.metadata.get("tags", []):  # an exercise's solution: opened by the reader
+        tags = cell.metadata.get("tags", [])
+        if "solution" in tags:  # an exercise's solution: opened by the reader
             cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+        elif "plot" in tags:  # plotting code: the plot shows, the code opens on demand
+            cell.metadata["jupyter"] = {"source_hidden": True}
     partial = target.with_name(target.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)

@@ -194,6 +194,8 @@ print(wei[0].numpy())
 print("largest weight above the diagonal, any sequence:", wei[:, ~allowed].max().item())
 print("every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T)))
 print("first row of every sequence is [1, 0, ..., 0]:", torch.equal(wei[:, 0], wei_avg[0].expand(B, T)))
+
+# %% tags=["plot"]
 ax = attention_heatmap(wei[0], title="Causal attention weights, sequence 0")
 alt = f"Heatmap of the {T} by {T} weights of sequence 0, zero above the diagonal"
 display(HTML(figure_to_svg(ax.figure, alt=alt)))

@@ -278,6 +278,7 @@ for name, peak in peaks.items():
 extra = (peaks["naive"] - io)[-1] / formula[-1]  # in (B, H, T, T) matrices
 print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
 
+# %% tags=["plot"]
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
     ax.loglog(lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})")
@@ -387,7 +388,7 @@ for quantity, (standard, flash) in rows.items():
 # ratio between them levels off near $M / (3 d^2)$ (the dashed lines): larger with more
 # SRAM, smaller with wider heads.
 
-# %%
+# %% tags=["plot"]
 Ns = 2 ** np.arange(8, 17)
 fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):

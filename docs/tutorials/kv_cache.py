@@ -210,6 +210,7 @@ for t, (plain_ms, cached_ms), speedup in zip(lengths, timings, speedups, strict=
 growth = [np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)]
 print(f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it (three longest t)")
 
+# %% tags=["plot"]
 fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
 ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
 ax.loglog(lengths, timings[:, 1], "s-", label="with cache")

@@ -240,6 +240,8 @@ for query, row in zip(tokens, weights_np, strict=True):
     top = np.isclose(row, row.max())  # (3,): where the largest is
     keys = " and ".join(k for k, t in zip(tokens, top, strict=True) if t)
     print(f"{query}: largest weight {row.max():.4f}, to {keys}")
+
+# %% tags=["plot"]
 title = "Identity projections"
 ax = attention_heatmap(weights_np, tokens, title=title, vmax=1.0)
 figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
@@ -357,6 +359,8 @@ for name, identity, random in (
     print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
 sdpa_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
 print("matches F.sdpa:", torch.allclose(output_r, sdpa_r))
+
+# %% tags=["plot"]
 title = "Random projections, d_k = 2"
 ax = attention_heatmap(weights_r, tokens, title=title, vmax=1.0)
 figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")

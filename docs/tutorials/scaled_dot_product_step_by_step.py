@@ -119,6 +119,8 @@ strongest = weights[0].argmax(dim=-1)  # (T,): each query's strongest key
 itself = torch.equal(strongest, torch.arange(T))
 print("each token's strongest key is itself:", itself)
 print("scores symmetric:", torch.allclose(scores, scores.mT))
+
+# %% tags=["plot"]
 labels = [f"t{i}" for i in range(T)]
 fig, ax = plt.subplots(figsize=(4.4, 3.8), layout="constrained")
 attention_heatmap(weights[0], labels, ax=ax, title="Q = K = V = X")
@@ -259,6 +261,8 @@ head_outputs, head_weights = scaled_dot_product_attention(q, k, v)
 print(f"scale 1/sqrt(d_k) = {1 / math.sqrt(d_head):.4f}")
 print("head_outputs:", tuple(head_outputs.shape))
 print("head_weights:", tuple(head_weights.shape))
+
+# %% tags=["plot"]
 size = (4.4, 3.8 * num_heads)  # the heads stacked, for narrow screens
 fig, axes = plt.subplots(num_heads, 1, figsize=size, layout="constrained")
 for h, ax in enumerate(axes):
