@@ -63,9 +63,11 @@ def attention_heatmap(
         key_labels = query_labels if L == S else [str(j) for j in range(S)]
     if len(query_labels) != L or len(key_labels) != S:
         raise ValueError(f"expected {L} query labels and {S} key labels for weights of shape {w.shape}")
-    if ax is None:
-        size = min(1.0 + 0.55 * S, 7.0)
-        _, ax = plt.subplots(figsize=(size + 1.2, min(0.8 + 0.55 * L, 7.0)), layout="constrained")
+    fontsize = 8  # numbers in cells drawn on the caller's axes, whose size the caller chose
+    if ax is None:  # cells just wide enough for their numbers, so a phone shrinks the figure less
+        cell, fontsize = 0.42, 10
+        size = min(1.0 + cell * S, 7.0)
+        _, ax = plt.subplots(figsize=(size + 1.2, min(0.8 + cell * L, 7.0)), layout="constrained")
     vmax = float(w.max()) if vmax is None else vmax
     image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-12, vmax))
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
@@ -80,7 +82,7 @@ def attention_heatmap(
         for i in range(L):
             for j in range(S):
                 colour = "black" if w[i, j] > threshold else "white"
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", color=colour, fontsize=8)
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", color=colour, fontsize=fontsize)
     return ax
 
 
