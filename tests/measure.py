@@ -76,7 +76,8 @@ def sequential_seconds(work: Path) -> float:
         if code:
             script = work / f"{page.stem}.py"
             script.write_text(code)
-            subprocess.run([sys.executable, str(script)], cwd=work, check=True, capture_output=True)
+            # from the project's root, as the build runs them (a block may read a file of the project)
+            subprocess.run([sys.executable, str(script)], cwd=ROOT, check=True, capture_output=True)
     return time.perf_counter() - start
 
 
