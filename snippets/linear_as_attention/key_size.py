@@ -1,5 +1,4 @@
-# How small can d_k be, for the weights |x| / sum|x|? A key fixed in advance needs d_in - 1;
-# a key built from x, 1.
+# How small can d_k be, for the weights |x| / sum|x|? A key fixed in advance needs d_in - 1.
 import torch
 import torch.nn.functional as F
 
@@ -23,12 +22,3 @@ try:
     linear_as_attention(x, W, d_k=d_in - 2)
 except ValueError as message:
     print(f"d_k = {d_in - 2}: ValueError: {message}")
-
-# d_k = 1 is enough if the key may depend on x: k = the logits themselves, q = 1.
-weights = x.abs() / x.abs().sum(dim=-1, keepdim=True)  # (B, d_in), the weights we need
-k_from_x = weights.log()[..., None]  # (B, d_in) -> (B, d_in, 1)
-q_one = torch.ones(B, 1, 1, dtype=torch.float64)  # scale 1 / sqrt(1) = 1: q k^T = logit
-v = W.T * (x.abs().sum(dim=-1, keepdim=True) * x.sign())[..., None]  # (B, d_in, d_out)
-y = F.scaled_dot_product_attention(q_one, k_from_x, v)[:, 0]
-error = (y - y_exact).abs().max().item()
-print(f"d_k = 1 with k built from x: max |y - x W^T| = {error:.1e}")

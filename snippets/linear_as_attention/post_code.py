@@ -32,26 +32,21 @@ y1 = x @ fc_weight.T  # (B, d_out)
 k = torch.randn(B, d_in, d_in)  # the inverse needs a square key: d_k = d_in
 _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
 
-y_exact = x.double() @ fc_weight.double().T  # the same product in float64
+y_exact = x.double() @ fc_weight.double().T  # x W^T, in float64
 # The blog post's three asserts, as checks:
-print("allclose(_y, y1):                       ", torch.allclose(_y, y1))
+print("allclose(_y, y1):", torch.allclose(_y, y1))
 print("allclose(logits_rec, logits, atol=1e-3):", torch.allclose(logits_rec, logits, atol=1e-3))
-print("allclose(y2, y1, atol=1e-3):            ", torch.allclose(y2, y1, atol=1e-3))
-errors = {
-    "logits_rec - logits": logits_rec - logits,
-    "y1 - x W^T (float64)": y1.double() - y_exact,
-    "_y - x W^T (float64)": _y.double() - y_exact,
-    "y2 - x W^T (float64)": y2.double() - y_exact,
-}
-for name, error in errors.items():
-    print(f"max |{name}| {'':{21 - len(name)}}= {error.abs().max().item():.2e}")
-print("condition number of k, per row:", torch.linalg.cond(k).round().int().tolist())
+print("allclose(y2, y1, atol=1e-3):", torch.allclose(y2, y1, atol=1e-3))
+# The largest errors, measured in float64:
+for name, y in (("y1", y1), ("_y", _y), ("y2", y2)):
+    print(f"max |{name} - x W^T| = {(y.double() - y_exact).abs().max():.1e}")
+print("cond(k), per row:", torch.linalg.cond(k).round().int().tolist())
 # --8<-- [end:build]
 # --8<-- [start:many]
 # The same for many seeds: how often do the blog post's checks fail? How large is the error?
 n_seeds = 1000
-fails_exact = fails_loose = 0
-worst = (0.0, None, None)  # (error, seed, condition number of k)
+fails_exact, conds, failed = 0, [], []  # failed: cond(k) where atol=1e-3 fails
+worst = (0.0, None)  # (error, seed)
 for seed in range(n_seeds):
     torch.manual_seed(seed)
     x = torch.randn(B, d_in)
@@ -59,13 +54,15 @@ for seed in range(n_seeds):
     k = torch.randn(B, d_in, d_in)
     _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
     y1 = x @ fc_weight.T
+    conds.append(torch.linalg.cond(k).max().item())  # the worst of the B keys
     fails_exact += not torch.allclose(_y, y1)
-    fails_loose += not torch.allclose(y2, y1, atol=1e-3)
+    if not torch.allclose(y2, y1, atol=1e-3):
+        failed.append(conds[-1])
     error = (y2.double() - x.double() @ fc_weight.double().T).abs().max().item()
-    if error > worst[0]:
-        worst = (error, seed, torch.linalg.cond(k).max().item())
+    worst = max(worst, (error, seed))
 print(f"allclose(_y, y1) fails for {fails_exact} of {n_seeds} seeds")
-print(f"allclose(y2, y1, atol=1e-3) fails for {fails_loose} of {n_seeds} seeds")
-print(f"largest |y2 - x W^T| = {worst[0]:.2e}, at seed {worst[1]}")
-print(f"the largest cond(k) at that seed: {worst[2]:.0f}")
+print(f"allclose(y2, y1, atol=1e-3) fails for {len(failed)} of {n_seeds} seeds")
+print(f"largest |y2 - x W^T| = {worst[0]:.1e}, at seed {worst[1]}")
+print(f"cond(k), median over seeds: {torch.tensor(conds).median():.0f}")
+print(f"cond(k), smallest where atol=1e-3 fails: {min(failed):.0f}")
 # --8<-- [end:many]

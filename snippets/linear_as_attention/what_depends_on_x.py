@@ -18,11 +18,9 @@ def build(x):
 
 
 a, b, both, double = build(x1), build(x2), build(x1 + x2), build(2 * x1)
-columns = ("same for x1, x2", "f(2 x1) = 2 f(x1)", "f(x1 + x2) = f(x1) + f(x2)")
-print(f"{'':4}{columns[0]:17}{columns[1]:20}{columns[2]}")
-for name in ("q", "k", "v"):
-    fixed = torch.allclose(a[name], b[name])
-    homogeneous = torch.allclose(double[name], 2 * a[name])
-    additive = torch.allclose(both[name], a[name] + b[name])
-    print(f"{name:4}{fixed!s:17}{homogeneous!s:20}{additive}")
+print("    same for x1, x2   f(2 x1) = 2 f(x1)   f(x1 + x2) = f(x1) + f(x2)")
+for n in ("q", "k", "v"):
+    same, scales = torch.allclose(a[n], b[n]), torch.allclose(double[n], 2 * a[n])
+    adds = torch.allclose(both[n], a[n] + b[n])
+    print(f"{n}   {same!s:18}{scales!s:20}{adds}")
 print("q(2 x1) = q(x1):", torch.allclose(double["q"], a["q"]))

@@ -4,8 +4,8 @@ import torch
 from attn_ref import apply_rotary
 
 torch.manual_seed(0)
-T, d = 6, 8
-Q, K = torch.randn(T, d), torch.randn(T, d)  # not yet rotated
+T, d_k = 6, 8
+Q, K = torch.randn(T, d_k), torch.randn(T, d_k)  # not yet rotated
 
 # All at once: rotate by positions 0..T-1, keep the causal part.
 full = apply_rotary(Q) @ apply_rotary(K).T  # (T, T)
@@ -14,9 +14,9 @@ full = apply_rotary(Q) @ apply_rotary(K).T  # (T, T)
 cache, rows, forgot = [], [], []
 for t in range(T):
     position = torch.tensor([t])
-    cache.append(apply_rotary(K[t : t + 1], position))  # (1, d)
-    keys = torch.cat(cache)  # (t + 1, d)
-    q_t = apply_rotary(Q[t : t + 1], position)  # (1, d)
+    cache.append(apply_rotary(K[t : t + 1], position))  # (1, d_k)
+    keys = torch.cat(cache)  # (t + 1, d_k)
+    q_t = apply_rotary(Q[t : t + 1], position)  # (1, d_k)
     rows.append((q_t @ keys.T)[0])
     q_0 = apply_rotary(Q[t : t + 1])  # bug: position 0 for every token
     forgot.append((q_0 @ keys.T)[0])

@@ -4,8 +4,8 @@ import torch
 from attn_ref import apply_rotary
 
 torch.manual_seed(0)
-T, d = 5, 8
-x = torch.randn(T, d)
+T, d_k = 5, 8
+x = torch.randn(T, d_k)
 perm = torch.tensor([0, 2, 4, 6, 1, 3, 5, 7])  # evens, then odds
 
 paper = apply_rotary(x)  # pairs (0, 1), (2, 3), ...
@@ -16,13 +16,13 @@ print("half-split of permuted x == permuted interleaved:", same)
 # Projections trained with the paper's pairing, run with the other one.
 C = 16
 X = torch.randn(T, C)  # (T, C)
-W_Q, W_K = torch.randn(C, d), torch.randn(C, d)  # (C, d) each
+W_Q, W_K = torch.randn(C, d_k), torch.randn(C, d_k)  # (C, d_k) each
 
 
 def weights(Q, K, interleaved):
     Q = apply_rotary(Q, interleaved=interleaved)
     K = apply_rotary(K, interleaved=interleaved)
-    return (Q @ K.T / d**0.5).softmax(dim=-1)  # (T, T)
+    return (Q @ K.T / d_k**0.5).softmax(dim=-1)  # (T, T)
 
 
 right = weights(X @ W_Q, X @ W_K, interleaved=True)

@@ -4,22 +4,22 @@ import torch
 
 from attn_ref import apply_rotary
 
-d = 128
+d_k = 128
 r = torch.arange(1001)  # relative distance n - m
-ones = torch.ones(len(r), d, dtype=torch.float64)
+ones = torch.ones(len(r), d_k, dtype=torch.float64)
 # The query sits at 0, the key at r; any m and m + r give the same.
 scores = (ones * apply_rotary(ones, r)).sum(dim=-1)  # (len(r),)
 
 # The paper's bound: the mean of |S_j|, S_j = sum_{i<j} e^(i r theta_i).
-theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-angles = r[:, None] * theta  # (len(r), d/2)
+theta = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+angles = r[:, None] * theta  # (len(r), d_k/2)
 turns = torch.polar(torch.ones_like(angles), angles)
 bound = turns.cumsum(dim=-1).abs().mean(dim=-1)  # (len(r),)
 
 # A random q, k pair, for comparison.
 g = torch.Generator().manual_seed(0)
-q, k = torch.randn(2, d, generator=g, dtype=torch.float64)
-rand = (q * apply_rotary(k.expand(len(r), d), r)).sum(dim=-1)
+q, k = torch.randn(2, d_k, generator=g, dtype=torch.float64)
+rand = (q * apply_rotary(k.expand(len(r), d_k), r)).sum(dim=-1)
 rand = rand / (q.norm() * k.norm())  # cosine of the angle
 
 for dist in (0, 10, 100, 1000):
@@ -33,13 +33,13 @@ for dist in (0, 10, 100, 1000):
 # --8<-- [start:plot]
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
-ax.plot(r, scores / scores[0], label="q = k = ones: score / d")
-ax.plot(r, bound / bound[0], label="paper's bound: mean |S_j|, scaled")
+fig, ax = plt.subplots(figsize=(4.6, 3.8), layout="constrained")  # narrow: legible on a phone
+ax.plot(r, scores / scores[0], label="q = k = ones: score / d_k")
+ax.plot(r, bound / bound[0], label="mean |S_j| (bound), scaled")
 ax.plot(r, rand, color="gray", lw=0.6, label="random q, k: cosine")
 ax.axhline(0, color="black", lw=0.5)
-ax.set_xlabel("relative distance n - m")
+ax.set_xlabel("distance r")
 ax.set_ylabel("relative to distance 0")
 ax.legend(loc="upper right")
-ax.set_title(f"RoPE, d = {d}, base 10000")
+ax.set_title(f"RoPE, d_k = {d_k}, base 10000")
 # --8<-- [end:plot]

@@ -4,8 +4,8 @@ import torch
 from attn_ref import apply_rotary
 
 torch.manual_seed(0)
-d = 8
-q, k = torch.randn(1, d), torch.randn(1, d)  # (T = 1, d) each
+d_k = 8
+q, k = torch.randn(1, d_k), torch.randn(1, d_k)  # (T = 1, d_k) each
 
 
 def score(m, n):

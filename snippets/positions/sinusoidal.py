@@ -4,23 +4,23 @@ import math
 
 from attn_ref import sinusoidal_positional_encoding
 
-T, d = 64, 32
-PE = sinusoidal_positional_encoding(T, d)  # (T, d)
+T, C = 64, 32
+PE = sinusoidal_positional_encoding(T, C)  # (T, C)
 print("PE:", tuple(PE.shape))
 print("position 1, first four features:", PE[1, :4])
-for i in (0, d // 2 - 1):  # the fastest and the slowest pair
-    wavelength = 2 * math.pi * 10000 ** (2 * i / d)
+for i in (0, C // 2 - 1):  # the fastest and the slowest pair
+    wavelength = 2 * math.pi * 10000 ** (2 * i / C)
     print(f"pair {i}: one turn every {wavelength:.1f} positions")
 # --8<-- [end:encoding]
 
 # --8<-- [start:plot]
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
-values = PE.T.numpy()  # (d, T): one column per position
+fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")  # narrow: legible on a phone
+values = PE.T.numpy()  # (C, T): one column per position
 image = ax.imshow(values, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
 fig.colorbar(image, ax=ax, label="value")
 ax.set_xlabel("position t")
 ax.set_ylabel("feature (sin, cos, sin, ...)")
-ax.set_title("PE[t]: fast turns at the top, slow ones below")
+ax.set_title("PE[t]: fast pairs at the top")
 # --8<-- [end:plot]

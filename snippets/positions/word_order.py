@@ -9,7 +9,7 @@ from attn_ref import (
 torch.manual_seed(0)
 vocab = {"dog": 0, "bites": 1, "man": 2}
 C = 8
-E = torch.randn(len(vocab), C)  # (V, C) embedding table
+E = torch.randn(len(vocab), C)  # (vocabulary size, C) embedding table
 W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))
 
 

@@ -37,9 +37,7 @@ def _post_steps_float32(seed: int) -> tuple[np.ndarray, ...]:
 def test_post_code_errors_are_rounding_bounded_by_the_condition_of_k(printed):
     x, W, k = post_data(LINEAR_SEED)
     cond = np.linalg.cond(k)
-    np.testing.assert_allclose(
-        numbers(line_after(printed, "condition number of k, per row:")), cond, rtol=1e-3, atol=0.5
-    )
+    np.testing.assert_allclose(numbers(line_after(printed, "cond(k), per row:")), cond, rtol=1e-3, atol=0.5)
     # The post's three checks hold for this seed, as its steps redone in NumPy predict ...
     y1, _y, logits, logits_rec, y2 = _post_steps_float32(LINEAR_SEED)
     predicted = {
@@ -49,13 +47,10 @@ def test_post_code_errors_are_rounding_bounded_by_the_condition_of_k(printed):
     }
     assert {label: flag(printed, label) for label in predicted} == predicted == dict.fromkeys(predicted, True)
     # ... and every printed error is of float32 size.
-    # Logits: |log a| plus the post's shift (a standard normal draw, below 5 in size).
-    logits_size = np.abs(np.log(np.abs(x) / np.abs(x).sum(-1, keepdims=True))).max() + 5
-    assert number_after(printed, "max |logits_rec - logits|") <= 16 * EPS32 * cond.max() * logits_size
-    y1_error = number_after(printed, "max |y1 - x W^T (float64)|")
+    y1_error = number_after(printed, "max |y1 - x W^T| =")
     assert 0 < y1_error <= D_IN * EPS32 * np.abs(x).sum(-1).max() * np.abs(W).max()
-    assert number_after(printed, "max |_y - x W^T (float64)|") <= bound(x, W, EPS32).max()
-    assert number_after(printed, "max |y2 - x W^T (float64)|") <= bound(x, W, EPS32, cond.max()).max()
+    assert number_after(printed, "max |_y - x W^T| =") <= bound(x, W, EPS32).max()
+    assert number_after(printed, "max |y2 - x W^T| =") <= bound(x, W, EPS32, cond.max()).max()
 
 
 def test_post_code_failure_counts_match_an_independent_float32_computation(printed):
@@ -71,10 +66,16 @@ def test_post_code_failure_counts_match_an_independent_float32_computation(print
     worst_error, worst_seed = numbers(line_after(printed, "largest |y2 - x W^T| ="))
     x, W, k = post_data(int(worst_seed))
     cond = np.linalg.cond(k).max()
-    # Printed from float32: the smallest singular value is accurate to about eps32 * sigma_max.
-    printed_cond = number_after(printed, "the largest cond(k) at that seed:")
-    assert abs(printed_cond - cond) <= max(1e-3, 8 * EPS32 * cond) * cond
     assert worst_error <= bound(x, W, EPS32, cond).max()
     assert cond > 1e3  # the largest error comes with a badly conditioned key
     if worst_error > 2e-3:  # then the post's atol=1e-3 check must have failed at least once
         assert number_after(printed, "allclose(y2, y1, atol=1e-3) fails for") >= 1
+    # The condition numbers, replayed from the seeds: the median (torch's: the lower of the two
+    # middle values), and the smallest one among the failing seeds, which must be one of them
+    # and far above the median. Printed as integers, from float32 (accurate to a few eps32 cond).
+    conds = np.sort([np.linalg.cond(post_data(seed)[2]).max() for seed in range(int(n_seeds))])
+    median = conds[(len(conds) - 1) // 2]
+    assert abs(number_after(printed, "cond(k), median over seeds:") - median) <= 0.5 + 1e-4 * median
+    smallest = number_after(printed, "cond(k), smallest where atol=1e-3 fails:")
+    assert np.abs(conds - smallest).min() <= 0.5 + 8 * EPS32 * smallest**2
+    assert smallest > 10 * median
