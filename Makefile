@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SERVE_ADDR := 127.0.0.1:8000
 
-.PHONY: serve build test measure lint format clean
+.PHONY: serve build test screenshots measure lint format clean
 
 # --dirty: after an edit, rebuild only the edited page (all pages when attn_ref or snippets change);
 # --no-strict: ProperDocs warns about --dirty itself. `make build` and the tests stay strict.
@@ -17,6 +17,9 @@ build: $(INSTALLED)  ## build the site strictly into site/
 
 test: lint  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
 	$(BIN)/pytest
+
+screenshots: $(INSTALLED)  ## every page in light, dark and 375 px wide, in screenshots/, to look at (the browser tests run too)
+	SCREENSHOTS=1 $(BIN)/pytest -m browser
 
 measure: $(INSTALLED)  ## print build time, rebuild time, page sizes, requests, search hits, against targets
 	$(BIN)/python -m tests.measure

@@ -4,7 +4,9 @@ with every request to another host blocked and recorded."""
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -15,7 +17,20 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
 SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def taking_screenshots() -> bool:
+    """Screenshots are for people to look at, not checks: taken by `make screenshots` (SCREENSHOTS=1)."""
+    return bool(os.environ.get("SCREENSHOTS"))
+
+
+def screenshot(page, name: str) -> None:
+    """The whole of ``page`` as ``screenshots/<name>.jpg``, when screenshots are being taken."""
+    if taking_screenshots():
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / f"{name}.jpg", full_page=True, quality=80)
 
 
 class Visit:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.browsing import SIDEWAYS_SCROLL, Visit
+from tests.browsing import SIDEWAYS_SCROLL, Visit, screenshot, taking_screenshots
 from tests.conftest import ROOT, BuiltSite
 from tests.forked import run_python
 
@@ -118,7 +118,6 @@ SEARCHES = {  # what a reader types: the pages with a section that teaches it
 }
 FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
 NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
-SCREENSHOTS = ROOT / "screenshots"
 
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((total, entry) => total + entry.transferSize, 0)"""
@@ -139,7 +138,7 @@ class Look:
 
 
 def _look(browser, server: str, page_path: str, mode: str) -> Look:
-    """Load the page once in ``mode``, take its screenshots, read its facts, then copy its code."""
+    """Load the page once in ``mode``, read its facts, take its screenshots if asked, then copy its code."""
     visit = Visit(browser, server, page_path, **MODES[mode])
     try:
         look = Look(
@@ -152,18 +151,18 @@ def _look(browser, server: str, page_path: str, mode: str) -> Look:
             console_errors=visit.console_errors,
             copied=[],
         )
-        SCREENSHOTS.mkdir(exist_ok=True)
         name = page_path.strip("/").replace("/", "_") or "home"
         if mode == "desktop":
-            visit.page.screenshot(path=SCREENSHOTS / f"{name}-light.jpg", full_page=True, quality=80)
-            visit.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
-            visit.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
-            visit.page.screenshot(path=SCREENSHOTS / f"{name}-dark.jpg", full_page=True, quality=80)
+            screenshot(visit.page, f"{name}-light")
+            if taking_screenshots():
+                visit.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
+                visit.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+                screenshot(visit.page, f"{name}-dark")
             look.copied = visit.page.evaluate(
                 COPY_PYTHON, PYTHON_COPY_BUTTONS
             )  # last: it opens blocks and tabs
         else:
-            visit.page.screenshot(path=SCREENSHOTS / f"{name}-{mode}.jpg", full_page=True, quality=80)
+            screenshot(visit.page, f"{name}-{mode}")
     finally:
         visit.close()
     return look

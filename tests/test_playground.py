@@ -16,8 +16,7 @@ import torch
 
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
-from tests.browsing import SIDEWAYS_SCROLL, Visit
-from tests.conftest import ROOT
+from tests.browsing import SIDEWAYS_SCROLL, Visit, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -26,7 +25,6 @@ DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
 LOOKUP = '.playground[data-view="lookup"]'
 SELF_ATTENTION = '.playground[data-view="self-attention"]'
 SCRIPT_AND_STYLE_BUDGET = 150 * 1024  # bytes the playground adds to a page, uncompressed
-SCREENSHOTS = ROOT / "screenshots"
 PLANE_EXTENT, PLANE_UNIT, PLANE_SIZE = 3.5, 40, 300  # the SVG planes' geometry, as drawn by the script
 
 # The script and style files a page loaded, with their uncompressed sizes.
@@ -243,23 +241,20 @@ def test_the_playground_adds_little_script_and_style(browser, server):
         ("narrow", {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True}),
     ],
 )
-def test_screenshots_and_no_sideways_scroll(browser, server, mode, options):
+def test_no_sideways_scroll_before_and_after_a_readers_changes(browser, server, mode, options):
     visit = Visit(browser, server, PAGE, **options)
     page = visit.page
     page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
     if mode == "dark":
         page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
-    SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"playground-interactive-{mode}.jpg", full_page=True, quality=80)
+    screenshot(page, f"playground-interactive-{mode}")
     # Then a reader's changes: a key masked, the query moved, a token edited.
     page.locator(LOOKUP).get_by_role("checkbox", name="key 1").click()
     page.get_by_role("slider", name="Query q").press("Shift+ArrowLeft")
     page.get_by_label("token 1, feature 1").fill("2")
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
     page.evaluate("window.scrollTo(0, 0)")  # the sticky header back at the top of the picture
-    page.screenshot(
-        path=SCREENSHOTS / f"playground-interactive-{mode}-changed.jpg", full_page=True, quality=80
-    )
+    screenshot(page, f"playground-interactive-{mode}-changed")
     assert visit.outside == [] and visit.console_errors == []
     visit.close()
