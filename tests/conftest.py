@@ -12,6 +12,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from filelock import FileLock
 
 from tests.browsing import CHROMIUM, CHROMIUM_ARGS
 from tests.forked import run_python
@@ -45,11 +46,21 @@ class BuiltSite:
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
-    """The site, built once per test session with ``mkdocs build --strict``."""
-    site_dir = tmp_path_factory.mktemp("site")
-    _, log = build(ROOT, site_dir)
-    return BuiltSite(site_dir, log)
+def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> BuiltSite:
+    """The site, built once per test run with ``mkdocs build --strict``.
+
+    Under pytest-xdist (``make test`` runs one worker per core) the first worker to get here
+    builds it, in a folder of this run that every worker shares; the others wait and use it.
+    """
+    run_folder = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        run_folder = run_folder.parent  # each worker's folder sits in the run's folder
+    site_dir, log_file = run_folder / "site", run_folder / "site-build.log"
+    with FileLock(run_folder / "site.lock"):
+        if not log_file.is_file():
+            _, log = build(ROOT, site_dir)
+            log_file.write_text(log)
+    return BuiltSite(site_dir, log_file.read_text())
 
 
 @dataclass(frozen=True)

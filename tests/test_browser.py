@@ -97,7 +97,10 @@ PAGE_PATHS = _pages_from_docs()
 
 def pytest_generate_tests(metafunc):
     if "page_path" in metafunc.fixturenames:
-        metafunc.parametrize("page_path", PAGE_PATHS)
+        # One worker takes all of a page's tests (make test's --dist loadgroup), so it loads the page once.
+        metafunc.parametrize(
+            "page_path", [pytest.param(path, marks=pytest.mark.xdist_group(path)) for path in PAGE_PATHS]
+        )
 
 
 def test_every_built_page_is_checked(built_site):
