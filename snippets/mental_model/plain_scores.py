@@ -18,7 +18,7 @@ print("each query's top key:", top.tolist(), " lengths:", lengths.numpy().round(
 print("each top key is the query or a longer vector:", all(lengths[top] >= lengths))
 
 # A "loud" token: make token 2 longer without changing its direction.
-others = [i for i in range(T) if i != 2 and scores[i, 2] > 0]  # its own query may differ
+others = [i for i in range(T) if i != 2 and scores[i, 2] > 0]
 print("other queries with a positive score for token 2:", others)
 for s in (1.0, 2.0, 4.0):
     X_loud = X.clone()
