@@ -113,7 +113,7 @@ def test_dragging_the_query_with_the_mouse(playground):
     state = read_state(page, LOOKUP)
     assert state["queries"][0] == pytest.approx([-2.0, 1.5], abs=0.03)
     assert state["weights"] != before["weights"]
-    assert max(state["weights"][0]) == state["weights"][0][2]  # now closest to k3 = (-1.5, 1)
+    assert max(state["weights"][0]) == state["weights"][0][2]  # now closest to k2 = (-1.5, 1)
     assert_computes_attn_ref(state)
 
 
@@ -157,20 +157,20 @@ def test_temperature_slider(playground):
 def test_masking_keys_one_by_one_and_all(playground):
     page = playground.page
     lookup = page.locator(LOOKUP)
-    lookup.get_by_role("checkbox", name="key 1").click()
+    lookup.get_by_role("checkbox", name="key 0").click()  # keys count from 0, as in the code
     state = read_state(page, LOOKUP)
     assert state["mask"] == [[False, True, True, True, True]]
     assert state["weights"][0][0] == 0
     assert sum(state["weights"][0]) == pytest.approx(1)
     assert_computes_attn_ref(state)
 
-    lookup.get_by_role("checkbox", name="key 3").focus()
+    lookup.get_by_role("checkbox", name="key 2").focus()
     page.keyboard.press("Space")
     state = read_state(page, LOOKUP)
     assert state["mask"] == [[False, True, False, True, True]]
     assert_computes_attn_ref(state)
 
-    for name in ("key 2", "key 4", "key 5"):
+    for name in ("key 1", "key 3", "key 4"):
         lookup.get_by_role("checkbox", name=name).click()
         assert_computes_attn_ref(read_state(page, LOOKUP))
     state = read_state(page, LOOKUP)
@@ -179,7 +179,7 @@ def test_masking_keys_one_by_one_and_all(playground):
     assert_computes_attn_ref(state)
     assert "Every key is masked" in lookup.locator("[aria-live]").inner_text()
 
-    lookup.get_by_role("checkbox", name="key 2").click()  # one key back: all its weight
+    lookup.get_by_role("checkbox", name="key 1").click()  # one key back: all its weight
     state = read_state(page, LOOKUP)
     assert state["weights"] == [[0, 1, 0, 0, 0]] and state["output"] == [LOOKUP_VALUES[1]]
     assert_computes_attn_ref(state)
@@ -187,7 +187,7 @@ def test_masking_keys_one_by_one_and_all(playground):
 
 def test_editing_a_token_of_the_self_attention_view(playground):
     page = playground.page
-    field = page.get_by_label("token 1, feature 1")
+    field = page.get_by_label("token 0, feature 0")
     field.fill("2")
     field.dispatch_event("change")
     state = read_state(page, SELF_ATTENTION)
@@ -197,13 +197,13 @@ def test_editing_a_token_of_the_self_attention_view(playground):
     assert state["scale"] == 0.5
     assert_computes_attn_ref(state)
 
-    page.get_by_label("token 3, feature 4").fill("-1.5")
+    page.get_by_label("token 2, feature 3").fill("-1.5")
     expected[2][3] = -1.5
     state = read_state(page, SELF_ATTENTION)
     assert state["tokens"] == expected
     assert_computes_attn_ref(state)
 
-    page.get_by_label("token 2, feature 2").fill("")  # not a number: the last valid state stays
+    page.get_by_label("token 1, feature 1").fill("")  # not a number: the last valid state stays
     assert read_state(page, SELF_ATTENTION) == state
     page.get_by_role("button", name="Reset the three tokens").click()
     assert read_state(page, SELF_ATTENTION)["tokens"] == THREE_TOKENS
@@ -214,7 +214,7 @@ def test_resetting_the_soft_lookup(playground):
     first = read_state(page, LOOKUP)
     page.get_by_role("slider", name="Query q").focus()
     page.keyboard.press("ArrowDown")
-    page.locator(LOOKUP).get_by_role("checkbox", name="key 2").click()
+    page.locator(LOOKUP).get_by_role("checkbox", name="key 1").click()
     page.get_by_label("Temperature").press("End")
     assert read_state(page, LOOKUP) != first
     page.get_by_role("button", name="Reset the soft lookup").click()
@@ -250,9 +250,9 @@ def test_no_sideways_scroll_before_and_after_a_readers_changes(browser, server, 
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
     screenshot(page, f"playground-interactive-{mode}")
     # Then a reader's changes: a key masked, the query moved, a token edited.
-    page.locator(LOOKUP).get_by_role("checkbox", name="key 1").click()
+    page.locator(LOOKUP).get_by_role("checkbox", name="key 0").click()
     page.get_by_role("slider", name="Query q").press("Shift+ArrowLeft")
-    page.get_by_label("token 1, feature 1").fill("2")
+    page.get_by_label("token 0, feature 0").fill("2")
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
     page.evaluate("window.scrollTo(0, 0)")  # the sticky header back at the top of the picture
     screenshot(page, f"playground-interactive-{mode}-changed")

@@ -15,7 +15,8 @@
 
   // Softmax over the allowed entries of one row of scores. The largest allowed score is
   // subtracted first, so that no exponent is positive and exp never overflows. A row with no
-  // allowed key gets weights of zero, as in attn_ref and PyTorch (a plain softmax gives 0/0).
+  // allowed key gets weights of zero, as in attn_ref (a plain softmax gives 0/0).
+  // Keys, tokens and features are numbered from 0, as in the code and the notation table.
   function maskedSoftmax(scores, allowed) {
     const max = Math.max(...scores.filter((_, j) => allowed[j])); // -Infinity when none is allowed
     if (max === -Infinity) return scores.map(() => 0);
@@ -124,12 +125,12 @@
     const planes = el("div", { class: "pg-planes" }, root);
     const queryPlane = plane(planes, { role: "group", "aria-label": "Query and keys" });
     const queryHint = "Drag the query q, or focus it and use the arrow keys (Shift for bigger steps).";
-    el("figcaption", { text: `Keys k\u2081 to k${subscript(S)} and the query q. ${queryHint}` }, queryPlane.figure);
+    el("figcaption", { text: `Keys k\u2080 to k${subscript(S - 1)} and the query q. ${queryHint}` }, queryPlane.figure);
     const keyArrows = keys.map((k, j) => {
       const group = svg("g", { class: "pg-key", style: colour(j), "aria-hidden": "true" }, queryPlane.root);
       svg("path", { d: arrowPath(...k), class: "pg-arrow" }, group);
       const [lx, ly] = [sx(k[0] * 1.15) + (k[0] >= 0 ? 4 : -4), sy(k[1] * 1.15) + 4];
-      svg("text", { x: lx, y: ly, "text-anchor": k[0] >= 0 ? "start" : "end", text: `k${subscript(j + 1)}` }, group);
+      svg("text", { x: lx, y: ly, "text-anchor": k[0] >= 0 ? "start" : "end", text: `k${subscript(j)}` }, group);
       return group;
     });
     const queryGroup = svg("g", { class: "pg-query" }, queryPlane.root);
@@ -156,7 +157,7 @@
       "aria-label": "Values and the output, their weighted average, inside the shaded region the values span.",
     });
     const valueCaption =
-      `Values v\u2081 to v${subscript(S)}. The output \u25c6 is their average weighted by the weights ` +
+      `Values v\u2080 to v${subscript(S - 1)}. The output \u25c6 is their average weighted by the weights ` +
       "below: it never leaves the shaded region.";
     el("figcaption", { text: valueCaption }, valuePlane.figure);
     const hull = svg("polygon", { class: "pg-hull" }, valuePlane.root);
@@ -165,7 +166,7 @@
       const group = svg("g", { class: "pg-value", style: colour(j) }, valuePlane.root);
       svg("circle", { cx: sx(v[0]), cy: sy(v[1]), r: 6 }, group);
       const [lx, ly] = [sx(v[0]) + (v[0] >= 0 ? 9 : -9), sy(v[1]) + (v[1] >= 0 ? -7 : 16)];
-      svg("text", { x: lx, y: ly, "text-anchor": v[0] >= 0 ? "start" : "end", text: `v${subscript(j + 1)}` }, group);
+      svg("text", { x: lx, y: ly, "text-anchor": v[0] >= 0 ? "start" : "end", text: `v${subscript(j)}` }, group);
       return group;
     });
     const outputMark = svg("path", { class: "pg-output" }, valuePlane.root);
@@ -207,7 +208,7 @@
       const label = el("label", { class: "pg-toggle" }, el("th", { scope: "row" }, row));
       const toggle = el("input", { type: "checkbox" }, label);
       el("span", { class: "pg-swatch", "aria-hidden": "true" }, label);
-      label.append(`key ${j + 1}`);
+      label.append(`key ${j}`);
       toggle.checked = inputs.mask[0][j];
       toggle.addEventListener("change", () => {
         inputs.mask[0][j] = toggle.checked;
@@ -277,8 +278,9 @@
       status.classList.toggle("pg-warning", none);
       status.textContent = none
         ? "Every key is masked, so there is nothing to average: a plain softmax would divide 0 by 0 and " +
-          "give NaN. attn_ref, like PyTorch, returns weights of zero and an output of zero, drawn hollow at the origin."
-        : `Weights: ${w.map((x, j) => `key ${j + 1} ${fmt(x)}`).join(", ")}. Output (${fmt(out[0])}, ${fmt(out[1])}).`;
+          "give NaN. attn_ref returns weights of zero and an output of zero, drawn hollow at the origin " +
+          "(recent versions of PyTorch's scaled_dot_product_attention return the same output)."
+        : `Weights: ${w.map((x, j) => `key ${j} ${fmt(x)}`).join(", ")}. Output (${fmt(out[0])}, ${fmt(out[1])}).`;
       publish(root, { ...state, scores, weights, output });
     }
 
@@ -333,15 +335,15 @@
     const inputTable = el("table", { class: "pg-matrix" }, fieldset);
     const inputHead = el("tr", {}, el("thead", {}, inputTable));
     el("td", {}, inputHead);
-    for (let c = 0; c < C; c++) el("th", { scope: "col", text: `feature ${c + 1}` }, inputHead);
+    for (let c = 0; c < C; c++) el("th", { scope: "col", text: `feature ${c}` }, inputHead);
     const inputBody = el("tbody", {}, inputTable);
     const fields = tokens.map((token, t) => {
       const row = el("tr", {}, inputBody);
-      el("th", { scope: "row", text: `token ${t + 1}` }, row);
+      el("th", { scope: "row", text: `token ${t}` }, row);
       return token.map((_, c) => {
         const field = el(
           "input",
-          { type: "number", step: "any", inputmode: "decimal", "aria-label": `token ${t + 1}, feature ${c + 1}` },
+          { type: "number", step: "any", inputmode: "decimal", "aria-label": `token ${t}, feature ${c}` },
           el("td", {}, row),
         );
         const read = () => {
@@ -368,13 +370,13 @@
       const body = el("tbody", {}, table);
       return tokens.map((_, t) => {
         const row = el("tr", {}, body);
-        el("th", { scope: "row", text: `token ${t + 1}` }, row);
+        el("th", { scope: "row", text: `token ${t}` }, row);
         return columns.map(() => el("td", { class: cellClass }, row));
       });
     };
-    const keyTitles = tokens.map((_, t) => `key ${t + 1}`);
+    const keyTitles = tokens.map((_, t) => `key ${t}`);
     const heat = matrix(`Weights softmax(X X\u1d40 / \u221a${C}): row = query, column = key`, keyTitles, "pg-heat");
-    const outputCells = matrix("Output = weights \u00b7 X", tokens[0].map((_, c) => `feature ${c + 1}`), "");
+    const outputCells = matrix("Output = weights \u00b7 X", tokens[0].map((_, c) => `feature ${c}`), "");
     const status = el("p", { class: "pg-status", "aria-live": "polite" }, root);
     const reset = el("button", { type: "button", class: "md-button", text: "Reset the three tokens" }, root);
     reset.addEventListener("click", () => {
@@ -403,7 +405,7 @@
       }));
       output.forEach((row, i) => row.forEach((x, c) => (outputCells[i][c].textContent = fmt(x))));
       status.textContent = weights
-        .map((row, i) => `Token ${i + 1} attends with weights ${row.map((w) => fmt(w)).join(", ")}.`)
+        .map((row, i) => `Token ${i} attends with weights ${row.map((w) => fmt(w)).join(", ")}.`)
         .join(" ");
       publish(root, { ...state, scores, weights, output });
     }

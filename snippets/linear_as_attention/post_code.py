@@ -21,7 +21,7 @@ def post_construction(x, fc_weight, k):
     q = s @ torch.linalg.inv(k.transpose(-2, -1))  # (B, 1, d_in) @ (B, d_in, d_k)
     logits_rec = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, 1, d_in)
     y2 = F.scaled_dot_product_attention(q, k, v)[:, 0]  # (B, 1, d_out) -> (B, d_out)
-    return _y, logits, logits_rec, y2
+    return attn_weights, _y, logits, logits_rec, y2
 
 
 torch.manual_seed(LINEAR_SEED)
@@ -30,11 +30,12 @@ x = torch.randn(B, d_in)
 fc_weight = torch.randn(d_out, d_in)
 y1 = x @ fc_weight.T  # (B, d_out)
 k = torch.randn(B, d_in, d_in)  # the inverse needs a square key: d_k = d_in
-_y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
+attn_weights, _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
 
 y_exact = x.double() @ fc_weight.double().T  # x W^T, in float64
-# The blog post's three asserts, as checks:
+# The blog post's four asserts, as checks:
 print("allclose(_y, y1):", torch.allclose(_y, y1))
+print("allclose(softmax(logits), attn_weights):", torch.allclose(torch.softmax(logits, dim=-1), attn_weights))
 print("allclose(logits_rec, logits, atol=1e-3):", torch.allclose(logits_rec, logits, atol=1e-3))
 print("allclose(y2, y1, atol=1e-3):", torch.allclose(y2, y1, atol=1e-3))
 # The largest errors, measured in float64:
@@ -52,7 +53,7 @@ for seed in range(n_seeds):
     x = torch.randn(B, d_in)
     fc_weight = torch.randn(d_out, d_in)
     k = torch.randn(B, d_in, d_in)
-    _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
+    _, _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
     y1 = x @ fc_weight.T
     conds.append(torch.linalg.cond(k).max().item())  # the worst of the B keys
     fails_exact += not torch.allclose(_y, y1)

@@ -18,7 +18,8 @@ print("each query's top key:", top.tolist(), " lengths:", lengths.numpy().round(
 print("each top key is the query or a longer vector:", all(lengths[top] >= lengths))
 
 # A "loud" token: make token 2 longer without changing its direction.
-print("queries with a positive score for token 2:", (scores[:, 2] > 0).nonzero().flatten().tolist())
+others = [i for i in range(T) if i != 2 and scores[i, 2] > 0]
+print("other queries with a positive score for token 2:", others)
 for s in (1.0, 2.0, 4.0):
     X_loud = X.clone()
     X_loud[2] *= s

@@ -1,4 +1,4 @@
-# The worked example: why token 1 splits its weight between tokens 1 and 3, and one change that ends the tie.
+# The worked example: why token 0 splits its weight between tokens 0 and 2, and one change that ends the tie.
 import torch
 
 from attn_ref import scaled_dot_product_attention
@@ -7,12 +7,12 @@ from attn_ref.examples import THREE_TOKENS
 X = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4); Q = K = V = X
 print("X:")
 print(X)
-print("token 1's dot products with tokens 1, 2, 3:", X[0] @ X.T)
+print("token 0's dot products with tokens 0, 1, 2:", X[0] @ X.T)
 _, weights = scaled_dot_product_attention(X, X, X)
-print("token 1's weights:", weights[0])
+print("token 0's weights:", weights[0])
 
 X_new = X.clone()
-X_new[0, 0] = 2.0  # token 1, feature 1: from 1 to 2
+X_new[0, 0] = 2.0  # token 0, feature 0: from 1 to 2
 print("after the change, dot products:", X_new[0] @ X_new.T)
 _, weights_new = scaled_dot_product_attention(X_new, X_new, X_new)
 print("after the change, weights:", weights_new[0])

@@ -7,6 +7,6 @@ for r in (1, 5, 50):
     dist = (PE[r:] - PE[:-r]).norm(dim=-1)  # one distance per t
     low, high = dist.min().item(), dist.max().item()
     print(f"r = {r:2}: min {low:.6f}, max {high:.6f}")
-# PE[t + r] = PE[t] M_r with M_r a rotation, so
-# |PE[t + r] - PE[t]| = |PE[t] (M_r - I)|, the same for every t
+# PE[t + r] = PE[t] R_r with R_r a rotation, so
+# |PE[t + r] - PE[t]| = |PE[t] (R_r - I)|, the same for every t
 # because each pair of PE[t] is a unit vector (sin, cos).

@@ -10,11 +10,16 @@ ones = torch.ones(len(r), d_k, dtype=torch.float64)
 # The query sits at 0, the key at r; any m and m + r give the same.
 scores = (ones * apply_rotary(ones, r)).sum(dim=-1)  # (len(r),)
 
-# The paper's bound: the mean of |S_j|, S_j = sum_{i<j} e^(i r theta_i).
+# The paper's S_j = sum_{l<j} e^(i r theta_l), for j = 1 .. d_k/2.
 theta = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
 angles = r[:, None] * theta  # (len(r), d_k/2)
 turns = torch.polar(torch.ones_like(angles), angles)
-bound = turns.cumsum(dim=-1).abs().mean(dim=-1)  # (len(r),)
+sizes = turns.cumsum(dim=-1).abs()  # (len(r), d_k/2): |S_1|, ..., |S_{d_k/2}|
+mean_size = sizes.mean(dim=-1)  # (len(r),): the paper's "relative upper bound"
+# Its bound: |score| <= max_i |h_{i+1} - h_i| * sum_j |S_j|, h_i = z_q,i conj(z_k,i), h_{d_k/2} = 0.
+z = torch.complex(ones[0, 0::2], ones[0, 1::2])  # (d_k/2,): the pairs of q = k as complex numbers
+h = torch.cat([z * z.conj(), torch.zeros(1, dtype=z.dtype)])  # (d_k/2 + 1,)
+bound = (h[1:] - h[:-1]).abs().max() * sizes.sum(dim=-1)  # (len(r),)
 
 # A random q, k pair, for comparison.
 g = torch.Generator().manual_seed(0)
@@ -25,9 +30,11 @@ rand = rand / (q.norm() * k.norm())  # cosine of the angle
 for dist in (0, 10, 100, 1000):
     print(
         f"r = {dist:4}: score {scores[dist].item():7.2f}"
-        f"  bound {bound[dist].item():6.2f}"
+        f"  bound {bound[dist].item():5.0f}"
+        f"  mean |S_j| {mean_size[dist].item():5.2f}"
         f"  random cos {rand[dist].item():5.2f}"
     )
+print("|score| <= bound at every r:", bool((scores.abs() <= bound).all()))
 # --8<-- [end:decay]
 
 # --8<-- [start:plot]
@@ -35,7 +42,7 @@ import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(4.6, 3.8), layout="constrained")  # narrow: legible on a phone
 ax.plot(r, scores / scores[0], label="q = k = ones: score / d_k")
-ax.plot(r, bound / bound[0], label="mean |S_j| (bound), scaled")
+ax.plot(r, mean_size / mean_size[0], label="mean |S_j|, scaled")
 ax.plot(r, rand, color="gray", lw=0.6, label="random q, k: cosine")
 ax.axhline(0, color="black", lw=0.5)
 ax.set_xlabel("distance r")

@@ -23,3 +23,6 @@ def test_conditioning_error_grows_like_eps_times_cond(printed):
         # ... and growing like cond(k): slope of log10(error) against log10(cond) near one.
         slope = np.polyfit(exponents[1:], np.log10(in_eps[1:]), 1)[0]
         assert 0.8 < slope < 1.2
+        # What the page says: about one eps at cond(k) = 1, below eps cond(k) beyond.
+        assert exponents[0] == 0 and 0.5 < in_eps[0] < 2
+        assert (in_eps[1:] < 10.0 ** exponents[1:]).all()

@@ -1,4 +1,4 @@
-"""linear_as_attention/post_code.py: the post's construction in float32, its three checks and its
+"""linear_as_attention/post_code.py: the post's construction in float32, its four checks and its
 errors, for one seed and for many."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import torch
 
 from attn_ref.examples import LINEAR_SEED
 from tests.printed import flag, line_after, number_after, numbers
-from tests.reference import attention
+from tests.reference import attention, softmax
 from tests.snippets.linear_as_attention.helpers import D_IN, EPS32, bound, post_data
 
 
 def _post_steps_float32(seed: int) -> tuple[np.ndarray, ...]:
-    """The post's steps 2 to 5 in NumPy float32 on the data of ``seed``: (y1, _y, logits, logits_rec, y2).
+    """The post's steps 2 to 5 in NumPy float32 on the data of ``seed``:
+    (y1, _y, logits, logits_rec, y2, attn_weights).
 
     y2 is the float64 attention of the float32 q, k and v: the float32 inverse of k, where the
     post loses its accuracy, is kept.
@@ -31,17 +32,18 @@ def _post_steps_float32(seed: int) -> tuple[np.ndarray, ...]:
     q = logits * math.sqrt(D_IN) @ np.linalg.inv(k_T)  # (B, 1, d_k); a Python float keeps float32
     logits_rec = q @ k_T / math.sqrt(D_IN)  # (B, 1, d_in)
     y2 = attention(q, k, v)[0][:, 0]  # (B, 1, d_out) -> (B, d_out)
-    return x @ W.T, _y, logits, logits_rec, y2
+    return x @ W.T, _y, logits, logits_rec, y2, attn_weights
 
 
 def test_post_code_errors_are_rounding_bounded_by_the_condition_of_k(printed):
     x, W, k = post_data(LINEAR_SEED)
     cond = np.linalg.cond(k)
     np.testing.assert_allclose(numbers(line_after(printed, "cond(k), per row:")), cond, rtol=1e-3, atol=0.5)
-    # The post's three checks hold for this seed, as its steps redone in NumPy predict ...
-    y1, _y, logits, logits_rec, y2 = _post_steps_float32(LINEAR_SEED)
+    # The post's four checks hold for this seed, as its steps redone in NumPy predict ...
+    y1, _y, logits, logits_rec, y2, attn_weights = _post_steps_float32(LINEAR_SEED)
     predicted = {
         "allclose(_y, y1):": np.allclose(_y, y1),
+        "allclose(softmax(logits), attn_weights):": np.allclose(softmax(logits), attn_weights),
         "allclose(logits_rec, logits, atol=1e-3):": np.allclose(logits_rec, logits, atol=1e-3),
         "allclose(y2, y1, atol=1e-3):": np.allclose(y2, y1, atol=1e-3),
     }

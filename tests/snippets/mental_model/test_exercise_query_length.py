@@ -15,7 +15,7 @@ def test_zero_query_averages_and_long_query_picks_the_top_key(printed):
         output, weights = attention(s * q, K, V)
         shown = numbers(line_after(printed, f"s = {s:>3}: weights"))
         np.testing.assert_allclose(shown, np.concatenate([weights[0], output[0]]), atol=6e-4)
-    # By hand: all scores equal -> weights 1/T, output the mean of the values.
+    # By hand: all scores equal -> weights 1/S for S = 5 keys, output the mean of the values.
     np.testing.assert_allclose(attention(0 * q, K, V)[1], np.full((1, 5), 1 / 5))
     np.testing.assert_allclose(numbers(line_after(printed, "mean of the values:")), V.mean(axis=0), atol=6e-4)
     top = int((q @ K.T).argmax())

@@ -27,8 +27,8 @@ def test_plain_scores_are_symmetric_self_preferring_and_length_driven(printed):
     assert all(j == i or norms[j] > norms[i] for i, j in enumerate(top))
     assert flag(printed, "each top key is the query or a longer vector:")
 
-    positive = [i for i in range(5) if S[i, 2] > 0]
-    assert line_after(printed, "queries with a positive score for token 2:").strip() == str(positive)
+    positive = [i for i in range(5) if i != 2 and S[i, 2] > 0]
+    assert line_after(printed, "other queries with a positive score for token 2:").strip() == str(positive)
     previous = None
     for s in (1, 2, 4):
         X_loud = X.copy()

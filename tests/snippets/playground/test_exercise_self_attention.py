@@ -1,4 +1,4 @@
-"""playground/exercise_self_attention.py: the tie in token 1's weights, and one change that breaks it."""
+"""playground/exercise_self_attention.py: the tie in token 0's weights, and one change that breaks it."""
 
 import numpy as np
 
@@ -12,9 +12,9 @@ def test_equal_scores_tie_and_a_larger_feature_breaks_the_tie(printed):
     np.testing.assert_array_equal(block_after(printed, "X:"), X.ravel())
     _, weights = attention(X, X, X)
     np.testing.assert_allclose(
-        numbers(line_after(printed, "token 1's dot products with tokens 1, 2, 3:")), X[0] @ X.T
+        numbers(line_after(printed, "token 0's dot products with tokens 0, 1, 2:")), X[0] @ X.T
     )
-    np.testing.assert_allclose(numbers(line_after(printed, "token 1's weights:")), weights[0], atol=6e-5)
+    np.testing.assert_allclose(numbers(line_after(printed, "token 0's weights:")), weights[0], atol=6e-5)
     assert weights[0, 0] == weights[0, 2]
 
     X_new = X.copy()
