@@ -149,7 +149,8 @@ print(f"largest change of a cached key or value when a token is appended: {moved
 # - **With a cache**, the model runs on one position: $24 C^2$ for the projections and
 #   the MLP, and $4 t C$ for one query against $t$ cached keys. The cost grows like $t$.
 #
-# The output head adds $2 C V$ per position it runs on, for a vocabulary of $V$.
+# The output head adds $2 C \lvert \mathcal{V} \rvert$ per position it runs on, for a
+# vocabulary $\mathcal{V}$ ([notation](../../notation/)).
 # `attn_ref.decoding_flops` adds these up. The site's tests check it against PyTorch's
 # `FlopCounterMode`, which counts the operations of every matrix product that actually
 # runs, for random model shapes and lengths.
