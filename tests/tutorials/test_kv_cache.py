@@ -4,7 +4,7 @@ The references are independent of attn_ref's cache and attention: greedy decodin
 as a loop of full forward passes, float64 NumPy attention (tests/reference.py) on the same
 projections, masks made with ``numpy.tril``, the work per token and the cache sizes counted by
 hand from the model's shapes. What the page says about its timings (the speed-up grows with the
-length and almost vanishes for short texts) is checked on the times the build measured.
+length and vanishes for short texts) is checked on the times the build measured.
 """
 
 from __future__ import annotations
@@ -76,13 +76,13 @@ def test_work_per_token_counted_by_hand(printed, values):
         assert shown == [t, without, cached, t, round(100 * layers * 4 * t * t * C / without)]
 
 
-def test_the_speed_up_grows_with_the_length_and_almost_vanishes_when_short(printed, values):
+def test_the_speed_up_grows_with_the_length_and_vanishes_when_short(printed, values):
     timings, speedups, lengths = values["timings"], values["speedups"], values["lengths"]
     np.testing.assert_allclose(speedups, timings[:, 0] / timings[:, 1])
     rows = _rows(printed, "    t  without cache  with cache  speed-up", len(lengths))
     for t, (plain_ms, cached_ms), speedup, shown in zip(lengths, timings, speedups, rows, strict=True):
         assert shown == pytest.approx([t, plain_ms, cached_ms, speedup], abs=0.051)
-    assert speedups[0] < 2 < 5 < speedups[-1]
+    assert speedups[0] < 1.5 and speedups[-1] > 5  # vanishes at the shortest length, large at the longest
     growth = values["growth"]
     assert growth[1] < 0.5 < 1 < growth[0]  # the cached time grows slowly, the uncached one fast
     shown = numbers(line_after(printed, "time grows like"))
@@ -135,11 +135,13 @@ def test_cache_sizes_by_hand(printed, values):
     assert (
         numbers(line_after(printed, "sum of the cached tensors' bytes:")).tolist() == [2 * 4 * 64 * T * 4] * 2
     )
-    shapes = {  # layers, key/value heads, head size
-        "7B class, 32 KV heads": (32, 32, 128),
-        "7B class, 8 KV heads": (32, 8, 128),
-        "7B class, 1 KV head": (32, 1, 128),
-        "Llama 2 70B": (80, 8, 128),
+    # layers, key/value heads, head size. Llama 2: from config.json on Hugging Face (num_hidden_layers,
+    # num_key_value_heads, hidden_size / num_attention_heads); Mistral 7B: Table 1 of its paper.
+    shapes = {
+        "7B class, 32 KV heads": (32, 32, 4096 // 32),
+        "7B class, 8 KV heads": (32, 8, 4096 // 32),
+        "7B class, 1 KV head": (32, 1, 4096 // 32),
+        "Llama 2 70B": (80, 8, 8192 // 64),
         "Mistral 7B": (32, 8, 128),
     }
     for name, (layers, kv_heads, d_k) in shapes.items():
