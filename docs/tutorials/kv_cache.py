@@ -226,9 +226,9 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# At short lengths the speed-up vanishes. A cached step of this tiny model does very
-# little arithmetic, so its time is mostly fixed cost: Python, and launching many small
-# tensor operations, each with a cost of its own however small its input. That is why
+# At short lengths the speed-up almost vanishes. A cached step of this tiny model does
+# very little arithmetic, so its time is mostly fixed cost: Python, and launching many
+# small tensor operations, each with a cost of its own however small its input. That is why
 # the cached time grows so slowly with $t$. An uncached step on a few tokens costs about
 # the same fixed amount, and the cached step can even be the slower one: in every layer
 # it also appends to the cache, which copies it (`KVCache` concatenates). The cache pays
@@ -466,7 +466,7 @@ for kv_heads in (8, 2, 1):
 #   values of earlier positions never change, and caching them changes nothing but
 #   the cost: same tokens, logits equal up to float rounding.
 # - Without a cache, the work per token grows like $t^2$; with one, like $t$. The
-#   measured speed-up grows with the length and vanishes for short texts, where
+#   measured speed-up grows with the length and almost vanishes for short texts, where
 #   fixed per-call overhead dominates.
 # - With a cache there are fewer queries than keys. Use no mask for one new query and
 #   a bottom-right-aligned mask for several. `is_causal=True` aligns to the top left.

@@ -4,7 +4,7 @@ The references are independent of attn_ref's cache and attention: greedy decodin
 as a loop of full forward passes, float64 NumPy attention (tests/reference.py) on the same
 projections, masks made with ``numpy.tril``, the work per token and the cache sizes counted by
 hand from the model's shapes. What the page says about its timings (the speed-up grows with the
-length and vanishes for short texts) is checked on the times the build measured.
+length and almost vanishes for short texts) is checked on the times the build measured.
 """
 
 from __future__ import annotations
@@ -76,13 +76,13 @@ def test_work_per_token_counted_by_hand(printed, values):
         assert shown == [t, without, cached, t, round(100 * layers * 4 * t * t * C / without)]
 
 
-def test_the_speed_up_grows_with_the_length_and_vanishes_when_short(printed, values):
+def test_the_speed_up_grows_with_the_length_and_almost_vanishes_when_short(printed, values):
     timings, speedups, lengths = values["timings"], values["speedups"], values["lengths"]
     np.testing.assert_allclose(speedups, timings[:, 0] / timings[:, 1])
     rows = _rows(printed, "    t  without cache  with cache  speed-up", len(lengths))
     for t, (plain_ms, cached_ms), speedup, shown in zip(lengths, timings, speedups, rows, strict=True):
         assert shown == pytest.approx([t, plain_ms, cached_ms, speedup], abs=0.051)
-    assert speedups[0] < 1.5 and speedups[-1] > 5  # vanishes at the shortest length, large at the longest
+    assert speedups[0] < 2 < 5 < speedups[-1]
     growth = values["growth"]
     assert growth[1] < 0.5 < 1 < growth[0]  # the cached time grows slowly, the uncached one fast
     shown = numbers(line_after(printed, "time grows like"))
