@@ -36,7 +36,7 @@ for t in (q, k, v):
 attention_add(q, k, v, allowed)[0][:, 0].sum().backward()
 print("attention_add, tokens with a nan gradient:")
 for name, t in (("q", q), ("k", k), ("v", v)):
-    print(f"  {name}:", t.grad.isnan().any(dim=-1)[0].tolist())  # one bool per token
+    print(f"  {name}:", t.grad.isnan().any(dim=-1)[0].tolist())
 # --8<-- [end:bug]
 
 # --8<-- [start:fix]
