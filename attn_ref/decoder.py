@@ -182,7 +182,8 @@ def decoding_flops(model: TinyDecoder, t: int, use_cache: bool) -> int:
     + \underbrace{16 C^2}_{\text{MLP}} + \underbrace{4 C S}_{Q K^\top,\, A V}
     $$
 
-    and the output head adds $2 C V$ per position for a vocabulary of $V$.
+    and the output head adds $2 C \lvert \mathcal{V} \rvert$ per position, for a
+    vocabulary $\mathcal{V}$.
     So a step costs about $t$ times more without a cache, and its attention
     term grows like $t^2$ instead of $t$. Norms, softmax and GELU are not
     matrix products and are not counted.

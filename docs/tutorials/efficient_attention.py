@@ -3,9 +3,10 @@
 #
 # Every page so far has built the full matrix of scores: one number for every pair of
 # query and key, $T \times T$ of them per head. Models that read long texts avoid it.
-# Since FlashAttention (Dao et al., 2022), attention is computed in *tiles*, with a
-# softmax that is updated as the keys stream past. The result is exact, and the memory
-# it needs grows like $T$ instead of $T^2$.
+# Rabe and Staats (2021) computed exact attention chunk by chunk, with a softmax that is
+# updated as the keys stream past; FlashAttention (Dao et al., 2022) does it in *tiles*
+# sized for a GPU's on-chip memory. The result is exact, and the memory it needs grows
+# like $T$ instead of $T^2$.
 #
 # This page builds that method from first principles. It derives the one-pass
 # ("online") softmax and extends it to attention, tile by tile. It checks that the result
@@ -30,7 +31,7 @@ from attn_ref import causal_mask, online_softmax, scaled_dot_product_attention, 
 from attn_ref.measure import peak_memory
 from attn_ref.plotting import figure_to_svg
 
-torch.set_num_threads(1)  # one thread: timings and memory that do not depend on the machine's other work
+torch.set_num_threads(1)  # one thread: results that do not depend on how many cores the machine has
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
@@ -55,26 +56,28 @@ for T_long in (2_048, 32_768, 131_072):
 # only a weighted sum of values. The rest of the page gets it without ever holding a full
 # row of weights, let alone the whole matrix.
 #
-# ## Softmax in one pass
+# ## The normaliser in one pass
 #
-# The stable softmax of a row $x_1, \dots, x_S$ reads the row twice. The first pass
+# The stable softmax reads a row $x_0, \dots, x_{S-1}$ three times. The first pass
 # finds the maximum $m = \max_j x_j$. The second sums $\ell = \sum_j e^{x_j - m}$.
-# Then $\operatorname{softmax}(x)_j = e^{x_j - m} / \ell$. Subtracting $m$ keeps every
-# exponent at or below zero, so nothing overflows.
+# The third divides: $\operatorname{softmax}(x)_j = e^{x_j - m} / \ell$. Subtracting $m$
+# keeps every exponent at or below zero, so nothing overflows.
 #
 # The *online* softmax (Milakov and Gimelshein, 2018) finds $m$ and $\ell$ in a single
-# pass. It keeps the largest entry seen so far, $m$, and the sum $\ell$ of
-# $e^{x_i - m}$ over the entries seen so far. When a new entry $x_j$ arrives, the maximum
-# may grow to $m' = \max(m, x_j)$. Every term already in $\ell$ was computed against
-# the old maximum, and $e^{x_i - m'} = e^{x_i - m} \, e^{m - m'}$. So the whole sum is
-# rescaled by one factor before the new term is added:
+# pass, so two passes are left. (Attention needs no separate pass to divide: the next
+# section folds the division into the output.) The online softmax keeps the largest
+# entry seen so far, $m$, and the sum $\ell$ of $e^{x_i - m}$ over the entries seen so
+# far. When a new entry $x_j$ arrives, the maximum may grow to $m' = \max(m, x_j)$.
+# Every term already in $\ell$ was computed against the old maximum, and
+# $e^{x_i - m'} = e^{x_i - m} \, e^{m - m'}$. So the whole sum is rescaled by one factor
+# before the new term is added:
 #
 # $$
 # m' = \max(m, x_j), \qquad \ell' = \ell \, e^{m - m'} + e^{x_j - m'}
 # $$
 #
 # It starts from $m = -\infty$ and $\ell = 0$. After the last entry, $m$ and $\ell$ are
-# the two-pass values. `attn_ref.online_softmax` records them after every step.
+# those of the stable softmax. `attn_ref.online_softmax` records them after every step.
 
 # %%
 x = torch.tensor([2.0, 1.0, 4.0, 3.0, 6.0, 0.0], dtype=torch.float64)
@@ -82,16 +85,17 @@ weights, state = online_softmax(x, trace=True)
 print(" j  x_j    m  rescale       ℓ")
 for j, s in enumerate(state.trace):
     print(f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}")
-print(f"two-pass:   m = {x.max():.1f}, ℓ = {(x - x.max()).exp().sum():.4f}")
-print(f"largest |online - two-pass softmax|: {(weights - softmax(x)).abs().max():.1e}")
+print(f"stable:     m = {x.max():.1f}, ℓ = {(x - x.max()).exp().sum():.4f}")
+print(f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}")
 
 # %% [markdown]
 # The rescale factor $e^{m - m'}$ is 1 whenever the maximum stays put, and below 1 at
 # each step where a larger entry arrives. At the first step it is 0: the sum was still
-# empty. The final $m$ and $\ell$ are the two-pass ones, and so are the weights.
+# empty. The final $m$ and $\ell$ are those of the stable softmax, and so are the weights.
 #
-# Nothing overflows either. In float32, `exp` overflows for logits near $10^4$, and the
-# naive softmax gives `nan`; the online one does not:
+# Nothing overflows either. In float32, `exp` overflows to `inf` for any logit above the
+# threshold printed below. With logits near $10^4$, the naive softmax divides `inf` by
+# `inf` and gives `nan`; the online one does not:
 
 # %%
 logits = torch.tensor([1e4, 1e4 + 1, 1e4 + 2])
@@ -122,6 +126,8 @@ print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2
 # \end{aligned}
 # $$
 #
+# These are FlashAttention's letters: $S_{ij}$ is a tile of scores (not $S$, the number
+# of keys), $P$ its unnormalised weights, and $O$ the output before dividing by $\ell$.
 # After the last block of keys, the output rows are $O / \ell$. The output is rescaled by
 # the same factor as the sum, for the same reason: every term in it was weighted against
 # the old maximum. `attn_ref.tiled_attention` runs this loop, queries outside and keys
@@ -139,20 +145,20 @@ out_small, state_small = tiled_attention(q_small, k_small, v_small, block_size=(
 for step in state_small.trace:
     print(f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n{step.scores}")
     print("  m", step.row_max, " rescale", step.rescale, " ℓ", step.row_sum)
-    print("  output so far", step.output.flatten())
+    print(f"  output so far, one row per query\n{step.output}")
 expected, _ = scaled_dot_product_attention(q_small, k_small, v_small)
 print(f"largest |tiled - attn_ref|: {(out_small - expected).abs().max():.0e}")
 
 # %% [markdown]
 # Where a query's maximum grows, its rescale factor drops below 1 and shrinks what it had
-# gathered; where the maximum stays, the factor is 1. The last "output so far" of each
-# query (printed row after row) is its output. `state.row_max` and `state.row_sum` keep
-# $m$ and $\ell$ of every query.
+# gathered; where the maximum stays, the factor is 1. The last "output so far" is the
+# output. `state.row_max` and `state.row_sum` keep $m$ and $\ell$ of every query.
 #
 # ## Exact, not approximate
 #
-# Tiling changes the order of the additions and nothing else. So the result should equal
-# PyTorch's `scaled_dot_product_attention` up to float rounding, and so should the
+# In exact arithmetic, tiling changes nothing. In floating point, the additions come in
+# another order and the rescalings round too. So for finite inputs the result should
+# equal PyTorch's `scaled_dot_product_attention` up to float rounding, and so should the
 # gradients. The cases below use lengths that are not multiples of the block size, a
 # boolean mask with a query that may see no key at all, an additive mask, and causal
 # attention with fewer queries than keys, all in float64. The gradients are those of a
@@ -327,11 +333,12 @@ figure_to_svg(
 # and every result back. The paper finds that the number of these HBM accesses, not the
 # arithmetic, is what sets the runtime of attention (its Figure 2).
 #
-# Standard attention writes the `(N, N)` scores to HBM, reads them back for the softmax,
-# writes the weights, and reads them again to mix the values. FlashAttention never
-# writes an `(N, N)` matrix. It reads $Q$, $K$ and $V$ in blocks that fit in SRAM, and
-# writes the output, with $m$ and $\ell$ for each query. Its Theorem 2, for sequence
-# length $N$, head dimension $d$ and SRAM size $M$ (in numbers, $d \le M \le Nd$):
+# The paper writes $N$ for our $T$, $d$ for $d_k$, $B_c$ for $B_k$, and $M$ (not a mask
+# here) for the size of SRAM, in numbers; the count below keeps its letters. Standard
+# attention writes the `(N, N)` scores to HBM, reads them back for the softmax, writes the
+# weights, and reads them again to mix the values. FlashAttention never writes an
+# `(N, N)` matrix. It reads $Q$, $K$ and $V$ in blocks that fit in SRAM, and writes the
+# output, with $m$ and $\ell$ for each query. Its Theorem 2, for $d \le M \le Nd$:
 # standard attention needs $\Theta(Nd + N^2)$ HBM accesses, FlashAttention
 # $\Theta(N^2 d^2 M^{-1})$.
 #
@@ -417,13 +424,13 @@ figure_to_svg(
 # small PyTorch operations for every tile. Here are its times on this machine at
 # $T = 1024$, one head of width 128, one thread, against the naive function and
 # PyTorch's fused CPU kernel, which runs the same tiled algorithm in C++. Each is the
-# least CPU time of three runs (`time.process_time`), which does not count the moments
+# least CPU time of five runs (`time.process_time`), which does not count the moments
 # when other programs have the processor.
 
 
 # %%
-def cpu_ms(call):  # the least CPU time of three runs, in milliseconds
-    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=3, number=1))
+def cpu_ms(call):  # the least CPU time of five runs, in milliseconds
+    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=5, number=1))
 
 
 T_time = 1024
@@ -440,8 +447,11 @@ for name, ms in timings.items():
 
 # %% [markdown]
 # The Python loop's time depends on the tile size: larger tiles mean far fewer Python
-# steps, each doing more arithmetic. PyTorch's kernel runs the tiled algorithm without
-# the interpreter, and is the fastest here. None of this says how a GPU kernel would
+# steps, each doing more arithmetic. With blocks of 256, the loop is faster than the
+# naive function, Python and all. The naive function runs no loop in Python, but it
+# makes four `(T, T)` matrices (see "Memory, measured"), and writing and reading them
+# takes time too. PyTorch's kernel runs the tiled algorithm without the interpreter,
+# and is the fastest here. None of this says how a GPU kernel would
 # compare: that depends on its memory traffic, which a CPU does not show.
 #
 # <details class="note">
@@ -466,8 +476,8 @@ for name, ms in timings.items():
 # ## Summary
 #
 # - The online softmax keeps a running maximum $m$ and sum $\ell$. When the maximum grows,
-#   the sum is multiplied by $e^{m_\text{old} - m_\text{new}}$. One pass gives the
-#   two-pass values, and no exponent is ever positive.
+#   the sum is multiplied by $e^{m_\text{old} - m_\text{new}}$. One pass gives the $m$ and
+#   $\ell$ of the stable softmax, and no exponent is ever positive.
 # - Tiled attention applies the same rescaling to a running output. Queries go in blocks,
 #   keys and values stream past block by block, and no tile of scores larger than
 #   `(block_q, block_k)` ever exists. The result equals PyTorch's to float rounding, masks,
@@ -565,6 +575,9 @@ for name, attention in (
 #   Partitioning](https://arxiv.org/abs/2307.08691). 2023. Queries in the outer loop, one
 #   division at the end, only the log-sum-exp kept (Section 3.1.1), causal tiles skipped,
 #   block sizes (Section 3.3).
+# - Markus N. Rabe, Charles Staats. [Self-attention Does Not Need O(n²)
+#   Memory](https://arxiv.org/abs/2112.05682). 2021. Exact attention in chunks of keys,
+#   with a running maximum and sum (its Section 3).
 # - Maxim Milakov, Natalia Gimelshein. [Online normalizer calculation for
 #   softmax](https://arxiv.org/abs/1805.02867). 2018. The one-pass softmax and the merge
 #   of two partial results.

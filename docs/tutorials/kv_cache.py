@@ -38,7 +38,7 @@ from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_ref.plotting import figure_to_svg
 
 torch.set_grad_enabled(False)  # generation only: no gradients
-torch.set_num_threads(1)  # one thread, so that the timings below do not depend on the machine's other work
+torch.set_num_threads(1)  # one thread: results that do not depend on how many cores the machine has
 
 # %% [markdown]
 # ## A tiny decoder
@@ -149,7 +149,8 @@ print(f"largest change of a cached key or value when a token is appended: {moved
 # - **With a cache**, the model runs on one position: $24 C^2$ for the projections and
 #   the MLP, and $4 t C$ for one query against $t$ cached keys. The cost grows like $t$.
 #
-# The output head adds $2 C V$ per position it runs on, for a vocabulary of $V$.
+# The output head adds $2 C \lvert \mathcal{V} \rvert$ per position it runs on, for a
+# vocabulary $\mathcal{V}$ ([notation](../../notation/)).
 # `attn_ref.decoding_flops` adds these up. The site's tests check it against PyTorch's
 # `FlopCounterMode`, which counts the operations of every matrix product that actually
 # runs, for random model shapes and lengths.
@@ -225,13 +226,14 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# At short lengths the speed-up almost vanishes. A cached step of this tiny model
-# does very little arithmetic, so its time is mostly fixed cost: Python, and
-# launching many small tensor operations, each with a cost of its own however small
-# its input. That is why the cached time grows so slowly with $t$. An uncached step
-# on a few tokens costs about the same fixed amount. The cache pays off once the
-# arithmetic it saves outweighs that fixed cost: for long texts, and in big models,
-# whose matrix products are large.
+# At short lengths the speed-up almost vanishes. A cached step of this tiny model does
+# very little arithmetic, so its time is mostly fixed cost: Python, and launching many
+# small tensor operations, each with a cost of its own however small its input. That is why
+# the cached time grows so slowly with $t$. An uncached step on a few tokens costs about
+# the same fixed amount, and the cached step can even be the slower one: in every layer
+# it also appends to the cache, which copies it (`KVCache` concatenates). The cache pays
+# off once the arithmetic it saves outweighs that fixed cost: for long texts, and in big
+# models, whose matrix products are large.
 #
 # ## The alignment trap
 #
@@ -291,8 +293,8 @@ print(f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().
 # %% [markdown]
 # The bottom-right mask is the one `causal_lower_right(L, S)` documents. This page does
 # not import it: importing `torch.nn.attention.bias` loads PyTorch's compiler
-# (`torch._dynamo`), which takes a second or two. The site's tests check that it gives
-# the same outputs as `attn_ref.causal_mask(L, S, lower_right=True)`.
+# (`torch._dynamo`), which would slow down building this page. The site's tests check
+# that it gives the same outputs as `attn_ref.causal_mask(L, S, lower_right=True)`.
 #
 # `attn_ref.MultiHeadAttention` refuses `is_causal=True` once its cache holds keys,
 # and says what to pass instead:
@@ -332,7 +334,7 @@ print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {for
 # the shape of Llama 2 7B, a 7-billion-parameter model with as many key/value heads
 # as query heads, and vary only the number of key/value heads. The last two rows are
 # real grouped-query models, Llama 2 70B and Mistral 7B. The sources of the shapes
-# are listed at the end.
+# (the models' configuration files, and Mistral's paper) are listed at the end.
 
 # %%
 shapes = {  # name: (layers, key/value heads H_kv, head size d_k)
@@ -534,9 +536,12 @@ print("same output:", torch.allclose(full_window, bounded, atol=1e-6))
 #   card](https://github.com/meta-llama/llama/blob/main/MODEL_CARD.md) marks the 70B
 #   model as the one that uses grouped-query attention, and the [reference
 #   code](https://github.com/meta-llama/llama/blob/main/llama/model.py) shows the cache
-#   and the repetition of key/value heads.
+#   and the repetition of key/value heads. The shapes are those of the configuration
+#   files of [Llama-2-7b-hf](https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json)
+#   and [Llama-2-70b-hf](https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json):
+#   `num_hidden_layers`, `num_key_value_heads`, and $d_k$ = `hidden_size / num_attention_heads`.
 # - Albert Q. Jiang et al. [Mistral 7B](https://arxiv.org/abs/2310.06825). 2023.
-#   Grouped-query attention with a sliding window.
+#   Grouped-query attention with a sliding window; its Table 1 gives the shape.
 # - PyTorch: [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
 #   (`is_causal`, `enable_gqa`), [`causal_lower_right`](https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.bias.causal_lower_right.html),
 #   and [issue #108108](https://github.com/pytorch/pytorch/issues/108108) on the

@@ -30,10 +30,13 @@ for attention in (attention_add, attention_d2l):
     row = attention(q, k, v, allowed)[1][0, 2].numpy().round(3)
     print(f"{attention.__name__}, weights of query 2:", row)
 
-# As in the issue, the loss reads the real token only; the gradient is nan.
-q.requires_grad_(True)
+# As in the issue, the loss reads the real token only; the gradients are nan.
+for t in (q, k, v):
+    t.requires_grad_(True)
 attention_add(q, k, v, allowed)[0][:, 0].sum().backward()
-print("attention_add, nan in the gradient of q:", q.grad.isnan().any().item())
+print("attention_add, tokens with a nan gradient:")
+for name, t in (("q", q), ("k", k), ("v", v)):
+    print(f"  {name}:", t.grad.isnan().any(dim=-1)[0].tolist())
 # --8<-- [end:bug]
 
 # --8<-- [start:fix]
@@ -49,11 +52,12 @@ def attention_fixed(q, k, v, allowed):
     return weights @ v, weights
 
 
-q.grad = None
+for t in (q, k, v):
+    t.grad = None
 out, weights = attention_fixed(q, k, v, allowed)
 out[:, 0].sum().backward()
 print("fixed, weights of query 2:", weights[0, 2].detach().numpy())
-print("fixed, nan in the gradient of q:", q.grad.isnan().any().item())
+print("fixed, nan in a gradient:", any(t.grad.isnan().any().item() for t in (q, k, v)))
 theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 same = torch.allclose(out, theirs, atol=1e-6)
 print("fixed, same output as PyTorch's SDPA:", same)

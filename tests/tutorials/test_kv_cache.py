@@ -135,11 +135,13 @@ def test_cache_sizes_by_hand(printed, values):
     assert (
         numbers(line_after(printed, "sum of the cached tensors' bytes:")).tolist() == [2 * 4 * 64 * T * 4] * 2
     )
-    shapes = {  # layers, key/value heads, head size
-        "7B class, 32 KV heads": (32, 32, 128),
-        "7B class, 8 KV heads": (32, 8, 128),
-        "7B class, 1 KV head": (32, 1, 128),
-        "Llama 2 70B": (80, 8, 128),
+    # layers, key/value heads, head size. Llama 2: from config.json on Hugging Face (num_hidden_layers,
+    # num_key_value_heads, hidden_size / num_attention_heads); Mistral 7B: Table 1 of its paper.
+    shapes = {
+        "7B class, 32 KV heads": (32, 32, 4096 // 32),
+        "7B class, 8 KV heads": (32, 8, 4096 // 32),
+        "7B class, 1 KV head": (32, 1, 4096 // 32),
+        "Llama 2 70B": (80, 8, 8192 // 64),
         "Mistral 7B": (32, 8, 128),
     }
     for name, (layers, kv_heads, d_k) in shapes.items():

@@ -1,11 +1,12 @@
-"""A query with no key: the mask by hand, the weights of each fill worked out, the gradients taken
-through PyTorch's SDPA, and the random check recomputed in float64 NumPy (tests/reference.py)."""
+"""A query with no key: the mask by hand, the weights of each fill worked out, the gradients
+written out in NumPy and taken through PyTorch's SDPA, and the random check recomputed in
+float64 NumPy (tests/reference.py)."""
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tests.printed import block_after, flag, line_after, numbers
+from tests.printed import block_after, flag, line_after, list_after, numbers
 from tests.reference import attention, softmax
 
 T, D_K = 3, 4
@@ -23,22 +24,41 @@ def test_the_mask_and_the_weights_of_each_fill(printed):
     )
 
 
+def _gradients_by_hand(q, k, v, allowed):
+    """The backward pass of softmax(q k^T / sqrt(d_k) + mask) v, written out in float64 NumPy, for a
+    loss that sums the output of query 0: which tokens of q, k and v get a nan gradient."""
+    scores = q @ k.T / np.sqrt(D_K) + np.where(allowed, 0.0, -np.inf)
+    with np.errstate(invalid="ignore"):  # query 2: exp(-inf) = 0 everywhere, then 0 / 0
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+        d_out = np.zeros_like(q)
+        d_out[0] = 1.0  # the loss reads query 0's output only
+        d_weights = d_out @ v.T
+        d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))  # softmax
+        d_q, d_k = d_scores @ k / np.sqrt(D_K), d_scores.T @ q / np.sqrt(D_K)  # the added mask passes it on
+        d_v = weights.T @ d_out  # nan weights times the zero gradient of the unread rows
+    return [np.isnan(d).any(axis=-1).tolist() for d in (d_q, d_k, d_v)]
+
+
 def test_the_gradients(printed):
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, T, D_K, dtype=torch.float64) for _ in range(3))
-    mask = torch.from_numpy(ALLOWED)
-    q.requires_grad_(True)
-    bias = torch.zeros(T, T, dtype=torch.float64).masked_fill(~mask, float("-inf"))
-    (torch.softmax(q @ k.transpose(-2, -1) / D_K**0.5 + bias, dim=-1) @ v)[:, 0].sum().backward()
-    assert q.grad.isnan().any()  # through the row of query 2, which the loss does not read
-    assert flag(printed, "attention_add, nan in the gradient of q:") is True
+    # By hand: query 2's scores are all -inf, so its weights are nan. The loss never reads its output,
+    # but nan times a zero gradient is nan: in q's row 2, and in every key and value, each of which
+    # sums over all queries.
+    expected = [[False, False, True], [True, True, True], [True, True, True]]
+    assert _gradients_by_hand(*(t[0].numpy() for t in (q, k, v)), ALLOWED) == expected
+    for name, row in zip("qkv", expected, strict=True):
+        assert list_after(printed, f"  {name}:") == row, name
     # The fix: zero weights for query 2, finite gradients, PyTorch's output (checked against NumPy).
     np.testing.assert_array_equal(numbers(line_after(printed, "fixed, weights of query 2:")), 0.0)
-    assert flag(printed, "fixed, nan in the gradient of q:") is False
-    q.grad = None
+    assert flag(printed, "fixed, nan in a gradient:") is False
+    mask = torch.from_numpy(ALLOWED)
+    for t in (q, k, v):
+        t.requires_grad_(True)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     out[:, 0].sum().backward()
-    assert not q.grad.isnan().any()
+    assert not any(t.grad.isnan().any() for t in (q, k, v))
     expected, weights = attention(*(t.detach().numpy() for t in (q, k, v)), allowed=ALLOWED)
     np.testing.assert_allclose(out.detach().numpy(), expected, atol=1e-12)
     assert np.all(weights[0, 2] == 0)
