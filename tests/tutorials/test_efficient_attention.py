@@ -199,7 +199,6 @@ def test_cpu_timings_order_as_the_page_says(printed, values):
     timings = values["timings"]
     assert min(timings, key=timings.get) == "PyTorch's CPU kernel"
     assert timings["tiled, blocks of 256"] < timings["tiled, blocks of 64"]
-    assert timings["tiled, blocks of 256"] < timings["naive (attn_ref)"]  # Python and all
     for name, ms in timings.items():
         assert number_after(printed, name) == pytest.approx(ms, abs=0.06)
 
