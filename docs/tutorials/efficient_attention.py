@@ -450,7 +450,7 @@ for name, ms in timings.items():
 # steps, each doing more arithmetic. The naive function runs no loop in Python, but
 # it makes four `(T, T)` matrices (see "Memory, measured"), and writing and reading
 # them takes time too: with large tiles, the loop keeps up with it, Python and all
-# (compare their rows; which is ahead varies from machine to machine). PyTorch's kernel runs the tiled algorithm without the interpreter,
+# (compare their rows). PyTorch's kernel runs the tiled algorithm without the interpreter,
 # and is the fastest here. None of this says how a GPU kernel would
 # compare: that depends on its memory traffic, which a CPU does not show.
 #
