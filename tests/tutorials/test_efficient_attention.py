@@ -20,16 +20,6 @@ from tests.printed import line_after, number_after, numbers
 from tests.reference import attention, softmax
 
 
-@pytest.fixture(scope="module")
-def printed(tutorial):
-    return tutorial.printed()
-
-
-@pytest.fixture(scope="module")
-def values(tutorial):
-    return tutorial.values
-
-
 def test_one_score_matrix_takes_4_B_H_T_squared_bytes(printed):
     rows = re.findall(r"^  T = +([\d,]+): ([\d.]+) GiB$", printed, flags=re.M)
     assert [int(T.replace(",", "")) for T, _ in rows] == [2_048, 32_768, 131_072]

@@ -19,16 +19,6 @@ from tests.printed import block_after, flag, line_after, list_after, number_afte
 from tests.reference import attention
 
 
-@pytest.fixture(scope="module")
-def printed(tutorial):
-    return tutorial.printed()
-
-
-@pytest.fixture(scope="module")
-def values(tutorial):
-    return tutorial.values
-
-
 def _rows(printed, header, count):
     """The ``count`` lines printed under the one line ``header``, as lists of numbers."""
     assert printed.count(header + "\n") == 1, header
