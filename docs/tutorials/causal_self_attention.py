@@ -44,9 +44,11 @@
 #   pick "mat", which is nearer. In an RNN, what "cat" contributed reaches "ran" only
 #   through the updates for every word in between, squeezed into one state of fixed size.
 #
-# Attention, the mechanism at the heart of the transformer ("Attention Is All You Need",
-# Vaswani et al., 2017), drops the recurrence. Every position looks directly at every
-# position it may see, and decides how much to take from each. All positions do this at
+# The transformer ("Attention Is All You Need", Vaswani et al., 2017) drops the recurrence
+# and keeps only attention, a mechanism first added to recurrent translation models
+# (Bahdanau et al., 2014; [the original notebook dates it to 2017](#attention-date)).
+# Every position looks directly at every position it may see, and decides how much to take
+# from each. All positions do this at
 # once, in a few matrix products. The paper's Table 1 compares the layers: the number
 # of sequential operations, and the longest path between two positions, stay constant
 # for self-attention but grow like $T$ for a recurrent layer. The price is a
@@ -117,9 +119,10 @@ print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol
 # edges into node $i$.
 #
 # The causal mask keeps only the edges from earlier nodes, and each node's edge to
-# itself. So each node hears only the nodes before it. In the average above, all edges
-# into a node carry the same weight. Self-attention makes the weights depend on the
-# data: each node computes them from what it holds and what the others hold.
+# itself. So each node hears only the nodes before it, and itself. In the average
+# above, all edges into a node carry the same weight. Self-attention makes the weights
+# depend on the data: each node computes them from what it holds and what the others
+# hold.
 #
 # Two more things follow from the picture. Each sequence of the batch is a graph of its
 # own: no edge joins two sequences. And the nodes have no position: apart from the
@@ -130,8 +133,9 @@ print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol
 #
 # Each token emits three vectors of size $d_k$. Its **query** says what it looks for,
 # its **key** what it offers, and its **value** what it passes on. With tokens as rows,
-# $q_t = x_t W_Q$, $k_t = x_t W_K$ and $v_t = x_t W_V$, where $W_Q$, $W_K$, $W_V$ have
-# shape $(C, d_k)$; for a whole sequence, $Q = X W_Q$.
+# $q_t = x_t W_Q$, $k_t = x_t W_K$ and $v_t = x_t W_V$, where $W_Q$ and $W_K$ have shape
+# $(C, d_k)$ and $W_V$ has shape $(C, d_v)$, here with $d_v = d_k$; for a whole sequence,
+# $Q = X W_Q$.
 #
 # `nn.Linear(C, d_k)` stores its matrix transposed: `query.weight` has shape
 # $(d_k, C)$, it holds $W_Q^\top$, and `query(x)` computes `x @ query.weight.T`. The
@@ -434,8 +438,17 @@ for s, n in enumerate(lengths):
 # *may not* attend. Called as usual, with `need_weights=True`, it computes the weights
 # with a plain softmax, so a query with no key gets `nan`. With `need_weights=False`
 # it calls `scaled_dot_product_attention` instead (see its source,
-# `torch/nn/functional.py`), and its output stays finite. It projects its inputs again
-# with its own random weights, so only `nan` is compared here, not values.
+# `torch/nn/functional.py`), and its output stays finite, as long as the layer does not
+# take its fast path. That path runs a fused kernel, which still returns `nan`. The layer
+# takes it in eval mode with gradients off, for self-attention (query, key and value the
+# same tensor) with an even number of heads, among other conditions (see
+# `MultiheadAttention.forward` in `torch/nn/modules/activation.py`). The first layer
+# below, in training mode with one head and called on `q`, `k` and `v`, does not take it.
+# The second, in eval mode with two heads and called on `q` three times, does. The bugs
+# page has
+# [a table of what each version returns](../../practice/bugs/#a-query-with-no-key-to-see)
+# on each path. The layers project their inputs again with their own random weights, so
+# only `nan` is compared here, not values.
 #
 # </details>
 
@@ -443,9 +456,13 @@ for s, n in enumerate(lengths):
 torch.manual_seed(0)
 mha = nn.MultiheadAttention(head_size, num_heads=1, batch_first=True)
 mha_out, _ = mha(q, k, v, attn_mask=~mask_left)  # True = may not attend; need_weights=True
-mha_out_fused, _ = mha(q, k, v, attn_mask=~mask_left, need_weights=False)
+mha_out_sdpa, _ = mha(q, k, v, attn_mask=~mask_left, need_weights=False)
 print("nan for a query with no key, need_weights=True: ", mha_out[no_key].isnan().any().item())
-print("nan for a query with no key, need_weights=False:", mha_out_fused[no_key].isnan().any().item())
+print("nan for a query with no key, need_weights=False:", mha_out_sdpa[no_key].isnan().any().item())
+fast = nn.MultiheadAttention(head_size, num_heads=2, batch_first=True).eval()  # even H
+blocked = (~mask_left).repeat_interleave(2, dim=0)  # (B * H, T, T): one mask per head
+fast_out, _ = fast(q, q, q, attn_mask=blocked, need_weights=False)  # the fast path
+print("nan for a query with no key, fast path:         ", fast_out[no_key].isnan().any().item())
 
 # %% [markdown]
 # ## Where the original notebook goes wrong
@@ -495,6 +512,14 @@ print("largest |score(i, j) - score(j, i)|:", (scores - scores.transpose(-2, -1)
 # shows. Nor is a weight a similarity. A similarity is symmetric, but the score of
 # query $i$ against key $j$ uses two different matrices, $(x_i W_Q) \cdot (x_j W_K)$,
 # so it differs from the score of query $j$ against key $i$, as the last line shows.
+#
+# <a id="attention-date"></a>**It dates attention to the transformer.** It says attention
+# "replaces older sequential processing in models like RNNs", and calls it a "core idea
+# from the 2017 'Attention is All You Need' paper". Attention is older. Bahdanau et al. (2014)
+# added it to a recurrent encoder-decoder for translation, and the 2017 paper's abstract
+# says that the best models of its day "also connect the encoder and decoder through an
+# attention mechanism". What the transformer brought is a model "based solely on attention
+# mechanisms, dispensing with recurrence and convolutions entirely".
 #
 # ## Exercises
 #
@@ -556,6 +581,10 @@ print("largest |difference| from the unscaled weights:", (wei_big - wei_original
 #   [Attention Is All You Need](https://arxiv.org/abs/1706.03762). NeurIPS 2017. Scaled
 #   dot-product attention, the masked decoder, and (Section 4, Table 1) the comparison
 #   with recurrent layers quoted above.
+# - Dzmitry Bahdanau, Kyunghyun Cho, Yoshua Bengio.
+#   [Neural Machine Translation by Jointly Learning to Align and
+#   Translate](https://arxiv.org/abs/1409.0473), 2014 (ICLR 2015). Attention added to a
+#   recurrent encoder-decoder: the decoder weighs every word of the source sentence.
 # - Andrej Karpathy. [Let's build GPT: from scratch, in code, spelled
 #   out](https://www.youtube.com/watch?v=kCc8FmEb1nY), 2023, with its code,
 #   [karpathy/ng-video-lecture](https://github.com/karpathy/ng-video-lecture). The

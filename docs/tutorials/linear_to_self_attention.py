@@ -1,9 +1,10 @@
 # %% [markdown]
 # # From nn.Linear to self-attention
 #
-# A self-attention layer is three linear layers, a softmax and a weighted average. This
-# tutorial starts with one `nn.Linear` and checks it against its formula. It then computes
-# self-attention by hand on three tokens of four features each, one step per cell, in NumPy.
+# One head of self-attention is three linear layers, scaled scores, a softmax and a weighted
+# average. This tutorial starts with one `nn.Linear` and checks it against its formula. It
+# then computes self-attention by hand on three tokens of four features each, one step per
+# cell, in NumPy.
 # Finally it runs the same computation in PyTorch and checks it against PyTorch's own attention
 # function and against `attn_ref`, this site's small reference implementation.
 #
@@ -113,9 +114,10 @@ print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 #
 # Self-attention lets every token of a sequence gather information from all the tokens,
 # itself included. The sequence is a matrix $X$ of shape $(T, C)$: $T$ tokens, one per row,
-# with $C$ features each. Three linear layers without bias project it to queries $Q = X W_Q$,
-# keys $K = X W_K$ and values $V = X W_V$, with $W_Q$ and $W_K$ of shape $(C, d_k)$ and $W_V$
-# of shape $(C, d_v)$. Then
+# with $C$ features each. Three linear layers project it to queries $Q = X W_Q$, keys
+# $K = X W_K$ and values $V = X W_V$ (here without bias, as in the formula;
+# `nn.MultiheadAttention`, for one, adds a bias by default), with $W_Q$ and $W_K$ of shape
+# $(C, d_k)$ and $W_V$ of shape $(C, d_v)$. Then
 #
 # $$
 # \operatorname{Attention}(X) =
@@ -230,12 +232,13 @@ print(output_np)
 # ## Reading the weights
 #
 # Each row of the heatmap is one query, each column one key; the numbers are the weights
-# printed above. Equal scores give equal weights.
+# printed above. Equal scores give equal weights. The tokens are counted from 0, as in the
+# [notation](../../notation/), and labelled t0, t1 and t2.
 
 # %%
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
-tokens = ["token 1", "token 2", "token 3"]
+tokens = ["t0", "t1", "t2"]
 for query, row in zip(tokens, weights_np, strict=True):
     top = np.isclose(row, row.max())  # (3,): where the largest is
     keys = " and ".join(k for k, t in zip(tokens, top, strict=True) if t)
@@ -247,7 +250,7 @@ ax = attention_heatmap(weights_np, tokens, title=title, vmax=1.0)
 figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 
 # %% [markdown]
-# Token 2 keeps most of its attention for itself. Tokens 1 and 3 each have two keys with equal
+# Token 1 keeps most of its attention for itself. Tokens 0 and 2 each have two keys with equal
 # top scores, and give those two keys equal weights. Each of those two keys gets less than
 # half of the row, because the third key keeps a share.
 #
@@ -305,10 +308,22 @@ print("  NumPy output:    ", gap(output_np, output_pt))
 print("  F.sdpa output:   ", gap(output_sdpa, output_pt))
 print("  attn_ref weights:", gap(weights_ref, weights_pt))
 print("  attn_ref output: ", gap(output_ref, output_pt))
+# F.sdpa's order: Q and K scaled by d_k^(-1/4) each, then multiplied
+f = d_k**-0.25
+prescaled = torch.softmax((Q_pt * f) @ (K_pt * f).T, dim=-1) @ V_pt
+print("F.sdpa minus Q, K scaled first:", gap(output_sdpa, prescaled))
 
 # %% [markdown]
-# All four agree. The differences are float32 rounding: NumPy computed in float64, the
-# others in float32.
+# All four agree, up to rounding in the last bits. NumPy computed in float64, the others
+# in float32. F.sdpa and the hand-written steps both compute in float32, but in another
+# order. On these inputs F.sdpa runs its plain "math" implementation, which scales the
+# queries and the keys by $d_k^{-1/4}$ each before their product, instead of dividing the
+# scores after it (see `_scaled_dot_product_attention_math` in
+# [its source](https://github.com/pytorch/pytorch/blob/cf30153c4c131c8164ee7798e5022d810682e2cb/aten/src/ATen/native/transformers/attention.cpp)).
+# Each order rounds in other places, so the last bits differ. Written by hand in F.sdpa's
+# order, the computation gives its result to the last bit (the last line). `attn_ref`
+# scales the scores after the product, as the hand-written steps do, and gives their
+# result to the last bit.
 #
 # ## What the identity projections hide
 #
@@ -378,11 +393,11 @@ figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 # - A linear layer computes $y = x W + b$. `nn.Linear` stores $W^\top$ in its `weight`, of
 #   shape `(out_features, in_features)`. Compare its result with the formula using a
 #   tolerance, not `==`.
-# - Self-attention is three such layers without bias ($Q = X W_Q$, $K = X W_K$,
-#   $V = X W_V$), scores $Q K^\top$ divided by $\sqrt{d_k}$ with $d_k$ the last axis of $Q$,
-#   a softmax over each row, and a weighted average of the values.
+# - One head of self-attention is three such layers, here without bias ($Q = X W_Q$,
+#   $K = X W_K$, $V = X W_V$), scores $Q K^\top$ divided by $\sqrt{d_k}$ with $d_k$ the
+#   last axis of $Q$, a softmax over each row, and a weighted average of the values.
 # - NumPy, PyTorch by hand, `torch.nn.functional.scaled_dot_product_attention` and
-#   `attn_ref` agree on the three-token example up to float32 rounding.
+#   `attn_ref` agree on the three-token example up to rounding in the last bits.
 #
 # Next: [Self-attention with a causal mask](../causal_self_attention/) hides the future
 # from each token and runs on batches. Attention alone does not see the order of the tokens
@@ -424,8 +439,9 @@ for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
 # <a id="original-exact-comparison"></a>**It checks the layer with an exact comparison.** It
 # checks the layer with `assert y == y_manual`. That has two problems. Between tensors,
 # `==` compares element by element and returns a tensor. `assert` turns it into one truth
-# value only because this `y` has one element; with two outputs the check does not run at
-# all. And it asks two floating-point computations for bit-for-bit equality, which is luck
+# value only because this `y` has one element; with two outputs the `assert` raises a
+# `RuntimeError` instead of checking anything. And it asks two floating-point computations
+# for bit-for-bit equality, which is luck
 # ([comparing floating-point results](#comparing-floating-point-results)).
 
 # %%
@@ -475,11 +491,14 @@ print(doubled)
 same = np.allclose(doubled, squared)
 print("equal to the squared weights, renormalised:", same)
 own = weights_np[1, 1], doubled[1, 1]
-print(f"token 2 on itself: {own[0]:.4f} -> {own[1]:.4f}")
+print(f"t1 on itself: {own[0]:.4f} -> {own[1]:.4f}")
+root = np.sqrt(Q_np.shape[-1])  # sqrt(d_k) of the identity example
+unscaled = np.array_equal(2 * scaled_np, scores_np)
+print(f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}")
 # e^(2z) = (e^z)^2: doubling every score squares every weight, then
 # the row is renormalised, so large weights grow and small ones shrink.
-# Here sqrt(d_k) = 2, so 2 * scaled_np is the unscaled scores: leaving
-# out the division by sqrt(d_k) sharpens the weights in just this way.
+# The last line shows that doubling undoes the division by sqrt(d_k)
+# here: leaving the division out sharpens these weights in just this way.
 
 # %% [markdown]
 # **2. Overflow.** Add 100 to every score in the first row of `scaled_np` and compute its
@@ -527,7 +546,7 @@ except RuntimeError as error:
 
 # %% tags=["solution"]
 order = [2, 1, 0]
-X_rev = X_np[order]  # (3, 4): token 3, token 2, token 1
+X_rev = X_np[order]  # (3, 4): t2, t1, t0
 scaled_rev = X_rev @ X_rev.T / np.sqrt(C)  # identity projections
 weights_rev = softmax_np(scaled_rev)  # (3, 3)
 output_rev = weights_rev @ X_rev  # (3, 4)
@@ -548,6 +567,8 @@ print("the old weights, rows and columns reversed:", same_weights)
 # - PyTorch: [`nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
 #   (the stored weight's shape and its initialisation),
 #   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html),
+#   [`nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html)
+#   (its `bias=True` default),
 #   [`torch.allclose`](https://docs.pytorch.org/docs/stable/generated/torch.allclose.html) and
 #   [`torch.testing.assert_close`](https://docs.pytorch.org/docs/stable/testing.html).
 # - David Goldberg. [What Every Computer Scientist Should Know About Floating-Point

@@ -137,8 +137,8 @@ figure_to_svg(fig, alt="10 by 10 heatmap of the weights, a row per query")
 #
 # With $W_Q = W_K = I$ the scores are symmetric: $q_i \cdot k_j = x_i \cdot x_j = q_j \cdot k_i$,
 # so token $i$ scores token $j$ exactly as token $j$ scores token $i$. With learned
-# projections the score is $x_i M x_j^\top$ with $M = W_Q W_K^\top$, and it equals the
-# score of $j$ for $i$ for every pair of vectors only when $M$ is symmetric: what a
+# projections the score is $x_i W_{QK} x_j^\top$ with $W_{QK} = W_Q W_K^\top$, and it equals
+# the score of $j$ for $i$ for every pair of vectors only when $W_{QK}$ is symmetric: what a
 # token looks for can differ from what it offers. The multi-head part below prints that
 # its scores are not symmetric.
 # And with $W_V = I$ the output is a blend of the tokens themselves, as wide as they
@@ -378,13 +378,11 @@ for H in (1, 8, 32):
 # has as many tokens as features. Keep the first four tokens, and its identity matrix
 # gets the wrong size (first lines of the cell below).
 #
-# **2. Its shapes leave out the batch axis, and take the output's width from the
-# model.** It gives the weights the shape (number of tokens, number of tokens), and the
-# values and the output the shape (number of tokens, $d_\text{model}$). In its own code
-# all three have the batch axis in front, `(B, T, T)` and `(B, T, C)`. And the output
-# takes its width from the values, not from the model: $O = AV$ has as many columns as
-# $V$, which equals the model width there only because its $W_V$ is square. Values four
-# features wide give an output four features wide (last lines of the cell).
+# **2. It takes the output's width from the model.** It gives the values and the output
+# the shape (number of tokens, $d_\text{model}$). But the output takes its width from the
+# values, not from the model: $O = AV$ has as many columns as $V$, which equals
+# $d_\text{model}$ there only because its $W_V$ is square. Values four features wide give
+# an output four features wide (last lines of the cell).
 
 # %%
 first_four = X[:, :4, :]  # (B, 4, C): now T and C differ

@@ -98,6 +98,22 @@ def test_title_sections_and_links(executed):
     assert "zero-mean, unit-variance and independent" in prose
 
 
+def test_attention_is_dated_right_and_the_projections_shaped_as_in_the_notation(executed, built_site):
+    notebook, _, val = executed
+    prose = " ".join(markdown(notebook).split())
+    assert "Attention, the mechanism at the heart of the transformer" not in prose  # attention is older
+    assert "first added to recurrent translation models (Bahdanau et al., 2014;" in prose
+    assert "(https://arxiv.org/abs/1409.0473)" in prose
+    page = (built_site.path / "tutorials" / "causal_self_attention" / "index.html").read_text()
+    assert 'href="#attention-date"' in page and page.count('id="attention-date"') == 1
+    # W_V is (C, d_v) in the notation table; here d_v = d_k.
+    assert "$W_V$ has shape $(C, d_v)$, here with $d_v = d_k$" in prose
+    assert val["W_V"].shape == val["W_Q"].shape == (C, HEAD_SIZE)
+    # The causal mask keeps each node's edge to itself: a node hears the nodes before it, and itself.
+    assert "hears only the nodes before it, and itself" in prose
+    assert val["allowed"].diagonal().all()
+
+
 def test_prose_types_no_results_and_says_original_not_seed(executed):
     notebook, _, _ = executed
     prose = markdown(notebook)
@@ -348,7 +364,7 @@ def test_left_padding_and_queries_with_no_key(executed, ref):
         assert np.isnan(val["plain"][seq, rows]).all()
         np.testing.assert_allclose(val["finite"][seq, rows], 1 / T, atol=1e-7)
         assert np.isnan(val["mha_out"][seq, rows]).any(-1).all()
-        assert np.isfinite(val["mha_out_fused"][seq, rows]).all()
+        assert np.isfinite(val["mha_out_sdpa"][seq, rows]).all()
 
 
 def test_the_no_key_comparison_shows_what_was_computed(executed):
@@ -362,6 +378,47 @@ def test_the_no_key_comparison_shows_what_was_computed(executed):
     np.testing.assert_allclose(numbers(line_after(printed, "  weights with a -1e9 fill:")), [1 / T] * 4)
     assert flag(printed, "nan for a query with no key, need_weights=True: ")
     assert not flag(printed, "nan for a query with no key, need_weights=False:")
+    assert flag(printed, "nan for a query with no key, fast path:")
+
+
+def _kernels(call):
+    with torch.profiler.profile() as profiler:
+        call()
+    return {event.name for event in profiler.events()}
+
+
+def test_multihead_attention_fast_path_still_returns_nan(tutorial, executed):
+    _, _, val = executed
+    fast, mha = tutorial.values["fast"], tutorial.values["mha"]
+    q, blocked = tutorial.values["q"], tutorial.values["blocked"]
+    mask_left, no_key = val["mask_left"], val["no_key"]
+    # Which path each layer takes, seen by the profiler: the fused kernel for the second only.
+    with torch.no_grad():
+        assert "aten::_native_multi_head_attention" in _kernels(
+            lambda: fast(q, q, q, attn_mask=blocked, need_weights=False)
+        )
+        k, v = tutorial.values["k"], tutorial.values["v"]
+        assert "aten::_native_multi_head_attention" not in _kernels(
+            lambda: mha(q, k, v, attn_mask=~tutorial.values["mask_left"], need_weights=False)
+        )
+    assert not fast.training and fast.num_heads % 2 == 0 and mha.training and mha.num_heads == 1
+    # The layer's own computation in float64: projections, two heads, the mask, the output projection.
+    E, H = fast.embed_dim, fast.num_heads
+    W, b = fast.in_proj_weight.detach().double().numpy(), fast.in_proj_bias.detach().double().numpy()
+    x = val["q"]  # (B, T, E)
+    Qp, Kp, Vp = (x @ W[i * E : (i + 1) * E].T + b[i * E : (i + 1) * E] for i in range(3))
+    heads = [a.reshape(B, T, H, E // H).transpose(0, 2, 1, 3) for a in (Qp, Kp, Vp)]  # (B, H, T, d_k)
+    out, _ = attention(*heads, mask_left[:, None])  # a query with no key: zeros
+    out = out.transpose(0, 2, 1, 3).reshape(B, T, E)
+    out = (
+        out @ fast.out_proj.weight.detach().double().numpy().T + fast.out_proj.bias.detach().double().numpy()
+    )
+    fast_out = val["fast_out"]
+    np.testing.assert_allclose(fast_out[~no_key], out[~no_key], atol=1e-5)  # the queries with a key
+    assert np.isnan(fast_out[no_key]).any(-1).all()  # the fast path: nan where the reference has zeros
+    prose = " ".join(markdown(tutorial.notebook).split())
+    assert "its output stays finite, as long as the layer does not take its fast path" in prose
+    assert "(../../practice/bugs/#a-query-with-no-key-to-see)" in prose
 
 
 def test_nan_spreads_to_real_tokens_and_zeros_do_not(executed):

@@ -10,22 +10,25 @@ numbers are checked too: what they claim is asserted on the independent computat
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
 from attn_ref.examples import THREE_TOKENS
+from attn_ref.plotting import attention_heatmap
 from tests import reference
 from tests.conftest import ExecutedTutorial
 from tests.printed import block_after, flag, line_starting, numbers
 from tests.site_tools import TUTORIALS
 
 NOTEBOOK = TUTORIALS / "linear_to_self_attention.py"
-TOKENS = ["token 1", "token 2", "token 3"]
+TOKENS = ["t0", "t1", "t2"]  # counted from 0, as in the notation table
 ATOL = 6e-5  # the tutorial prints four decimals
 X = np.array(THREE_TOKENS, dtype=np.float64)  # (T, C) = (3, 4)
 
@@ -111,6 +114,19 @@ def test_the_lesson_is_not_interrupted_and_the_original_is_named():
     assert "https://arxiv.org/abs/1706.03762" in source
 
 
+def test_one_head_without_bias_and_the_bias_pytorch_adds(run):
+    prose = " ".join(_markdown(run).split())
+    assert prose.count("One head of self-attention is three") == 2  # the opening and the summary
+    assert (
+        "here without bias, as in the formula; `nn.MultiheadAttention`, for one, adds a bias by default"
+        in prose
+    )
+    layer = torch.nn.MultiheadAttention(4, num_heads=1)  # its defaults
+    assert layer.in_proj_bias is not None and layer.out_proj.bias is not None
+    for name in ("proj_q", "proj_k", "proj_v", "rand_q", "rand_k", "rand_v"):  # the page's layers: no bias
+        assert run.tutorial.values[name].bias is None
+
+
 def test_each_correction_is_linked_from_the_lesson_and_every_link_lands(run, built_site):
     markdown = _markdown(run)
     corrections = re.findall(r'<a id="(original-[a-z-]+)"></a>', markdown)
@@ -184,14 +200,16 @@ def test_reading_the_weights_says_what_was_printed(run):
         strongest = [key for key, w in zip(TOKENS, row, strict=True) if np.isclose(w, row.max())]
         line = f"{query}: largest weight {row.max():.4f}, to {' and '.join(strongest)}"
         assert line in run.lines
-    # The prose: token 2 keeps most of its attention for itself; tokens 1 and 3 give two keys
+    # The prose: token 1 keeps most of its attention for itself; tokens 0 and 2 give two keys
     # equal weights, each less than half of the row, and the third key keeps a share.
     assert weights[1, 1] > 0.5
     for row, tied, other in ((0, (0, 2), 1), (2, (1, 2), 0)):
         assert np.isclose(weights[row, tied[0]], weights[row, tied[1]])
         assert weights[row, tied[0]] < 0.5 and weights[row, other] > 0
     prose = " ".join(_markdown(run).split())
-    assert "Token 2 keeps most of its attention for itself" in prose
+    assert "Token 1 keeps most of its attention for itself. Tokens 0 and 2 each have two keys" in prose
+    # Tokens are counted from 0 (t = 0, ..., T - 1 in the notation table): there is no token 3.
+    assert not re.search(r"\btoken 3\b", NOTEBOOK.read_text(), flags=re.I)
     assert "give those two keys equal weights. Each of those two keys gets less than half of the row" in prose
     assert "evenly" not in prose
 
@@ -204,8 +222,25 @@ def test_pytorch_agrees_with_the_float64_computation(run):
     torch_output = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(X),) * 3)
     np.testing.assert_allclose(values["output_sdpa"].double().numpy(), torch_output.numpy(), atol=1e-6)
     labels = ("NumPy weights:", "NumPy output:", "F.sdpa output:", "attn_ref weights:", "attn_ref output:")
-    gaps = [float(line_starting(run.printed, f"  {label}").split(":")[1]) for label in labels]
-    assert all(0 <= gap < 1e-6 for gap in gaps)  # "all four agree": float32 rounding
+    gaps = {label: float(line_starting(run.printed, f"  {label}").split(":")[1]) for label in labels}
+    assert all(0 <= gap < 1e-6 for gap in gaps.values())  # "all four agree": float32 rounding
+    # The prose: NumPy (float64) and F.sdpa (another order) differ in the last bits; attn_ref,
+    # scaling the scores after the product as the hand-written steps do, matches them exactly.
+    assert gaps["NumPy weights:"] > 0 and gaps["NumPy output:"] > 0
+    assert gaps["attn_ref weights:"] == 0 and gaps["attn_ref output:"] == 0
+    X32 = torch.tensor(THREE_TOKENS)  # (3, 4), float32; identity projections
+    sdpa = torch.nn.functional.scaled_dot_product_attention(X32, X32, X32)
+    by_hand = torch.softmax(X32 @ X32.T / 2.0, dim=-1) @ X32  # divided after the product, sqrt(4) = 2
+    expected = (sdpa.double() - by_hand.double()).abs().max().item()
+    assert expected > 0 and f"{gaps['F.sdpa output:']:.1e}" == f"{expected:.1e}"
+    # F.sdpa's order: its math path, Q and K each scaled by d_k^(-1/4) = 1/sqrt(2) before the product.
+    with torch.profiler.profile() as profiler:
+        torch.nn.functional.scaled_dot_product_attention(X32, X32, X32)
+    assert "aten::_scaled_dot_product_attention_math" in {event.name for event in profiler.events()}
+    scaled = X32 * (1 / math.sqrt(2))
+    in_its_order = torch.softmax(scaled @ scaled.T, dim=-1) @ X32
+    assert torch.equal(sdpa, in_its_order)
+    assert line_starting(run.printed, "F.sdpa minus Q, K scaled first:").endswith(" 0.0e+00")
 
 
 def test_heatmaps_are_drawn(run):
@@ -219,6 +254,19 @@ def test_heatmaps_are_drawn(run):
         assert len(figures) == 1, cell.source
         assert figures[0].startswith('<svg role="img" aria-label="')
         assert figures[0].count("<image ") == 2  # one heatmap: the weights and a colour bar
+        assert "plot" in cell.metadata.get("tags", [])  # its code collapsed on the page
+
+
+def test_heatmap_key_labels_do_not_overlap(run):
+    tokens = run.tutorial.values["tokens"]
+    assert tokens == TOKENS
+    # The plotting cells' call (the title sits above the axes and moves no tick label).
+    ax = attention_heatmap(IDENTITY["weights"], tokens, vmax=1.0)
+    ax.figure.canvas.draw()
+    boxes = [label.get_window_extent() for label in ax.get_xticklabels()]
+    plt.close(ax.figure)
+    assert len(boxes) == 3
+    assert all(left.x1 < right.x0 for left, right in itertools.pairwise(boxes))
 
 
 def test_random_projections_match_float64_hand_computation(run):
@@ -263,6 +311,8 @@ def test_the_original_notebooks_mistakes_are_shown_with_the_computed_truth(run):
     error = run.lines[run.lines.index("with two outputs, the check raises RuntimeError:") + 1]
     assert "more than one value is ambiguous" in error
     assert "torch.testing.assert_close passes with two outputs" in run.lines
+    prose = " ".join(_markdown(run).split())
+    assert "with two outputs the `assert` raises a `RuntimeError` instead of checking anything" in prose
 
     # The original's scale 1/sqrt(C) = 1/2 differs from 1/sqrt(d_k) = 1/sqrt(2) on the random head.
     head = _random_head(run)
@@ -288,8 +338,12 @@ def test_exercise_solutions_are_collapsed_and_correct(run):
     squared = IDENTITY["weights"] ** 2 / (IDENTITY["weights"] ** 2).sum(axis=-1, keepdims=True)
     assert np.allclose(doubled, squared)
     assert flag(run.printed, "equal to the squared weights, renormalised:")
-    own = f"token 2 on itself: {IDENTITY['weights'][1, 1]:.4f} -> {doubled[1, 1]:.4f}"
+    own = f"t1 on itself: {IDENTITY['weights'][1, 1]:.4f} -> {doubled[1, 1]:.4f}"
     assert own in run.lines
+    # Doubling undoes the division by sqrt(d_k) = sqrt(4): printed, not typed in the comment.
+    undone = np.array_equal(2 * IDENTITY["scaled"], IDENTITY["scores"])
+    assert undone and f"sqrt(d_k) = {math.sqrt(4):g}; 2 * scaled_np is the unscaled scores: True" in run.lines
+    assert "sqrt(d_k) = 2," not in NOTEBOOK.read_text()
 
     # 2. Overflow: float32's largest value is (2 - 2^-23) * 2^127, about e^88.72; e^101 is beyond it.
     largest = (2 - 2**-23) * 2.0**127

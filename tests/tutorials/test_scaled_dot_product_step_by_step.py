@@ -18,6 +18,7 @@ import torch
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
 from tests.printed import block_after, flag, number_after, numbers
 from tests.reference import attention, softmax
+from tests.site_tools import ROOT
 
 # The original notebook's "Expected Output" for AV_WEIGHTS @ AV_VALUES, as it printed it.
 ORIGINAL_CLAIMED_AV = [[0.62, 0.74, 0.86, 0.98], [0.42, 0.54, 0.66, 0.78], [0.64, 0.76, 0.88, 1.00]]
@@ -204,6 +205,22 @@ def test_the_original_notebooks_axis_fails_once_tokens_and_features_differ(execu
     assert "identity of size(1): RuntimeError:" in printed
     assert f"identity of size(-1): shape (1, 4, {C})" in printed
     assert f"values of width 4 give an output of shape (1, {len(TEN_TOKENS)}, 4)" in printed
+
+
+def test_per_sequence_shapes_are_not_called_a_mistake_and_m_stays_the_mask(executed):
+    tutorial, _, _ = executed
+    markdown = " ".join(
+        " ".join(cell.source for cell in tutorial.notebook.cells if cell.cell_type == "markdown").split()
+    )
+    # The notation table gives A, V and O per sequence, without a batch axis: no mistake to correct.
+    notation = (ROOT / "docs" / "notation.md").read_text()
+    assert re.search(r"^\| \$A\$ \|.*\| \$\(L, S\)\$ \|$", notation, flags=re.M)
+    assert "leave out the batch axis" not in markdown
+    assert "**2. It takes the output's width from the model.**" in markdown
+    # M is the mask in the notation table; the product of the projections is W_QK.
+    assert re.search(r"^\| \$M\$ \| mask", notation, flags=re.M)
+    assert "x_i M x_j" not in markdown and "M = W_Q" not in markdown
+    assert "$x_i W_{QK} x_j^\\top$ with $W_{QK} = W_Q W_K^\\top$" in markdown
 
 
 def test_the_original_notebooks_av_result_is_wrong_in_eleven_entries(executed):
