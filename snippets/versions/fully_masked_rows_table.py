@@ -5,11 +5,11 @@ import json
 from pathlib import Path
 
 measured = json.loads(Path("snippets/versions/fully_masked_rows.json").read_text())
-columns = {  # the probe's case -> the column's title
-    "sdpa_default": "`F.scaled_dot_product_attention`",
-    "mha_attn_mask_grad_weights_output": "`nn.MultiheadAttention`",
-    "mha_attn_mask_grad_no_weights_output": "the same, `need_weights=False`",
-    "mha_attn_mask_no_grad_no_weights_output": "the same, under `torch.no_grad()`",
+columns = {  # the probe's case -> the column's title, short enough for a phone
+    "sdpa_default": "SDPA",
+    "mha_attn_mask_grad_weights_output": "MHA",
+    "mha_attn_mask_grad_no_weights_output": "MHA, no weights",
+    "mha_attn_mask_no_grad_no_weights_output": "MHA, no weights, no grad",
 }
 runs = []  # [first version, last version, the values they share]
 for version, cases in measured.items():
