@@ -128,4 +128,7 @@ def test_multihead_attention(printed, monkeypatch, mask_name, path, need_weights
 
 def test_the_committed_table_holds_what_the_probe_prints_now(printed):
     table = json.loads(TABLE.read_text())
-    assert table[torch.__version__.split("+")[0]] == parse(printed)
+    version = torch.__version__.split("+")[0]
+    if version not in table:  # the pinned version always is; another one may be installed by hand
+        pytest.skip(f"torch {version} was not measured (python -m tests.torch_versions {version})")
+    assert table[version] == parse(printed)
