@@ -16,7 +16,7 @@ build: $(INSTALLED)  ## build the site strictly into site/
 	$(BIN)/properdocs build -f mkdocs.yml --strict
 
 test: lint  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
-	$(BIN)/pytest --numprocesses=auto --dist=loadgroup
+	$(BIN)/pytest --numprocesses=auto --dist=loadgroup --no-loadscope-reorder
 
 screenshots: $(INSTALLED)  ## every page in light, dark and 375 px wide, in screenshots/, to look at (the browser tests run too)
 	SCREENSHOTS=1 $(BIN)/pytest -m browser

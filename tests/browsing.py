@@ -1,9 +1,8 @@
-"""Headless Chromium for the tests and for `make measure`: how it is started, and one page load
-with every request to another host blocked and recorded."""
+"""Headless Chromium for the tests and for `make measure`: how it is started, and a tab
+that records every request to another host, which none resolves."""
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 from pathlib import Path
@@ -16,6 +15,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # offline: no other host resolves
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
 SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
@@ -33,28 +33,36 @@ def screenshot(page, name: str) -> None:
         page.screenshot(path=SCREENSHOTS / f"{name}.jpg", full_page=True, quality=80)
 
 
-class Visit:
-    """One page load, with every request to another host blocked and recorded."""
+class Tab:
+    """A browser tab with a context of its own that records every request to another host.
 
-    def __init__(self, browser, base: str, path: str, **context_options):
+    Its first page is a reader's first visit; later pages reuse what the tab has cached, as they
+    do for a reader who follows a link.
+    """
+
+    def __init__(self, browser, base: str, **context_options):
+        self.base = base
         self.context = browser.new_context(**context_options)
         self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
         self.page = self.context.new_page()
         self.outside: list[str] = []
         self.console_errors: list[str] = []
-        self.page.route("**/*", functools.partial(self._route, base))
+        self.page.on("request", self._record)  # not page.route: Playwright turns the cache off for it
         self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
         self.page.on("pageerror", lambda e: self.console_errors.append(str(e)))
-        self.page.goto(base + path, wait_until="load")  # scripts, styles and images are in
+
+    def open(self, path: str) -> Tab:
+        """Load ``path`` and wait for its math and fonts; what the last page sent or logged is forgotten."""
+        self.outside.clear()
+        self.console_errors.clear()
+        self.page.goto(self.base + path, wait_until="load")  # scripts, styles and images are in
         self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         self.page.evaluate("() => MathJax.startup.promise.then(() => document.fonts.ready)")
+        return self
 
-    def _route(self, base, route):
-        if route.request.url.startswith(base) or route.request.url.startswith("data:"):
-            route.continue_()
-        else:
-            self.outside.append(route.request.url)
-            route.abort()
+    def _record(self, request):
+        if not request.url.startswith((self.base, "data:")):
+            self.outside.append(request.url)
 
     def close(self):
         self.context.close()

@@ -123,3 +123,14 @@ def browser():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run one test that needs the built site first, then every test that does not, then the rest.
+
+    Under ``make test`` (``--no-loadscope-reorder`` keeps this order) the first worker builds
+    the site while the others run the tests that need no site, instead of waiting for it.
+    """
+    needs_site = [item for item in items if "built_site" in item.fixturenames]
+    others = [item for item in items if "built_site" not in item.fixturenames]
+    items[:] = needs_site[:1] + others + needs_site[1:]

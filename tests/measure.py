@@ -169,7 +169,7 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.browsing import CHROMIUM, CHROMIUM_ARGS
+    from tests.browsing import CHROMIUM, CHROMIUM_ARGS, Tab
     from tests.test_browser import (
         FIRST_VISIT_BUDGET,
         PAGE_PATHS,
@@ -182,13 +182,10 @@ def measure_in_browser(site: Path) -> None:
         outside: set[str] = set()
         transfers = {}
         for path in PAGE_PATHS:
-            context = browser.new_context()
-            page = context.new_page()
-            page.route("**/*", lambda route: _local_only(route, base, outside))
-            page.goto(base + path, wait_until="networkidle")
-            page.evaluate("() => MathJax.startup.promise")
-            transfers[path or "home"] = page.evaluate(TRANSFERRED)
-            context.close()
+            tab = Tab(browser, base).open(path)  # a first visit
+            transfers[path or "home"] = tab.page.evaluate(TRANSFERRED)
+            outside.update(re.sub(r"^\w+://([^/]+).*", r"\1", url) for url in tab.outside)
+            tab.close()
         worst = max(transfers, key=lambda p: transfers[p][0])
         row(
             f"heaviest first visit ({worst}), transferred",
@@ -208,14 +205,6 @@ def measure_in_browser(site: Path) -> None:
             row(f'"{query}" lands on', landed or "home", verdict)
         context.close()
         browser.close()
-
-
-def _local_only(route, base: str, outside: set[str]) -> None:
-    if route.request.url.startswith(base):
-        route.continue_()
-    else:
-        outside.add(re.sub(r"^\w+://([^/]+).*", r"\1", route.request.url))
-        route.abort()
 
 
 def measure_publishable(site: Path) -> None:

@@ -16,7 +16,7 @@ import torch
 
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
-from tests.browsing import SIDEWAYS_SCROLL, Visit, screenshot
+from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -36,7 +36,7 @@ LOADED_FILES = """() => Object.fromEntries(performance.getEntriesByType("resourc
 @pytest.fixture
 def playground(browser, server):
     """A fresh load of the playground page, on a desktop screen in the light palette."""
-    visit = Visit(browser, server, PAGE, **DESKTOP)
+    visit = Tab(browser, server, **DESKTOP).open(PAGE)
     visit.page.wait_for_selector(f"{LOOKUP}[data-state]")
     visit.page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
     yield visit
@@ -225,7 +225,7 @@ def test_the_playground_adds_little_script_and_style(browser, server):
     """Only this page loads the playground's files, and together they stay within the budget."""
     loaded = {}
     for path in ("", PAGE):
-        visit = Visit(browser, server, path, **DESKTOP)
+        visit = Tab(browser, server, **DESKTOP).open(path)
         loaded[path] = visit.page.evaluate(LOADED_FILES)
         visit.close()
     added = {name: size for name, size in loaded[PAGE].items() if name not in loaded[""]}
@@ -242,7 +242,7 @@ def test_the_playground_adds_little_script_and_style(browser, server):
     ],
 )
 def test_no_sideways_scroll_before_and_after_a_readers_changes(browser, server, mode, options):
-    visit = Visit(browser, server, PAGE, **options)
+    visit = Tab(browser, server, **options).open(PAGE)
     page = visit.page
     page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
     if mode == "dark":
