@@ -1,4 +1,6 @@
-"""Measure the peak memory of a computation, as the operating system counts it.
+"""Measure what a computation costs: its CPU time, and its peak memory as the operating system counts it.
+
+`cpu_time_ms` times a function in CPU time, the least of a few runs.
 
 `peak_memory` runs a function in a copy of the current process (``os.fork``)
 and reads how far that copy's resident memory rose while the function ran.
@@ -6,7 +8,7 @@ The copy starts with everything the process already holds (PyTorch loaded,
 tensors made so far), so only what the function itself needs is counted,
 and nothing the function does can leave memory behind in the caller.
 
-Linux only: it reads ``/proc/self/status`` and resets the high-water mark
+`peak_memory` is Linux only: it reads ``/proc/self/status`` and resets the high-water mark
 through ``/proc/self/clear_refs`` (Linux 4.0 and later).
 """
 
@@ -16,17 +18,33 @@ import contextlib
 import ctypes
 import os
 import sys
+import time
+import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["peak_memory"]
+__all__ = ["cpu_time_ms", "peak_memory"]
 
 _M_MMAP_THRESHOLD = (
     -3
 )  # glibc's mallopt parameter: allocations of at least this many bytes get their own pages
+
+
+def cpu_time_ms(fn: Callable[[], object], repeat: int = 5) -> float:
+    """The least CPU time of ``repeat`` calls of ``fn()``, in milliseconds.
+
+    CPU time (``time.process_time``, all threads of this process) does not count the
+    moments when other programs have the processor, and the least of several runs leaves
+    out the first call's one-off costs. Waiting (``time.sleep``, reading a file) costs none.
+
+    Examples:
+        >>> cpu_time_ms(lambda: time.sleep(0.05)) < 5
+        True
+    """
+    return 1e3 * min(timeit.repeat(fn, timer=time.process_time, repeat=repeat, number=1))
 
 
 def peak_memory(fn: Callable[..., object], *args: Any, **kwargs: Any) -> int:

@@ -1,13 +1,14 @@
-"""attn_ref.measure.peak_memory against allocations of known size."""
+"""attn_ref.measure against work of known cost: CPU time spent in a busy loop, allocations of known size."""
 
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 import torch
 
-from attn_ref.measure import peak_memory
+from attn_ref.measure import cpu_time_ms, peak_memory
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="peak_memory reads Linux's /proc")
 
@@ -68,3 +69,17 @@ def test_memory_freed_before_the_call_is_not_reused_unseen():
     scratch = [filled(2 * MiB) for _ in range(8)]  # now from the heap ...
     del scratch  # ... and back to it: 16 MiB free, resident
     assert abs(peak_memory(filled, 4 * MiB) - 4 * MiB) < SLACK
+
+
+def busy(seconds: float) -> None:
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+
+def test_cpu_time_counts_work_and_not_waiting():
+    assert 30 <= cpu_time_ms(lambda: busy(0.03)) < 45  # the loop stops at 30 ms of CPU time
+    assert cpu_time_ms(lambda: time.sleep(0.03)) < 3
+    calls = []
+    cpu_time_ms(lambda: calls.append(1), repeat=7)
+    assert len(calls) == 7

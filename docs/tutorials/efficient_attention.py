@@ -18,8 +18,6 @@
 
 # %%
 import math
-import time
-import timeit
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -28,7 +26,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_ref import causal_mask, online_softmax, scaled_dot_product_attention, softmax, tiled_attention
-from attn_ref.measure import peak_memory
+from attn_ref.measure import cpu_time_ms, peak_memory
 from attn_ref.plotting import figure_to_svg
 
 torch.set_num_threads(1)  # one thread: results that do not depend on how many cores the machine has
@@ -241,7 +239,7 @@ for n in (2, 8, 64):
 # - **PyTorch**: `torch.nn.functional.scaled_dot_product_attention`, held to its
 #   `FLASH_ATTENTION` backend, PyTorch's own fused CPU kernel.
 
-# %%
+# %% tags=["measured"]
 B, H, d = 1, 1, 128
 lengths = [256, 512, 1024, 2048]
 
@@ -277,14 +275,14 @@ for i, T in enumerate(lengths):
 # axes gives the exponent $p$ in $\text{memory} \propto T^p$. Beside it, what each method
 # holds beyond its inputs and output.
 
-# %%
+# %% tags=["measured"]
 slopes = {name: np.polyfit(np.log(lengths[1:]), np.log(peak[1:]), 1)[0] for name, peak in peaks.items()}
 for name, peak in peaks.items():
     print(f"{name:<8} grows like T^{slopes[name]:.2f}; beyond Q, K, V and O:", (peak - io).round(2), "MiB")
 extra = (peaks["naive"] - io)[-1] / formula[-1]  # in (B, H, T, T) matrices
 print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
 
-# %% tags=["plot"]
+# %% tags=["plot", "measured"]
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
     ax.loglog(lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})")
@@ -424,23 +422,19 @@ figure_to_svg(
 # small PyTorch operations for every tile. Here are its times on this machine at
 # $T = 1024$, one head of width 128, one thread, against the naive function and
 # PyTorch's fused CPU kernel, which runs the same tiled algorithm in C++. Each is the
-# least CPU time of five runs (`time.process_time`), which does not count the moments
+# least CPU time of five runs (`attn_ref.measure.cpu_time_ms`), which does not count the moments
 # when other programs have the processor.
 
 
-# %%
-def cpu_ms(call):  # the least CPU time of five runs, in milliseconds
-    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=5, number=1))
-
-
+# %% tags=["measured"]
 T_time = 1024
 q, k, v = random_inputs(T_time)
 with torch.no_grad():
     timings = {
-        "naive (attn_ref)": cpu_ms(lambda: scaled_dot_product_attention(q, k, v)),
-        "tiled, blocks of 64": cpu_ms(lambda: tiled_attention(q, k, v, block_size=64)),
-        "tiled, blocks of 256": cpu_ms(lambda: tiled_attention(q, k, v, block_size=256)),
-        "PyTorch's CPU kernel": cpu_ms(lambda: pytorch_kernel(q, k, v)),
+        "naive (attn_ref)": cpu_time_ms(lambda: scaled_dot_product_attention(q, k, v)),
+        "tiled, blocks of 64": cpu_time_ms(lambda: tiled_attention(q, k, v, block_size=64)),
+        "tiled, blocks of 256": cpu_time_ms(lambda: tiled_attention(q, k, v, block_size=256)),
+        "PyTorch's CPU kernel": cpu_time_ms(lambda: pytorch_kernel(q, k, v)),
     }
 for name, ms in timings.items():
     print(f"{name:<22} {ms:6.1f} ms")
@@ -544,7 +538,7 @@ print("weights:  ", weights6[3].numpy().round(4))
 # pass (call `.sum().backward()` on the output) of the naive function and of the tiled one
 # (tiles of 128), for one head of width 16 at T = 512 and 1024. How does each grow, and why?
 
-# %% tags=["solution"]
+# %% tags=["solution", "measured"]
 
 
 def forward_backward(attention, T):

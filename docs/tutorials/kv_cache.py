@@ -24,8 +24,6 @@
 
 # %%
 import string
-import time
-import timeit
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -34,6 +32,7 @@ import torch.nn.functional as F
 
 from attn_ref.decoder import KVCache, TinyDecoder, decoding_flops, generate, kv_cache_bytes
 from attn_ref.functional import causal_mask, scaled_dot_product_attention
+from attn_ref.measure import cpu_time_ms
 from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_ref.plotting import figure_to_svg
 
@@ -175,17 +174,13 @@ for t in (16, 64, 256, 512):
 # step that produces token $t + 1$, both ways. Without a cache, that is one call on
 # all $t$ tokens. With a cache, the cache already holds $t - 1$ positions and the
 # call is on the last token. Each time is the least CPU time of five runs
-# (`time.process_time`), which does not count the moments when other programs have
+# (`attn_ref.measure.cpu_time_ms`), which does not count the moments when other programs have
 # the processor. The caches are slices of one cache, filled once with the longest text:
 # by the argument above, its first $t - 1$ positions are the cache of the first $t - 1$
 # tokens, up to float rounding.
 
 
-# %%
-def cpu_ms(call):  # the least CPU time of five runs, in milliseconds
-    return 1e3 * min(timeit.repeat(call, timer=time.process_time, repeat=5, number=1))
-
-
+# %% tags=["measured"]
 lengths = [8, 16, 32, 64, 128, 256, 512]
 longest = torch.randint(0, len(VOCAB), (1, lengths[-1]), generator=torch.Generator().manual_seed(0))
 
@@ -199,7 +194,7 @@ def time_per_token(t):
         keys, values = ([x[:, :, : t - 1] for x in xs] for xs in (full_cache.keys, full_cache.values))
         model(longest[:, t - 1 : t], KVCache(model.num_layers, keys, values))
 
-    return cpu_ms(lambda: model(longest[:, :t])), cpu_ms(cached_step)
+    return cpu_time_ms(lambda: model(longest[:, :t])), cpu_time_ms(cached_step)
 
 
 time_per_token(lengths[0])  # warm-up: the first calls are slower
@@ -211,7 +206,7 @@ for t, (plain_ms, cached_ms), speedup in zip(lengths, timings, speedups, strict=
 growth = [np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)]
 print(f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it (three longest t)")
 
-# %% tags=["plot"]
+# %% tags=["plot", "measured"]
 fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
 ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
 ax.loglog(lengths, timings[:, 1], "s-", label="with cache")
