@@ -90,7 +90,9 @@ def sequential_seconds(work: Path) -> float:
     work.mkdir()
     start = time.perf_counter()
     for source in sorted(TUTORIALS.glob("*.py")):
+        started = time.perf_counter()
         tutorial_execution.execute(source, work / source.with_suffix(".ipynb").name)
+        row(f"  tutorial {source.stem}, in a fresh kernel", f"{time.perf_counter() - started:.1f} s")
     for page in sorted((ROOT / "docs").rglob("*.md")):
         blocks = [textwrap.dedent(block) for _, block in EXEC_BLOCK.findall(page.read_text())]
         code = "\n".join(_with_includes(block) for block in blocks)
