@@ -17,11 +17,12 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import nbformat
 
 from tests.site_server import serve
-from tests.site_tools import ROOT, TUTORIALS, build, copy_project, html_pages, tutorial_execution
+from tests.site_tools import EXEC_BLOCK, ROOT, TUTORIALS, build, copy_project, html_pages, tutorial_execution
 from tests.test_site import PAGE_BUDGET
 
 KB = 1024
@@ -29,7 +30,6 @@ BUILD_TARGET = 15.0  # seconds, a clean build
 RELOAD_TARGET = 1.5  # seconds, from saving a page to the browser's reload under `make serve`
 TEST_TARGET = 180.0  # seconds, `make test` from a warm checkout
 EDITED_PAGE = "docs/foundations/pipeline.md"
-EXEC_BLOCK = re.compile(r'^( *)```python exec="true"[^\n]*\n(.*?)^\1```', re.M | re.S)  # also in admonitions
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.M)
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((sums, e) => [sums[0] + e.transferSize, sums[1] + e.decodedBodySize], [0, 0])"""
@@ -94,7 +94,7 @@ def sequential_seconds(work: Path) -> float:
         tutorial_execution.execute(source, work / source.with_suffix(".ipynb").name)
         row(f"  tutorial {source.stem}, in a fresh kernel", f"{time.perf_counter() - started:.1f} s")
     for page in sorted((ROOT / "docs").rglob("*.md")):
-        blocks = [textwrap.dedent(block) for _, block in EXEC_BLOCK.findall(page.read_text())]
+        blocks = [textwrap.dedent(body) for _, _, body in EXEC_BLOCK.findall(page.read_text())]
         code = "\n".join(_with_includes(block) for block in blocks)
         if code:
             script = work / f"{page.stem}.py"
@@ -207,7 +207,7 @@ def measure_in_browser(site: Path) -> None:
         for path in PAGE_PATHS:
             tab = Tab(browser, base).open(path)  # a first visit
             transfers[path or "home"] = tab.page.evaluate(TRANSFERRED)
-            outside.update(re.sub(r"^\w+://([^/]+).*", r"\1", url) for url in tab.outside)
+            outside.update(urlsplit(url).netloc for url in tab.outside)
             tab.close()
         worst = max(transfers, key=lambda p: transfers[p][0])
         row(
@@ -219,14 +219,12 @@ def measure_in_browser(site: Path) -> None:
         row("hosts other than the site requested", ", ".join(sorted(outside)) or "none", "target none")
 
         print("Search")
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(base, wait_until="networkidle")
+        home = Tab(browser, base).open("")
         for query, expected in SEARCHES.items():
-            landed = search_first_hit(page, base, query)
+            landed = search_first_hit(home.page, base, query)
             verdict = "ok" if landed in expected else "expected " + " or ".join(expected)
             row(f'"{query}" lands on', landed or "home", verdict)
-        context.close()
+        home.close()
         browser.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = ROOT / "docs" / "tutorials"
+# A Markdown page's executed block, at any indentation (inside "??? ..." blocks too): (indent, options, body).
+EXEC_BLOCK = re.compile(r'^( *)```python exec="true"([^\n]*)\n(.*?)^\1```', re.M | re.S)
 
 
 def _load_build_module(name: str):

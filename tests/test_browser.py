@@ -142,27 +142,27 @@ class Look:
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
     """Load the page in ``tab``, read its facts, take its screenshots if asked, then copy its code."""
-    visit = tab.open(page_path)
+    tab.open(page_path)
     look = Look(
-        prose=visit.page.evaluate(VISIBLE_PROSE),
-        facts=visit.page.evaluate(PAGE_FACTS),
-        headings=visit.page.evaluate(HEADING_TEXTS),
-        transferred=visit.page.evaluate(TRANSFERRED) if mode == "desktop" else None,
-        overflow=visit.page.evaluate(SIDEWAYS_SCROLL),
-        outside=list(visit.outside),
-        console_errors=list(visit.console_errors),
+        prose=tab.page.evaluate(VISIBLE_PROSE),
+        facts=tab.page.evaluate(PAGE_FACTS),
+        headings=tab.page.evaluate(HEADING_TEXTS),
+        transferred=tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None,
+        overflow=tab.page.evaluate(SIDEWAYS_SCROLL),
+        outside=list(tab.outside),
+        console_errors=list(tab.console_errors),
         copied=[],
     )
     name = page_path.strip("/").replace("/", "_") or "home"
     if mode == "desktop":
-        screenshot(visit.page, f"{name}-light")
+        screenshot(tab.page, f"{name}-light")
         if taking_screenshots():
-            visit.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
-            visit.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
-            screenshot(visit.page, f"{name}-dark")
-        look.copied = visit.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
+            tab.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
+            tab.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+            screenshot(tab.page, f"{name}-dark")
+        look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
     else:
-        screenshot(visit.page, f"{name}-{mode}")
+        screenshot(tab.page, f"{name}-{mode}")
     return look
 
 

@@ -114,17 +114,3 @@ def test_a_second_build_gives_byte_identical_pages(built_site, tmp_path):
     ]
     differing = [str(p) for p in first if (built_site.path / p).read_bytes() != (tmp_path / p).read_bytes()]
     assert differing == []
-
-
-def test_measured_cells_are_marked_on_their_pages(built_site):
-    """`make measure` compares two clean builds outside the cells tagged ``measured``: it finds them by
-    the class mkdocs-jupyter gives them on the page."""
-    counts = {}
-    for source in sorted(TUTORIALS.glob("*.py")):
-        folder = built_site.path / "tutorials" / source.stem
-        cells = nbformat.read(folder / f"{source.stem}.ipynb", as_version=4).cells
-        tagged = [cell.id for cell in cells if "measured" in cell.metadata.get("tags", [])]
-        html = (folder / "index.html").read_text()
-        assert all(f'celltag_measured" id="cell-id={cell_id}"' in html for cell_id in tagged), source.stem
-        counts[source.stem] = len(tagged)
-    assert counts["kv_cache"] == 2 and counts["efficient_attention"] == 5  # the cells that time or weigh

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.site_tools import TUTORIALS
+from tests.site_tools import EXEC_BLOCK, TUTORIALS
 
 TUTORIAL_NAMES = sorted(p.stem for p in TUTORIALS.glob("*.py"))
 # Loads of another host: scripts, stylesheets, images, fonts, frames (links to read, and the page's
@@ -96,6 +96,25 @@ def test_plotting_code_is_collapsed_and_its_plot_shown(built_site, executed_tuto
     assert len(collapsed) == len(tagged)
 
 
+def test_cells_that_measure_are_tagged_and_marked_on_their_pages(built_site, executed_tutorials):
+    """A cell that times code or weighs its memory is tagged 'measured'. `make measure` compares two
+    clean builds outside those cells, found on the page by the class mkdocs-jupyter gives them."""
+    counts = {}
+    for name, tutorial in executed_tutorials.items():
+        tagged = [cell for cell in tutorial.code_cells if "measured" in cell.metadata.get("tags", [])]
+        measuring = [
+            cell for cell in tutorial.code_cells if re.search(r"cpu_time_ms\(|peak_memory\(", cell.source)
+        ]
+        assert all(cell in tagged for cell in measuring), name
+        page = (built_site.path / "tutorials" / name / "index.html").read_text()
+        assert all(f'celltag_measured" id="cell-id={cell.id}"' in page for cell in tagged), name
+        counts[name] = len(tagged)
+    assert {name: count for name, count in counts.items() if count} == {
+        "efficient_attention": 5,
+        "kv_cache": 2,
+    }
+
+
 PAGE_BUDGET = 150 * 1024  # bytes of HTML, the largest page
 
 
@@ -118,14 +137,14 @@ def test_the_site_is_published_only_from_a_commit_whose_whole_suite_passed():
     assert re.search(r"^make test$", (ROOT / ".ci" / "run").read_text(), flags=re.M)
 
 
-# At any indentation: blocks inside collapsed "??? ..." blocks (exercise solutions) are shown too.
-SHOWN_BLOCK = re.compile(r'^( *)```python exec="true" source="[^"]+"[^\n]*\n(.*?)^\1```', re.M | re.S)
-
-
 def test_every_shown_executed_block_is_a_snippet_titled_with_its_path(built_site):
     """A reader goes from a number on a page to the file that printed it, and its test, in one step."""
     for page in sorted((ROOT / "docs").rglob("*.md")):
-        blocks = SHOWN_BLOCK.findall(page.read_text())
+        blocks = [
+            (indent, body)
+            for indent, options, body in EXEC_BLOCK.findall(page.read_text())
+            if " source=" in options
+        ]
         for indent, body in blocks:
             assert re.fullmatch(rf'({indent}--8<-- "snippets/[^"]+"\n)+', body), (
                 f"{page}: code not from a snippet:\n{body}"
