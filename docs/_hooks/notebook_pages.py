@@ -51,12 +51,11 @@ LIST_REPR_STYLE = re.compile(r"<style>\s*\['.*?'\]\s*</style>", re.S)
 TAG_TOOLBAR = re.compile(
     r'<div class="celltoolbar">\s*<div class="[^"]*tags_button_container">.*?</div>\s*</div>', re.S
 )
-SOLUTION_CELL = re.compile(
-    r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_solution\b[^"]*">'
+SOLUTION_CELL, PLOT_CELL, DEEPER_CELL = (  # the opening tag of a code cell with that tag
+    re.compile(rf'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_{tag}\b[^"]*">')
+    for tag in ("solution", "plot", "deeper")
 )
-PLOT_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_plot\b[^"]*">')
 INPUT_WRAPPER = re.compile(r'<div class="jp-Cell-inputWrapper"')
-DEEPER_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell jp-Notebook-cell[^"]*\bcelltag_deeper\b[^"]*">')
 DIV_TAG = re.compile(r"<div\b|</div>")
 # The code as highlighted, then the same code again as hidden text for the copy button.
 HIDDEN_COPY = re.compile(
@@ -109,7 +108,13 @@ def on_page_content(html, page, config, files):
     script = _shared("javascripts/notebook", "js", "\n".join(INLINE_SCRIPT.findall(header)))
     cells = TAG_TOOLBAR.sub("", LIST_REPR_STYLE.sub("", cells))
     cells = HIDDEN_COLLAPSER.sub("", HIDDEN_COPY.sub(r'\1 id="\3"\2', cells))
-    cells = _collapsed_solutions(_deeper_in_details(_collapsed_plotting_code(_one_copy_icon(cells))))
+    cells = _one_copy_icon(cells)
+    cells = _in_details(
+        cells, PLOT_CELL, '<details class="example"><summary>Plotting code</summary>', input_only=True
+    )
+    cells = _in_details(
+        _deeper_in_details(cells), SOLUTION_CELL, '<details class="success"><summary>Solution</summary>'
+    )
     html = INLINE_SCRIPT.sub("", INLINE_STYLE.sub("", header)) + wrapper + cells
     name = Path(page.file.abs_src_path).name
     link = (
@@ -139,23 +144,13 @@ def _one_copy_icon(cells: str) -> str:
     return symbol + COPY_ICON.sub(r'\1 width="20" height="20"><use href="#copy-icon"></use></svg>', cells)
 
 
-def _collapsed_solutions(cells: str) -> str:
+def _in_details(cells: str, tagged: re.Pattern, opening: str, input_only: bool = False) -> str:
+    """Each cell that ``tagged`` finds (only its code, if ``input_only``) wrapped in ``opening`` ... </details>."""
     parts, done = [], 0
-    for cell in SOLUTION_CELL.finditer(cells):
-        end = _end_of_div(cells, cell.start())
-        parts += [cells[done : cell.start()], '<details class="success"><summary>Solution</summary>']
-        parts += [cells[cell.start() : end], "</details>"]
-        done = end
-    return "".join([*parts, cells[done:]])
-
-
-def _collapsed_plotting_code(cells: str) -> str:
-    parts, done = [], 0
-    for cell in PLOT_CELL.finditer(cells):
-        start = INPUT_WRAPPER.search(cells, cell.end()).start()
+    for cell in tagged.finditer(cells):
+        start = INPUT_WRAPPER.search(cells, cell.end()).start() if input_only else cell.start()
         end = _end_of_div(cells, start)
-        parts += [cells[done:start], '<details class="example"><summary>Plotting code</summary>']
-        parts += [cells[start:end], "</details>"]
+        parts += [cells[done:start], opening, cells[start:end], "</details>"]
         done = end
     return "".join([*parts, cells[done:]])
 
