@@ -36,3 +36,25 @@ def attention(
         total = e.sum(axis=-1, keepdims=True)
         weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
     return weights @ v, weights
+
+
+def plain_attention(
+    query: np.ndarray, key: np.ndarray, value: np.ndarray, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(Q K^T / sqrt(d_k) with -inf where not allowed) V, returning (output, weights), in
+    float64 with no special case: a query that may see no key gets nan weights (0 / 0)."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (query, key, value))
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    with np.errstate(invalid="ignore"):  # -inf - (-inf) in a row that is all -inf
+        weights = softmax(np.where(allowed, scores, -np.inf))
+    return weights @ v, weights
+
+
+def causal(L: int, S: int | None = None, lower_right: bool = False) -> np.ndarray:
+    """The ``(L, S)`` causal mask, True where a query may see a key (``S`` defaults to ``L``).
+
+    Query i (0-based) sees keys 0..i (top-left alignment), or keys 0..S-L+i with ``lower_right``,
+    where the L queries are the last L of the S positions.
+    """
+    S = L if S is None else S
+    return np.tri(L, S, k=S - L if lower_right else 0, dtype=bool)

@@ -5,27 +5,28 @@ import numpy as np
 import torch
 
 from tests.printed import line_after, numbers
-from tests.reference import attention
+from tests.reference import attention, causal
 
 S, D_K = 5, 4
 
 
-def _mask(L, n, lower_right):
-    # Query i (0-based) sees keys 0..i (top-left), or 0..n-L+i (bottom-right: the queries are the last L).
-    return np.tri(L, n, k=n - L if lower_right else 0, dtype=bool)
+def _full(q, k, v):
+    """The causal pass over every token at once."""
+    return attention(q, k, v, allowed=causal(q.shape[1]))[0]
 
 
-def _full_and_new(q, k, v, L, lower_right):
-    full, _ = attention(q, k, v, allowed=_mask(len(q[0]), len(q[0]), False))
-    new, _ = attention(q[:, -L:], k, v, allowed=_mask(L, k.shape[1], lower_right))
-    return full, new
+def _new(q, k, v, L, lower_right):
+    """The last L queries alone against every key. Query i (0-based) sees keys 0..i (top-left), or
+    0..S-L+i (bottom-right: the queries are the last L)."""
+    return attention(q[:, -L:], k, v, allowed=causal(L, k.shape[1], lower_right=lower_right))[0]
 
 
 def test_the_new_query(printed):
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, S, D_K).double().numpy() for _ in range(3))
-    full, top_left = _full_and_new(q, k, v, 1, lower_right=False)
-    _, bottom_right = _full_and_new(q, k, v, 1, lower_right=True)
+    full = _full(q, k, v)
+    top_left = _new(q, k, v, 1, lower_right=False)
+    bottom_right = _new(q, k, v, 1, lower_right=True)
     np.testing.assert_allclose(
         numbers(line_after(printed, "all at once, last token:")), full[0, -1], atol=6e-4
     )
@@ -41,10 +42,11 @@ def test_the_new_query(printed):
 def test_the_check(printed):
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(20, S, D_K, generator=g).double().numpy() for _ in range(3))
+    full = _full(q, k, v)
     worst = 0.0
     for L in range(1, S):
-        full, top_left = _full_and_new(q, k, v, L, lower_right=False)
-        _, bottom_right = _full_and_new(q, k, v, L, lower_right=True)
+        top_left = _new(q, k, v, L, lower_right=False)
+        bottom_right = _new(q, k, v, L, lower_right=True)
         assert np.abs(bottom_right - full[:, -L:]).max() < 1e-12
         worst = max(worst, np.abs(top_left - full[:, -L:]).max())
     buggy = line_after(printed, "is_causal=True: largest difference from the full pass")

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.printed import block_after, flag, line_after, list_after, numbers
-from tests.reference import attention, softmax
+from tests.reference import attention, plain_attention, softmax
 
 T, D_K = 3, 4
 # Token 0 is real, tokens 1 and 2 are padding; each query sees itself and the one before.
@@ -27,16 +27,13 @@ def test_the_mask_and_the_weights_of_each_fill(printed):
 def _gradients_by_hand(q, k, v, allowed):
     """The backward pass of softmax(q k^T / sqrt(d_k) + mask) v, written out in float64 NumPy, for a
     loss that sums the output of query 0: which tokens of q, k and v get a nan gradient."""
-    scores = q @ k.T / np.sqrt(D_K) + np.where(allowed, 0.0, -np.inf)
-    with np.errstate(invalid="ignore"):  # query 2: exp(-inf) = 0 everywhere, then 0 / 0
-        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        weights = e / e.sum(axis=-1, keepdims=True)
-        d_out = np.zeros_like(q)
-        d_out[0] = 1.0  # the loss reads query 0's output only
-        d_weights = d_out @ v.T
-        d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))  # softmax
-        d_q, d_k = d_scores @ k / np.sqrt(D_K), d_scores.T @ q / np.sqrt(D_K)  # the added mask passes it on
-        d_v = weights.T @ d_out  # nan weights times the zero gradient of the unread rows
+    _, weights = plain_attention(q, k, v, allowed)  # query 2: exp(-inf) = 0 everywhere, then 0 / 0
+    d_out = np.zeros_like(q)
+    d_out[0] = 1.0  # the loss reads query 0's output only
+    d_weights = d_out @ v.T
+    d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))  # softmax
+    d_q, d_k = d_scores @ k / np.sqrt(D_K), d_scores.T @ q / np.sqrt(D_K)  # the added mask passes it on
+    d_v = weights.T @ d_out  # nan weights times the zero gradient of the unread rows
     return [np.isnan(d).any(axis=-1).tolist() for d in (d_q, d_k, d_v)]
 
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.printed import block_after, flag, line_after, numbers
-from tests.reference import attention
+from tests.reference import attention, causal
 
 T, D_K, C = 4, 8, 16
 
@@ -19,29 +19,25 @@ def _draws():
     return (q, k, v), W, mha
 
 
-def _future(n):
-    return np.triu(np.ones((n, n), dtype=bool), k=1)
-
-
 def test_the_mask_and_the_buggy_weights(printed):
     (q, k, v), _, _ = _draws()
     np.testing.assert_array_equal(
-        block_after(printed, "mask, True where the key comes after the query:", rows=T), _future(T)
+        block_after(printed, "mask, True where the key comes after the query:", rows=T), ~causal(T)
     )
-    out, weights = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), allowed=_future(T))
+    out, weights = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), allowed=~causal(T))
     np.testing.assert_allclose(
         block_after(printed, "buggy weights, row i = query i:", rows=T), weights[0], atol=6e-4
     )
-    assert np.all(weights[0][~_future(T)] == 0)  # no weight on the present or the past
+    assert np.all(weights[0][causal(T)] == 0)  # no weight on the present or the past
     # PyTorch's SDPA computes the same as the reference with "True = may attend".
-    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.from_numpy(_future(T)))
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.from_numpy(~causal(T)))
     np.testing.assert_allclose(sdpa.numpy(), out, atol=1e-6)
     assert flag(printed, "attn_ref's output is SDPA's:") is True
     np.testing.assert_array_equal(numbers(line_after(printed, "buggy output of the last query:")), 0.0)
     assert flag(printed, "fixed, same as is_causal=True:") is True
-    fixed, _ = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), allowed=~_future(T))
+    fixed, _ = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), allowed=causal(T))
     np.testing.assert_allclose(
-        F.scaled_dot_product_attention(q, k, v, attn_mask=~torch.from_numpy(_future(T))), fixed, atol=1e-6
+        F.scaled_dot_product_attention(q, k, v, attn_mask=~torch.from_numpy(~causal(T))), fixed, atol=1e-6
     )
 
 
@@ -63,14 +59,14 @@ def test_the_check(printed):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(20, n, C, generator=g)
     with torch.no_grad():  # nn.MultiheadAttention with the triu mask is causal attention
-        theirs = mha(x, x, x, attn_mask=torch.from_numpy(_future(n)), need_weights=False)[0].numpy()
-    np.testing.assert_allclose(theirs, _mha_numpy(mha, x.double().numpy(), ~_future(n)), atol=1e-5)
+        theirs = mha(x, x, x, attn_mask=torch.from_numpy(~causal(n)), need_weights=False)[0].numpy()
+    np.testing.assert_allclose(theirs, _mha_numpy(mha, x.double().numpy(), causal(n)), atol=1e-5)
     worst = 0.0
     for j in range(1, n):
         y = x.clone()
         y[:, j] = torch.randn(20, C, generator=g)
         a, b = (
-            attention(z @ W_Q, z @ W_K, z @ W_V, allowed=_future(n))[0]
+            attention(z @ W_Q, z @ W_K, z @ W_V, allowed=~causal(n))[0]
             for z in (x.double().numpy(), y.double().numpy())
         )
         worst = max(worst, np.abs(b[:, :j] - a[:, :j]).max())

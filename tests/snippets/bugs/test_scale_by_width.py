@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from tests.printed import line_after, numbers
-from tests.reference import attention
+from tests.reference import attention, causal
 
 C, HEAD_SIZE, T = 32, 8, 6
 
@@ -19,8 +19,7 @@ def _weights():
 
 def _head(x, W, scale):
     W_Q, W_K, W_V = W
-    causal = np.tril(np.ones((x.shape[1], x.shape[1]), dtype=bool))
-    return attention(x @ W_Q, x @ W_K, x @ W_V, allowed=causal, scale=scale)
+    return attention(x @ W_Q, x @ W_K, x @ W_V, allowed=causal(x.shape[1]), scale=scale)
 
 
 def test_the_printed_weights_are_those_of_each_scale(printed):

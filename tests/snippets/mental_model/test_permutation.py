@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from tests.printed import block_after, flag, line_after, numbers
-from tests.reference import attention
+from tests.reference import attention, causal
 from tests.snippets.mental_model.helpers import seeded_randn
 
 PERM = [2, 0, 4, 1, 3]
-CAUSAL = np.tril(np.ones((5, 5), dtype=bool))  # query i may see keys 0..i
+CAUSAL = causal(5)  # query i may see keys 0..i
 
 
 def _layer():

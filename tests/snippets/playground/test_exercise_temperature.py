@@ -2,16 +2,16 @@
 two ends of the playground's slider and far beyond its right end."""
 
 import re
-from pathlib import Path
 
 import numpy as np
 
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
+from tests.conftest import ROOT
 from tests.printed import line_after, numbers
 from tests.reference import attention
 
 TAUS = (0.25, 2**0.5, 16.0, 1000.0)
-SCRIPT = Path(__file__).parents[3] / "docs" / "javascripts" / "playground.js"
+SCRIPT = ROOT / "docs" / "javascripts" / "playground.js"
 
 
 def slider_ends() -> tuple[float, float]:
@@ -44,7 +44,10 @@ def test_the_first_and_third_taus_are_the_ends_of_the_slider(printed):
     """The answer calls them the slider's ends; at the right end the weights are still unequal,
     and only far beyond it are they all close to 1/S."""
     assert (TAUS[0], TAUS[2]) == slider_ends()
-    assert TAUS[3] > 10 * TAUS[2]  # far beyond the right end
+    # The snippet printed these taus, in this order; its last one is far beyond the right end.
+    printed_taus = [float(t) for t in re.findall(r"^tau = (\S+), weights:", printed, flags=re.M)]
+    assert printed_taus == [round(tau, 2) for tau in TAUS]
+    assert printed_taus[-1] > 10 * slider_ends()[1]
     right_end = numbers(line_after(printed, "tau = 16.00, weights:"))
     beyond = numbers(line_after(printed, "tau = 1000.00, weights:"))
     S = len(LOOKUP_KEYS)

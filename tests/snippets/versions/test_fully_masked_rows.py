@@ -13,18 +13,10 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tests.printed import line_after
-from tests.reference import attention, softmax
+from tests.reference import attention, plain_attention
 from tests.torch_versions import TABLE, parse
 
 BACKENDS = {"default": None, "math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
-
-
-def plain_attention(q, k, v, allowed):
-    """softmax(Q K^T / sqrt(d) with -inf where not allowed) V, in float64, with no special case."""
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    with np.errstate(invalid="ignore"):  # -inf - (-inf) in a row that is all -inf
-        weights = softmax(np.where(allowed, scores, -np.inf))
-    return weights @ v, weights
 
 
 def name(got, zeros, nan):
