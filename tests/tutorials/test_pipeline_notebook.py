@@ -26,3 +26,4 @@ def test_every_row_sums_to_one_and_pytorch_agrees(tutorial):
     reference = torch.nn.functional.scaled_dot_product_attention(X, X, X).double().numpy()
     assert np.allclose(reference, expected, atol=1e-5)  # so "matches PyTorch" must say True
     assert flag(printed, "matches PyTorch:")
+    np.testing.assert_allclose(tutorial.values["output"].double().numpy(), expected, atol=1e-6)
