@@ -58,3 +58,32 @@ def causal(L: int, S: int | None = None, lower_right: bool = False) -> np.ndarra
     """
     S = L if S is None else S
     return np.tri(L, S, k=S - L if lower_right else 0, dtype=bool)
+
+
+def multihead_attention(
+    x: np.ndarray, state, num_heads: int, allowed: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """torch.nn.MultiheadAttention's self-attention written out in float64, from its weights.
+
+    ``x`` is ``(..., L, C)``; ``state`` maps ``in_proj_weight`` (3C, C: W_Q^T, W_K^T, W_V^T
+    stacked), ``in_proj_bias``, ``out_proj.weight`` and ``out_proj.bias`` to arrays (a
+    ``state_dict()`` will do). ``allowed`` is True where a query may see a key, broadcastable to
+    ``(..., H, L, S)``; a query that may see no key gets zero weights (see ``attention``).
+    Returns the per-head ``heads`` ``(..., H, L, d)`` and ``weights`` ``(..., H, L, S)``, their
+    ``concat`` ``(..., L, C)`` (each token's heads side by side) and the projected ``output``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    W, b, W_out, b_out = (
+        np.asarray(state[name], dtype=np.float64)
+        for name in ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
+    )
+    C = x.shape[-1]
+    d = C // num_heads  # d_k of each head
+
+    def split_heads(i: int) -> np.ndarray:  # projection i (0: Q, 1: K, 2: V) as (..., H, L, d)
+        projected = x @ W[i * C : (i + 1) * C].T + b[i * C : (i + 1) * C]  # nn.Linear stores W^T
+        return np.moveaxis(projected.reshape(*x.shape[:-1], num_heads, d), -2, -3)
+
+    heads, weights = attention(split_heads(0), split_heads(1), split_heads(2), allowed)
+    concat = np.moveaxis(heads, -3, -2).reshape(x.shape)
+    return {"heads": heads, "weights": weights, "concat": concat, "output": concat @ W_out.T + b_out}

@@ -18,7 +18,7 @@ import torch
 
 from attn_ref.examples import BATCH_SEED, BATCH_SHAPE, HEAD_SIZE
 from tests.printed import block_after, flag, line_after, line_starting, list_after, numbers
-from tests.reference import attention, softmax
+from tests.reference import attention, causal, multihead_attention, softmax
 
 B, T, C = BATCH_SHAPE
 # Row 7 of sequence 0 as the original notebook printed it (its own run: an outside record).
@@ -44,32 +44,20 @@ def _as_numpy(value):
 # ---------------------------------------------------------------- independent references
 
 
-def tril(n, diagonal=0):
-    return np.arange(n)[None, :] <= np.arange(n)[:, None] + diagonal  # key j <= query i + diagonal
-
-
-def np_attention(x, W_Q, W_K, W_V, allowed, scale=True):
-    """Masked attention of x's projections (row vectors: x @ W) in float64: (weights, output)."""
+def projections(x, W_Q, W_K, W_V):
+    """x's queries, keys and values (row vectors: x @ W) in float64, to pass to attention."""
     x = np.asarray(x, dtype=np.float64)
-    output, weights = attention(x @ W_Q, x @ W_K, x @ W_V, allowed, scale=None if scale else 1.0)
-    return weights, output
+    return x @ W_Q, x @ W_K, x @ W_V
 
 
 @pytest.fixture(scope="module")
 def ref(executed):
     _, _, val = executed
     W = (val["W_Q"], val["W_K"], val["W_V"])
-    wei, out = np_attention(val["x"], *W, tril(T))
-    wei_original, _ = np_attention(val["x"], *W, tril(T), scale=False)
+    out, wei = attention(*projections(val["x"], *W), causal(T))
+    _, wei_original = attention(*projections(val["x"], *W), causal(T), scale=1.0)
     raw = (val["x"] @ W[0]) @ np.swapaxes(val["x"] @ W[1], -1, -2)
     return {"W": W, "wei": wei, "out": out, "wei_original": wei_original, "raw": raw, "scores": raw / 4.0}
-
-
-def moved_positions(val, W, allowed, x_new):
-    """Positions of sequence 0 whose output changes when x becomes x_new."""
-    _, before = np_attention(val["x"], *W, allowed)
-    _, after = np_attention(x_new, *W, allowed)
-    return np.nonzero(np.abs(after - before)[0].max(-1) > 1e-9)[0].tolist()
 
 
 # ---------------------------------------------------------------- the page as a lesson
@@ -210,11 +198,11 @@ def test_mask_scores_and_weights_match_numpy(executed, ref):
     _, printed, val = executed
     np.testing.assert_allclose(val["scores"], ref["scores"], atol=1e-5)
     np.testing.assert_allclose(val["wei"], ref["wei"], atol=1e-6)
-    np.testing.assert_array_equal(val["allowed"], tril(T))
-    np.testing.assert_allclose(val["masked"], np.where(tril(T), ref["scores"], -np.inf), atol=1e-5)
+    np.testing.assert_array_equal(val["allowed"], causal(T))
+    np.testing.assert_allclose(val["masked"], np.where(causal(T), ref["scores"], -np.inf), atol=1e-5)
     np.testing.assert_allclose(block_after(printed, "weights of sequence 0:", T), ref["wei"][0], atol=6e-4)
     assert line_after(printed, "largest weight above the diagonal, any sequence:") == " 0.0"
-    assert (val["wei"][:, ~tril(T)] == 0).all()
+    assert (val["wei"][:, ~causal(T)] == 0).all()
     assert flag(printed, "every row sums to one:")
     assert flag(printed, "first row of every sequence is [1, 0, ..., 0]:")
     assert (val["wei"][:, 0, 0] == 1).all() and (val["wei"][:, 0, 1:] == 0).all()
@@ -225,12 +213,12 @@ def test_mask_scores_and_weights_match_numpy(executed, ref):
 
 def leak(scores, fill_where_future):
     w = softmax(scores + fill_where_future)
-    return (w * ~tril(T)).sum(-1).max()
+    return (w * ~causal(T)).sum(-1).max()
 
 
 def test_finite_fills_leak_exactly_as_computed_in_numpy(executed, ref):
     _, printed, _ = executed
-    future = ~tril(T)
+    future = ~causal(T)
     for fill in (-1.0, -10.0, -1e4):
         expected = leak(np.where(future, fill, ref["scores"]), 0.0)
         printed_value = numbers(line_starting(printed, f"fill {fill:g}:"))[-1]
@@ -242,7 +230,7 @@ def test_finite_fills_leak_exactly_as_computed_in_numpy(executed, ref):
 def test_additive_minus_ten_thousand_leaks_at_large_scale(executed, ref):
     _, printed, _ = executed
     for factor in (1, 1_000, 10_000):
-        expected = leak(ref["scores"] * factor, np.where(~tril(T), -1e4, 0.0))
+        expected = leak(ref["scores"] * factor, np.where(~causal(T), -1e4, 0.0))
         _, finite, _, infinite, _ = numbers(
             line_starting(printed, f"scores x {factor}:")
         )  # ... -1e4 ... -inf
@@ -313,7 +301,7 @@ def test_changing_a_token_moves_no_earlier_output_and_no_other_sequence(executed
     expected_change = np.zeros((B, T), dtype=bool)
     expected_change[0, changed] = True
     np.testing.assert_array_equal(differs, expected_change)
-    _, out_changed = np_attention(val["x_changed"], *ref["W"], tril(T))
+    out_changed, _ = attention(*projections(val["x_changed"], *ref["W"]), causal(T))
     expected = np.abs(out_changed - ref["out"]).max(axis=-1)  # (B, T)
     printed_moves = numbers(line_after(printed, "sequence 0, change at positions 0 to 7:"))
     np.testing.assert_allclose(printed_moves, expected[0], atol=6e-4)
@@ -330,10 +318,10 @@ def test_right_padding_real_tokens_match_each_sequence_alone(executed, ref):
     _, printed, val = executed
     lengths = val["lengths"]
     key_real = np.arange(T)[None, :] < np.array(lengths)[:, None]  # (B, T)
-    np.testing.assert_array_equal(val["mask"], tril(T)[None] & key_real[:, None, :])
+    np.testing.assert_array_equal(val["mask"], causal(T)[None] & key_real[:, None, :])
     np.testing.assert_array_equal(block_after(printed, line_starting(printed, "mask: "), T), val["mask"][2])
     for seq, n in enumerate(lengths):
-        _, alone = np_attention(val["x"][seq, :n], *ref["W"], tril(n))
+        alone, _ = attention(*projections(val["x"][seq, :n], *ref["W"]), causal(n))
         np.testing.assert_allclose(val["out_pad"][seq, :n], alone, atol=1e-6)
     assert numbers(line_starting(printed, "largest change of a real token's output"))[-1] == 0
 
@@ -342,7 +330,7 @@ def test_left_padding_and_queries_with_no_key(executed, ref):
     _, printed, val = executed
     lengths = val["lengths"]
     key_real = np.arange(T)[None, :] >= T - np.array(lengths)[:, None]  # real tokens at the end
-    mask_left = tril(T)[None] & key_real[:, None, :]
+    mask_left = causal(T)[None] & key_real[:, None, :]
     np.testing.assert_array_equal(val["mask_left"], mask_left)
     no_key = [[t for t in range(T) if not mask_left[seq, t].any()] for seq in range(B)]
     assert (
@@ -350,7 +338,7 @@ def test_left_padding_and_queries_with_no_key(executed, ref):
         == f"queries with no key, per sequence: {no_key}"
     )
     for seq, n in enumerate(lengths):
-        _, alone = np_attention(val["x"][seq, T - n :], *ref["W"], tril(n))
+        alone, _ = attention(*projections(val["x"][seq, T - n :], *ref["W"]), causal(n))
         np.testing.assert_allclose(val["out_left"][seq, T - n :], alone, atol=1e-6)
         # Going deeper: equal with the padding mask, different with the causal mask only.
         with_pad, without_pad = numbers(line_starting(printed, f"sequence {seq}: "))[1:3]
@@ -403,16 +391,8 @@ def test_multihead_attention_fast_path_still_returns_nan(tutorial, executed):
         )
     assert not fast.training and fast.num_heads % 2 == 0 and mha.training and mha.num_heads == 1
     # The layer's own computation in float64: projections, two heads, the mask, the output projection.
-    E, H = fast.embed_dim, fast.num_heads
-    W, b = fast.in_proj_weight.detach().double().numpy(), fast.in_proj_bias.detach().double().numpy()
-    x = val["q"]  # (B, T, E)
-    Qp, Kp, Vp = (x @ W[i * E : (i + 1) * E].T + b[i * E : (i + 1) * E] for i in range(3))
-    heads = [a.reshape(B, T, H, E // H).transpose(0, 2, 1, 3) for a in (Qp, Kp, Vp)]  # (B, H, T, d_k)
-    out, _ = attention(*heads, mask_left[:, None])  # a query with no key: zeros
-    out = out.transpose(0, 2, 1, 3).reshape(B, T, E)
-    out = (
-        out @ fast.out_proj.weight.detach().double().numpy().T + fast.out_proj.bias.detach().double().numpy()
-    )
+    reference = multihead_attention(val["q"], fast.state_dict(), fast.num_heads, mask_left[:, None])
+    out = reference["output"]  # a query with no key: zeros
     fast_out = val["fast_out"]
     np.testing.assert_allclose(fast_out[~no_key], out[~no_key], atol=1e-5)  # the queries with a key
     assert np.isnan(fast_out[no_key]).any(-1).all()  # the fast path: nan where the reference has zeros
@@ -489,20 +469,21 @@ def test_scores_are_not_symmetric(executed, ref):
 def test_exercise_1_the_leaky_mask_is_caught(executed, ref):
     _, printed, val = executed
     masks = {
-        "diagonal=1": tril(T, diagonal=1),
+        "diagonal=1": np.tri(T, k=1, dtype=bool),
         "no mask": np.ones((T, T), dtype=bool),
-        "causal_mask": tril(T),
+        "causal_mask": causal(T),
     }
+    moved = {}  # per mask: the positions of sequence 0 whose output changes
     for name, allowed in masks.items():
-        _, before = np_attention(val["x"], *ref["W"], allowed)
-        _, after = np_attention(val["x_changed"], *ref["W"], allowed)
+        before, _ = attention(*projections(val["x"], *ref["W"]), allowed)
+        after, _ = attention(*projections(val["x_changed"], *ref["W"]), allowed)
         change = np.abs(after - before).max(-1)  # (B, T)
-        moved = np.nonzero(change[0] > 1e-9)[0].tolist()
+        moved[name] = np.nonzero(change[0] > 1e-9)[0].tolist()
         line = line_starting(printed, f"{name}: moved")
-        assert line.startswith(f"{name}: moved {moved}; other sequences ")
+        assert line.startswith(f"{name}: moved {moved[name]}; other sequences ")
         assert numbers(line)[-1] == 0 and change[1:].max() == 0
-    assert moved_positions(val, ref["W"], tril(T, diagonal=1), val["x_changed"]) == [4, 5, 6, 7]  # the leak
-    assert moved_positions(val, ref["W"], tril(T), val["x_changed"]) == [5, 6, 7]
+    assert moved["diagonal=1"] == [4, 5, 6, 7]  # the leak
+    assert moved["causal_mask"] == [5, 6, 7]
 
 
 def test_exercise_2_from_an_average_to_attention(executed, ref):
@@ -516,6 +497,6 @@ def test_exercise_2_from_an_average_to_attention(executed, ref):
 def test_exercise_3_the_missing_division_is_a_temperature(executed, ref):
     _, printed, val = executed
     W_Q, W_K, W_V = ref["W"]
-    bigger, _ = np_attention(val["x"], W_Q * math.sqrt(HEAD_SIZE), W_K, W_V, tril(T))
+    _, bigger = attention(*projections(val["x"], W_Q * math.sqrt(HEAD_SIZE), W_K, W_V), causal(T))
     np.testing.assert_allclose(bigger, ref["wei_original"], atol=1e-12)  # the derivation, in float64
     assert numbers(line_after(printed, "largest |difference| from the unscaled weights:"))[-1] < 1e-6

@@ -2,7 +2,7 @@
 
 The references are independent of attn_ref: float64 NumPy attention (tests/reference.py), the
 online softmax written out as a plain loop, the tiles a causal mask leaves visible counted from
-``numpy.tril``, the paper's Algorithms 0 and 1 (Dao et al., 2022) counted loop by loop, and sizes
+the causal mask of tests/reference.py, the paper's Algorithms 0 and 1 (Dao et al., 2022) counted loop by loop, and sizes
 in bytes worked out by hand. What the page says about its measurements (growth like T**2 or T,
 four matrices, fastest kernel, large tiles faster than small ones) is checked on the
 numbers the build measured.
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.printed import line_after, number_after, numbers
-from tests.reference import attention, softmax
+from tests.reference import attention, causal, softmax
 
 
 def test_one_score_matrix_takes_4_B_H_T_squared_bytes(printed):
@@ -77,7 +77,7 @@ def test_the_trace_of_the_tiles_is_attention_over_the_keys_read_so_far(printed, 
 
 def test_tiled_equals_pytorch_with_masks_causal_and_gradients(printed, values):
     L, S, block = values["L"], values["S"], 16
-    visible = np.tril(np.ones((L, S), dtype=bool))  # causal, top-left aligned
+    visible = causal(L, S)  # top-left aligned
     causal_tiles = sum(
         visible[i : i + block, j : j + block].any() for i in range(0, L, block) for j in range(0, S, block)
     )
@@ -104,7 +104,7 @@ def test_causal_map_skips_exactly_the_tiles_above_the_diagonal(printed):
     assert [int(n) for n, *_ in found] == [2, 8, 64]
     for n, skipped, total, fraction, formula in found:
         n = int(n)
-        visible = np.tril(np.ones((n, n), dtype=bool))
+        visible = causal(n)
         assert int(skipped) == (~visible).sum() == n * (n - 1) // 2 and int(total) == n * n
         assert float(formula) == (n - 1) / (2 * n)
         assert (
@@ -203,7 +203,7 @@ def test_exercise_merging_two_halves(printed, values):
 
 
 def test_exercise_new_tokens_after_a_cache(printed):
-    visible = np.tril(np.ones((6, 10), dtype=bool), k=10 - 6)  # bottom-right aligned
+    visible = causal(6, 10, lower_right=True)  # bottom-right aligned
     empty = sum(not visible[i : i + 2, j : j + 4].any() for i in range(0, 6, 2) for j in range(0, 10, 4))
     assert numbers(line_after(printed, "tiles with no visible key:")).tolist() == [empty, 0]
     assert empty == 2

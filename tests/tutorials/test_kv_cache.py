@@ -1,9 +1,9 @@
 """The KV-cache tutorial, as the build executed it, checked against references computed here.
 
 The references are independent of attn_ref's cache and attention: greedy decoding written out
-as a loop of full forward passes, float64 NumPy attention (tests/reference.py) on the same
-projections, masks made with ``numpy.tril``, the work per token and the cache sizes counted by
-hand from the model's shapes. What the page says about its timings (the speed-up grows with the
+as a loop of full forward passes, float64 NumPy attention and causal masks (tests/reference.py)
+on the same projections, the work per token and the cache sizes counted by hand from the
+model's shapes. What the page says about its timings (the speed-up grows with the
 length and almost vanishes for short texts) is checked on the times the build measured.
 """
 
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests.printed import block_after, flag, line_after, list_after, number_after, numbers
-from tests.reference import attention
+from tests.reference import attention, causal
 
 
 def _rows(printed, header, count):
@@ -107,13 +107,13 @@ def test_is_causal_lets_one_new_query_see_only_key_0(printed, values):
 def test_a_chunk_of_new_queries_needs_the_bottom_right_mask(printed, values):
     _, k, v, chunk = _alignment_data()
     L, S = 3, 6
-    top_left, bottom_right = np.tril(np.ones((L, S), dtype=int)), np.tril(np.ones((L, S), dtype=int), k=S - L)
+    top_left, bottom_right = causal(L, S), causal(L, S, lower_right=True)
     np.testing.assert_array_equal(block_after(printed, "top-left, as is_causal=True:", rows=L), top_left)
     np.testing.assert_array_equal(
         block_after(printed, "bottom-right, causal_mask(L, S, lower_right=True):", rows=L), bottom_right
     )
-    right, _ = attention(chunk, k, v, allowed=bottom_right.astype(bool))
-    wrong, _ = attention(chunk, k, v, allowed=top_left.astype(bool))
+    right, _ = attention(chunk, k, v, allowed=bottom_right)
+    wrong, _ = attention(chunk, k, v, allowed=top_left)
     np.testing.assert_allclose(values["theirs"].numpy(), right, atol=1e-6)
     shown = number_after(printed, "largest |is_causal=True - bottom-right| output:")
     assert shown == pytest.approx(np.abs(wrong - right).max(), abs=0.006)
@@ -158,7 +158,7 @@ def test_grouped_query_attention_is_attention_with_shared_heads(printed, values)
     k = _linear(x, gqa.k_proj).reshape(B, T, H_kv, d_k).transpose(0, 2, 1, 3)
     v = _linear(x, gqa.v_proj).reshape(B, T, H_kv, d_k).transpose(0, 2, 1, 3)
     group = [h // (H // H_kv) for h in range(H)]  # the key/value head each query head reads
-    heads, _ = attention(q, k[:, group], v[:, group], allowed=np.tril(np.ones((T, T), dtype=bool)))
+    heads, _ = attention(q, k[:, group], v[:, group], allowed=causal(T))
     output = _linear(heads.transpose(0, 2, 1, 3).reshape(B, T, C), gqa.out_proj)
     np.testing.assert_allclose(values["ours"].numpy(), output, atol=1e-5)
     np.testing.assert_allclose(values["heads"].numpy(), heads, atol=1e-5)

@@ -17,7 +17,7 @@ import torch
 
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
 from tests.printed import block_after, flag, number_after, numbers
-from tests.reference import attention, softmax
+from tests.reference import attention, multihead_attention, softmax
 from tests.site_tools import ROOT
 
 # The original notebook's "Expected Output" for AV_WEIGHTS @ AV_VALUES, as it printed it.
@@ -39,24 +39,6 @@ def reference():
     X = np.array(TEN_TOKENS, dtype=np.float64)  # (T, C)
     output, weights = attention(X, X, X)
     return {"X": X, "scores": X @ X.T / np.sqrt(X.shape[1]), "weights": weights, "output": output}
-
-
-def _numpy_multihead(X: np.ndarray, state: dict, H: int) -> dict[str, np.ndarray]:
-    """Multi-head self-attention in float64 NumPy from nn.MultiheadAttention's weights."""
-    W = state["in_proj_weight"].double().numpy()  # (3C, C): W_Q^T, W_K^T, W_V^T stacked
-    b = state["in_proj_bias"].double().numpy()
-    C = X.shape[1]
-    d = C // H  # d_k of each head
-    q, k, v = (X @ W[i * C : (i + 1) * C].T + b[i * C : (i + 1) * C] for i in range(3))
-    heads, weights = [], []
-    for h in range(H):
-        cols = slice(h * d, (h + 1) * d)
-        w = softmax(q[:, cols] @ k[:, cols].T / np.sqrt(d))
-        weights.append(w)
-        heads.append(w @ v[:, cols])
-    concat = np.concatenate(heads, axis=1)  # (T, C): each token's heads side by side
-    out = concat @ state["out_proj.weight"].double().numpy().T + state["out_proj.bias"].double().numpy()
-    return {"heads": np.stack(heads), "weights": np.stack(weights), "concat": concat, "output": out}
 
 
 # The lesson, single head
@@ -157,7 +139,7 @@ def test_multi_head_steps_match_numpy_float64(executed, reference):
     assert f"q, k, v split into heads: (1, {H}, {T}, {C // H})" in printed
     assert flag(printed, f"head 1 holds features {C // H}..{C - 1} of Q:")
     assert number_after(printed, "scale 1/sqrt(d_k) =") == pytest.approx(1 / math.sqrt(C // H), abs=5e-5)
-    ref = _numpy_multihead(reference["X"], values["mha_state"], H)
+    ref = multihead_attention(reference["X"], values["mha_state"], H)
     np.testing.assert_allclose(values["head_weights"][0].double().numpy(), ref["weights"], atol=2e-6)
     np.testing.assert_allclose(values["concat"][0].double().numpy(), ref["concat"], atol=2e-6)
     np.testing.assert_allclose(values["mh_output"][0].double().numpy(), ref["output"], atol=2e-6)
@@ -286,7 +268,7 @@ def test_exercise_3_a_reshape_without_transpose_mixes_tokens(executed, reference
     _, printed, values = executed
     H = values["num_heads"]
     T, C = reference["X"].shape
-    ref = _numpy_multihead(reference["X"], values["mha_state"], H)
+    ref = multihead_attention(reference["X"], values["mha_state"], H)
     np.testing.assert_allclose(values["broken"][0].double().numpy(), ref["heads"].reshape(T, C), atol=2e-6)
     np.testing.assert_allclose(values["fixed"][0].double().numpy(), ref["concat"], atol=2e-6)
     assert not flag(printed, "broken merge == concat:")

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.printed import block_after, flag, line_after, numbers
-from tests.reference import attention, causal
+from tests.reference import attention, causal, multihead_attention
 
 T, D_K, C = 4, 8, 16
 
@@ -41,17 +41,6 @@ def test_the_mask_and_the_buggy_weights(printed):
     )
 
 
-def _mha_numpy(mha, x, allowed):
-    """nn.MultiheadAttention's computation written out, with a "True = may attend" mask."""
-    W_in, b_in = mha.in_proj_weight.detach().double().numpy(), mha.in_proj_bias.detach().double().numpy()
-    W_out, b_out = mha.out_proj.weight.detach().double().numpy(), mha.out_proj.bias.detach().double().numpy()
-    b, n, _ = x.shape
-    q, k, v = np.split(x @ W_in.T + b_in, 3, axis=-1)  # nn.Linear stores W^T
-    heads = [t.reshape(b, n, 2, C // 2).transpose(0, 2, 1, 3) for t in (q, k, v)]  # (b, H, n, d)
-    out, _ = attention(*heads, allowed=allowed)
-    return out.transpose(0, 2, 1, 3).reshape(b, n, C) @ W_out.T + b_out
-
-
 def test_the_check(printed):
     _, W, mha = _draws()
     W_Q, W_K, W_V = (w.double().numpy() for w in W)
@@ -60,7 +49,9 @@ def test_the_check(printed):
     x = torch.randn(20, n, C, generator=g)
     with torch.no_grad():  # nn.MultiheadAttention with the triu mask is causal attention
         theirs = mha(x, x, x, attn_mask=torch.from_numpy(~causal(n)), need_weights=False)[0].numpy()
-    np.testing.assert_allclose(theirs, _mha_numpy(mha, x.double().numpy(), causal(n)), atol=1e-5)
+    np.testing.assert_allclose(
+        theirs, multihead_attention(x.double().numpy(), mha.state_dict(), 2, causal(n))["output"], atol=1e-5
+    )
     worst = 0.0
     for j in range(1, n):
         y = x.clone()
