@@ -4,7 +4,8 @@ Every function here is checked against PyTorch's own implementation in the
 test suite, and the docstring examples pin the numbers shown on the site.
 """
 
-from attn_ref.decoder import DecoderBlock, KVCache, TinyDecoder, decoding_flops, generate, kv_cache_bytes
+from attn_ref.cache import KVCache
+from attn_ref.decoder import DecoderBlock, TinyDecoder, decoding_flops, generate, kv_cache_bytes
 from attn_ref.functional import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from attn_ref.linear_as_attention import linear_as_attention
 from attn_ref.multihead import MultiHeadAttention, merge_heads, repeat_kv_heads, split_heads

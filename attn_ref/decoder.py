@@ -17,101 +17,15 @@ work of one step, by formula.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import Tensor, nn
 
+from attn_ref import _validate
+from attn_ref.cache import KVCache
 from attn_ref.functional import causal_mask
 from attn_ref.multihead import MultiHeadAttention
 
-__all__ = ["DecoderBlock", "KVCache", "TinyDecoder", "decoding_flops", "generate", "kv_cache_bytes"]
-
-
-@dataclass
-class KVCache:
-    """The keys and values of every attention layer, for the tokens seen so far.
-
-    Layer ``i`` keeps ``keys[i]`` and ``values[i]``, each of shape
-    ``(B, H_kv, T, d_k)``: one key and one value vector per key/value head
-    and per position. `update` appends the new positions of one layer and
-    returns all of them; the lists fill up during the first call.
-
-    Attributes:
-        num_layers: Number of attention layers the cache serves.
-        keys: One ``(B, H_kv, T, d_k)`` tensor per layer filled so far.
-        values: One ``(B, H_kv, T, d_k)`` tensor per layer filled so far.
-
-    Examples:
-        >>> cache = KVCache(num_layers=2)
-        >>> cache.length
-        0
-        >>> k = v = torch.zeros(1, 2, 3, 4)  # B=1, H_kv=2, three positions, d_k=4
-        >>> for layer in range(2):
-        ...     _ = cache.update(layer, k, v)
-        >>> cache.length, tuple(cache.keys[0].shape)
-        (3, (1, 2, 3, 4))
-        >>> keys, values = cache.update(0, k[:, :, :1], v[:, :, :1])  # one more position in layer 0
-        >>> tuple(keys.shape)
-        (1, 2, 4, 4)
-        >>> cache.nbytes  # float32: 4 bytes a number; layer 0 holds 4 positions, layer 1 holds 3
-        448
-    """
-
-    num_layers: int
-    keys: list[Tensor] = field(default_factory=list)
-    values: list[Tensor] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.num_layers, int) or self.num_layers < 1:
-            raise ValueError(f"num_layers must be a positive int, got {self.num_layers!r}")
-
-    @property
-    def length(self) -> int:
-        """Number of positions that every layer holds (0 while the first call fills the layers)."""
-        return self.keys[-1].shape[-2] if len(self.keys) == self.num_layers else 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the cached keys and values."""
-        return sum(t.nbytes for t in (*self.keys, *self.values))
-
-    def update(self, layer: int, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """Append the keys and values of new positions to ``layer``; return all of that layer's.
-
-        Args:
-            layer: Index of the attention layer, ``0 <= layer < num_layers``;
-                during the first call the layers must come in order.
-            key: ``(B, H_kv, T_new, d_k)``.
-            value: ``(B, H_kv, T_new, d_k)``, same shape as ``key``.
-
-        Returns:
-            ``(keys, values)``, each ``(B, H_kv, T + T_new, d_k)``: the cached
-            positions first, then the new ones.
-        """
-        if key.ndim != 4 or value.shape != key.shape:
-            raise ValueError(
-                f"key and value must both have shape (B, H_kv, T_new, d_k), got {tuple(key.shape)} "
-                f"and {tuple(value.shape)}"
-            )
-        if not 0 <= layer <= min(len(self.keys), self.num_layers - 1):
-            raise ValueError(
-                f"layer={layer} is out of order: the cache has {self.num_layers} layers and "
-                f"{len(self.keys)} of them filled, so layer must lie in [0, {min(len(self.keys), self.num_layers - 1)}]"
-            )
-        if layer == len(self.keys):  # the first call: this layer's first positions
-            self.keys.append(key)
-            self.values.append(value)
-            return key, value
-        B, H_kv, _, d_k = self.keys[layer].shape
-        if (key.shape[0], key.shape[1], key.shape[3]) != (B, H_kv, d_k):
-            raise ValueError(
-                f"key has shape {tuple(key.shape)}, expected ({B}, {H_kv}, T_new, {d_k}) "
-                f"to match layer {layer}'s cached (B, H_kv, T, d_k) = {tuple(self.keys[layer].shape)}"
-            )
-        self.keys[layer] = torch.cat([self.keys[layer], key], dim=-2)  # (B, H_kv, T + T_new, d_k)
-        self.values[layer] = torch.cat([self.values[layer], value], dim=-2)  # (B, H_kv, T + T_new, d_k)
-        return self.keys[layer], self.values[layer]
+__all__ = ["DecoderBlock", "TinyDecoder", "decoding_flops", "generate", "kv_cache_bytes"]
 
 
 def kv_cache_bytes(
@@ -162,8 +76,7 @@ def kv_cache_bytes(
         "batch_size": batch_size,
     }
     for name, size in sizes.items():
-        if not isinstance(size, int) or size < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {size!r}")
+        _validate.count(name, size, minimum=0)
     return 2 * num_layers * num_kv_heads * head_dim * num_tokens * bytes_per_number * batch_size
 
 
@@ -171,8 +84,8 @@ def decoding_flops(model: TinyDecoder, t: int, use_cache: bool) -> int:
     r"""Floating-point operations of the matrix products that choose the token after ``t`` tokens.
 
     Without a cache the model runs on all ``t`` positions; with one, on the
-    last position only, against ``t`` keys. A product of an ``(m, n)`` and an
-    ``(n, p)`` matrix counts $2 m n p$ operations (a multiply and an add), as
+    last position only, against ``t`` keys. A product of an ``(a, b)`` and a
+    ``(b, c)`` matrix counts $2 a b c$ operations (a multiply and an add), as
     `torch.utils.flop_counter.FlopCounterMode` counts them. Per layer and per
     position run, with width $C$, $H_{kv}$ key/value heads of size $d_k$ and
     $S = t$ keys:
@@ -207,8 +120,7 @@ def decoding_flops(model: TinyDecoder, t: int, use_cache: bool) -> int:
         >>> decoding_flops(model, 8, use_cache=False) == 8 * (2 * 24 * 16**2 + 2 * 16 * 10) + 2 * 4 * 16 * 8**2
         True
     """
-    if not isinstance(t, int) or not 1 <= t <= model.context_length:
-        raise ValueError(f"t must be an int in [1, context_length={model.context_length}], got {t!r}")
+    _validate.count("t", t, maximum=model.context_length)
     attn = model.blocks[0].attn
     C, kv_width, vocab = attn.embed_dim, attn.num_kv_heads * attn.head_dim, model.head.out_features
     positions = 1 if use_cache else t  # positions the model runs on
@@ -290,11 +202,12 @@ class TinyDecoder(nn.Module):
         num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        for name, size in (("vocab_size", vocab_size), ("context_length", context_length)):
-            if not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
+        for name, size in (
+            ("vocab_size", vocab_size),
+            ("context_length", context_length),
+            ("num_layers", num_layers),
+        ):
+            _validate.count(name, size)
         self.context_length = context_length
         self.num_layers = num_layers
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
@@ -316,9 +229,7 @@ class TinyDecoder(nn.Module):
         Returns:
             ``(B, T, vocab_size)`` logits.
         """
-        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.dtype.is_floating_point:
-            shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-            raise ValueError(f"tokens must be a (B, T) tensor of integer ids, got {shape}")
+        _validate.token_ids("tokens", tokens)
         if cache is not None and cache.num_layers != self.num_layers:
             raise ValueError(f"cache has num_layers={cache.num_layers}, expected {self.num_layers}")
         start = cache.length if cache is not None else 0  # positions already in the cache
@@ -368,16 +279,8 @@ def generate(
         >>> torch.equal(tokens, generate(model, prompt, max_new_tokens=4, use_cache=False)[0])
         True
     """
-    if (
-        not isinstance(prompt, Tensor)
-        or prompt.ndim != 2
-        or prompt.shape[1] < 1
-        or prompt.dtype.is_floating_point
-    ):
-        shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
-        raise ValueError(f"prompt must be a (B, T) tensor of integer ids with T >= 1, got {shape}")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+    _validate.token_ids("prompt", prompt, min_length=1)
+    _validate.count("max_new_tokens", max_new_tokens, minimum=0)
     T = prompt.shape[1]
     if prompt.shape[1] > model.context_length:
         raise ValueError(

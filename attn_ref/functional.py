@@ -1,10 +1,14 @@
 r"""Scaled dot-product attention and its pieces, written out in PyTorch.
 
-The argument names and order follow
-`torch.nn.functional.scaled_dot_product_attention`, so that code written
-against one runs against the other. Unlike PyTorch's function, these return
-the attention weights as well as the output, so that pages can print and plot
-them.
+`scaled_dot_product_attention` takes its first four arguments (``query``,
+``key``, ``value``, ``attn_mask``) in the order of
+`torch.nn.functional.scaled_dot_product_attention`, and ``is_causal`` and
+``scale`` by name, as PyTorch's function also accepts them. It differs from
+PyTorch's in three ways: it returns the attention weights as well as the output,
+``(output, weights)``, so that pages can print and plot them; it has no
+``dropout_p`` (dropout belongs to training, which these pages do not do); and it
+has no ``enable_gqa`` (repeat the key/value heads with
+`attn_ref.multihead.repeat_kv_heads` instead).
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import math
 
 import torch
 from torch import Tensor
+
+from attn_ref import _validate
+from attn_ref._numerics import additive_mask, compute_dtype
 
 __all__ = [
     "causal_mask",
@@ -49,7 +56,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
         >>> softmax(torch.tensor([1e4, 1e4 + 1.0]))  # no overflow at large logits
         tensor([0.2689, 0.7311])
     """
-    _check_tensor("x", x)
+    _validate.tensor("x", x)
     shifted = x - x.amax(dim=dim, keepdim=True)
     exps = shifted.exp()
     return exps / exps.sum(dim=dim, keepdim=True)
@@ -60,6 +67,7 @@ def scaled_dot_product_attention(
     key: Tensor,
     value: Tensor,
     attn_mask: Tensor | None = None,
+    *,
     is_causal: bool = False,
     scale: float | None = None,
 ) -> tuple[Tensor, Tensor]:
@@ -118,18 +126,17 @@ def scaled_dot_product_attention(
         >>> torch.allclose(weights.sum(dim=-1), torch.ones(3))  # each row sums to one
         True
     """
-    _, L, S, d_k = _check_attention_inputs(query, key, value, attn_mask, is_causal)
+    _, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
     if is_causal:
         attn_mask = causal_mask(L, S, device=query.device)
 
-    compute_dtype = _compute_dtype(query.dtype)
-    q, k, v = (t.to(compute_dtype) for t in (query, key, value))
+    q, k, v = (t.to(compute_dtype(query.dtype)) for t in (query, key, value))
     if scale is None:
         scale = 1.0 / math.sqrt(d_k)
 
     scores = q @ k.transpose(-2, -1) * scale  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
     if attn_mask is not None:
-        scores = scores + _additive_mask(attn_mask, scores)  # (..., L, S)
+        scores = scores + additive_mask(attn_mask, scores)  # (..., L, S)
     # A row with every score -inf has no maximum: softmax gives nan there, PyTorch gives 0.
     # Such rows go through softmax as zeros (no nan, so no nan gradient either), then are zeroed.
     no_key = (scores == float("-inf")).all(dim=-1, keepdim=True)  # (..., L, 1)
@@ -180,10 +187,8 @@ def causal_mask(
         tensor([[ True,  True,  True, False],
                 [ True,  True,  True,  True]])
     """
-    S = L if S is None else S
-    for name, size in (("L", L), ("S", S)):
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    _validate.count("L", L)
+    S = _validate.count("S", L if S is None else S)
     if lower_right and L > S:
         raise ValueError(f"lower_right=True needs L <= S (the queries are the last L keys), got L={L}, S={S}")
     offset = S - L if lower_right else 0
@@ -201,7 +206,7 @@ def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:
         A ``(B, 1, S)`` boolean tensor, ``True`` on real tokens. The middle
         dimension of one broadcasts over the queries, so the result can be
         passed as ``attn_mask`` for inputs of shape ``(B, L, d)``; for
-        ``(B, n_heads, L, d)`` inputs use ``mask[:, None]``.
+        ``(B, H, L, d_k)`` inputs use ``mask[:, None]``.
 
     Examples:
         >>> padding_mask([3, 1])
@@ -216,73 +221,8 @@ def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:
             f"{tuple(lengths.shape)} and dtype {lengths.dtype}"
         )
     longest = int(lengths.max())
-    S = longest if S is None else S
+    S = longest if S is None else _validate.count("S", S, minimum=0)
     if (lengths < 0).any() or longest > S:
         raise ValueError(f"lengths must lie in [0, S={S}], got {lengths.tolist()}")
     positions = torch.arange(S, device=lengths.device)  # (S,)
     return (positions[None, :] < lengths[:, None])[:, None, :]  # (B, S) -> (B, 1, S)
-
-
-def _check_attention_inputs(
-    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool
-) -> tuple[list[int], int, int, int]:
-    """Check the arguments of an attention function; return ``(batch, L, S, d_k)``."""
-    for name, tensor in (("query", query), ("key", key), ("value", value)):
-        _check_tensor(name, tensor, min_ndim=2)
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(
-            f"query, key and value must share a dtype; got {query.dtype}, {key.dtype} and {value.dtype}"
-        )
-    *batch, L, d_k = query.shape
-    S = key.shape[-2]
-    _check_shape("key", key, (*batch, S, d_k), "(..., S, d_k) with query's ... and d_k")
-    _check_shape("value", value, (*batch, S, value.shape[-1]), "(..., S, d_v) with key's ... and S")
-    if is_causal and attn_mask is not None:
-        raise ValueError("pass either attn_mask or is_causal=True, not both; combine masks with &")
-    if attn_mask is not None:
-        _check_mask(attn_mask, (*batch, L, S))
-    return batch, L, S, d_k
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype to compute in: float32 for half-precision inputs, else the inputs' own."""
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
-def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
-    """``attn_mask`` must be a floating or boolean tensor that broadcasts to ``scores_shape``."""
-    _check_tensor("attn_mask", attn_mask, allow_bool=True)
-    try:
-        broadcast = torch.broadcast_shapes(attn_mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(scores_shape):
-        raise ValueError(
-            f"attn_mask has shape {tuple(attn_mask.shape)}, which does not broadcast "
-            f"to the scores' shape (..., L, S) = {tuple(scores_shape)}"
-        )
-
-
-def _additive_mask(attn_mask: Tensor, scores: Tensor) -> Tensor:
-    """``attn_mask`` as numbers to add to ``scores``: a boolean mask becomes 0 or -inf."""
-    _check_mask(attn_mask, scores.shape)
-    if attn_mask.dtype == torch.bool:
-        return torch.zeros(attn_mask.shape, dtype=scores.dtype, device=scores.device).masked_fill(
-            ~attn_mask, float("-inf")
-        )
-    return attn_mask.to(scores.dtype)
-
-
-def _check_tensor(name: str, x: object, min_ndim: int = 0, allow_bool: bool = False) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not (x.dtype.is_floating_point or (allow_bool and x.dtype == torch.bool)):
-        kinds = "a floating or boolean" if allow_bool else "a floating"
-        raise TypeError(f"{name} must have {kinds} dtype, got {x.dtype}")
-    if x.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
-
-
-def _check_shape(name: str, x: Tensor, expected: tuple[int, ...], described: str) -> None:
-    if tuple(x.shape) != tuple(expected):
-        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(expected)}: {described}")

@@ -24,6 +24,8 @@ import math
 import torch
 from torch import Tensor
 
+from attn_ref import _validate
+
 __all__ = ["linear_as_attention"]
 
 
@@ -107,19 +109,14 @@ def linear_as_attention(
         >>> bool((y - x @ W.T).abs().max() < 1e-13)
         True
     """
-    _check_floating("x", x)
-    _check_floating("weight", weight)
-    if x.ndim != 2:
-        raise ValueError(f"x must have shape (B, d_in), got {tuple(x.shape)}")
+    _validate.tensor("x", x)
+    _validate.tensor("weight", weight)
+    _validate.shape("x", x, (None, None), "(B, d_in)")
     B, d_in = x.shape
-    if weight.ndim != 2 or weight.shape[1] != d_in:
-        raise ValueError(f"weight has shape {tuple(weight.shape)}, expected (d_out, d_in={d_in})")
-    if weight.dtype != x.dtype:
-        raise TypeError(f"x and weight must share a dtype; got {x.dtype} and {weight.dtype}")
+    _validate.shape("weight", weight, (None, d_in), "(d_out, d_in)")
+    _validate.same_dtype(x=x, weight=weight)
     if key is None:
-        d_k = d_in if d_k is None else d_k
-        if not isinstance(d_k, int) or d_k < max(1, d_in - 1):
-            raise ValueError(f"d_k must be an int >= max(1, d_in - 1) = {max(1, d_in - 1)}, got {d_k!r}")
+        d_k = _validate.count("d_k", d_in if d_k is None else d_k, minimum=max(1, d_in - 1))
     else:
         _check_key(key, x, d_in, d_k)
         d_k = key.shape[1]
@@ -169,17 +166,9 @@ def _orthonormal_key(d_in: int, d_k: int, like: Tensor, generator: torch.Generat
     return torch.linalg.qr(centred).Q  # (d_in, d_k)
 
 
-def _check_floating(name: str, tensor: object) -> None:
-    if not isinstance(tensor, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-    if not tensor.dtype.is_floating_point:
-        raise TypeError(f"{name} must have a floating dtype, got {tensor.dtype}")
-
-
 def _check_key(key: Tensor, x: Tensor, d_in: int, d_k: int | None) -> None:
-    _check_floating("key", key)
-    if key.dtype != x.dtype:
-        raise TypeError(f"x and key must share a dtype; got {x.dtype} and {key.dtype}")
+    _validate.tensor("key", key)
+    _validate.same_dtype(x=x, key=key)
     if key.ndim != 2 or key.shape[0] != d_in or key.shape[1] < d_in:
         raise ValueError(f"key has shape {tuple(key.shape)}, expected (d_in={d_in}, d_k) with d_k >= d_in")
     if d_k is not None and d_k != key.shape[1]:

@@ -10,15 +10,12 @@ attention (multi-query attention when ``num_kv_heads=1``), and with a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
+from attn_ref import _validate
+from attn_ref.cache import KVCache
 from attn_ref.functional import scaled_dot_product_attention
-
-if TYPE_CHECKING:
-    from attn_ref.decoder import KVCache
 
 __all__ = ["MultiHeadAttention", "merge_heads", "repeat_kv_heads", "split_heads"]
 
@@ -41,11 +38,10 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
                  [[2., 3.],
                   [6., 7.]]]])
     """
-    if x.ndim != 3:
-        raise ValueError(f"x must have shape (B, T, C), got {tuple(x.shape)}")
+    _validate.tensor("x", x)
+    _validate.shape("x", x, (None, None, None), "(B, T, C)")
     B, T, C = x.shape
-    if C % num_heads:
-        raise ValueError(f"x has C={C} features, which num_heads={num_heads} does not divide")
+    _validate.divides("num_heads", _validate.count("num_heads", num_heads), "x's C", C)
     return x.view(B, T, num_heads, C // num_heads).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
 
 
@@ -63,8 +59,8 @@ def merge_heads(x: Tensor) -> Tensor:
         >>> torch.equal(merge_heads(split_heads(x, num_heads=2)), x)
         True
     """
-    if x.ndim != 4:
-        raise ValueError(f"x must have shape (B, H, T, d_k), got {tuple(x.shape)}")
+    _validate.tensor("x", x)
+    _validate.shape("x", x, (None, None, None, None), "(B, H, T, d_k)")
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, H * d_k)
 
@@ -91,14 +87,16 @@ def repeat_kv_heads(x: Tensor, num_heads: int) -> Tensor:
         >>> repeat_kv_heads(kv, num_heads=6).flatten()  # query heads 0-2 read head 0, 3-5 head 1
         tensor([10., 10., 10., 20., 20., 20.])
     """
-    if x.ndim != 4:
-        raise ValueError(f"x must have shape (B, H_kv, T, d_k), got {tuple(x.shape)}")
+    _validate.tensor("x", x)
+    _validate.shape("x", x, (None, None, None, None), "(B, H_kv, T, d_k)")
     num_kv_heads = x.shape[1]
-    if num_heads % num_kv_heads:
-        raise ValueError(
-            f"x has H_kv={num_kv_heads} heads, which do not divide num_heads={num_heads} "
-            "(each key/value head must serve the same number of query heads)"
-        )
+    _validate.divides(
+        "x's H_kv",
+        num_kv_heads,
+        "num_heads",
+        _validate.count("num_heads", num_heads),
+        "each key/value head must serve the same number of query heads",
+    )
     if num_heads == num_kv_heads:
         return x
     return x.repeat_interleave(num_heads // num_kv_heads, dim=1)  # (B, H_kv, T, d_k) -> (B, H, T, d_k)
@@ -158,14 +156,15 @@ class MultiHeadAttention(nn.Module):
         self, embed_dim: int, num_heads: int, bias: bool = True, num_kv_heads: int | None = None
     ) -> None:
         super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim}")
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        if not isinstance(num_kv_heads, int) or num_kv_heads < 1 or num_heads % num_kv_heads:
-            raise ValueError(
-                f"num_kv_heads={num_kv_heads!r} must be a positive int that divides num_heads={num_heads}, "
-                "so that every key/value head serves the same number of query heads"
-            )
+        _validate.divides("num_heads", _validate.count("num_heads", num_heads), "embed_dim", embed_dim)
+        num_kv_heads = num_heads if num_kv_heads is None else _validate.count("num_kv_heads", num_kv_heads)
+        _validate.divides(
+            "num_kv_heads",
+            num_kv_heads,
+            "num_heads",
+            num_heads,
+            "every key/value head must serve the same number of query heads",
+        )
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -209,8 +208,8 @@ class MultiHeadAttention(nn.Module):
             ``(output, weights)``: ``(B, L, C)`` and the per-head ``(B, H, L, S)``.
         """
         for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.ndim != 3 or x.shape[-1] != self.embed_dim:
-                raise ValueError(f"{name} has shape {tuple(x.shape)}, expected (B, T, {self.embed_dim})")
+            _validate.tensor(name, x)
+            _validate.shape(name, x, (None, None, self.embed_dim), "(B, T, embed_dim)")
         if is_causal and cache is not None and cache.length > 0:
             raise ValueError(
                 "is_causal=True aligns the mask to the top left, so the first new query would see only "
@@ -246,8 +245,11 @@ class MultiHeadAttention(nn.Module):
             >>> torch.allclose(ours(x, x, x)[0], theirs(x, x, x)[0], atol=1e-6)
             True
         """
-        if not mha._qkv_same_embed_dim:
-            raise ValueError("mha must use kdim == vdim == embed_dim")
+        if not mha.kdim == mha.vdim == mha.embed_dim:
+            raise ValueError(
+                f"mha must use kdim == vdim == embed_dim, got kdim={mha.kdim}, vdim={mha.vdim}, "
+                f"embed_dim={mha.embed_dim}"
+            )
         if mha.bias_k is not None or mha.add_zero_attn or mha.dropout:
             raise ValueError("mha must not use add_bias_kv, add_zero_attn or dropout")
         has_bias = mha.in_proj_bias is not None

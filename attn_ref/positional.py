@@ -13,10 +13,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attn_ref import _validate
+
 __all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "sinusoidal_positional_encoding"]
 
 
-def sinusoidal_positional_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> Tensor:
+def sinusoidal_positional_encoding(num_positions: int, embed_dim: int, base: float = 10000.0) -> Tensor:
     r"""The fixed encoding that tells attention where each token sits.
 
     $$
@@ -24,17 +26,17 @@ def sinusoidal_positional_encoding(num_positions: int, d_model: int, base: float
     PE_{p,\,2i+1} = \cos\!\left(\frac{p}{b^{2i/d}}\right)
     $$
 
-    with $b = 10000$ and $d$ = ``d_model``. Each pair of columns is a sine
+    with $b = 10000$ and $d$ = ``embed_dim``. Each pair of columns is a sine
     and cosine of one frequency, from one turn every $2\pi$ positions down
     to one turn every $2\pi b$ positions.
 
     Args:
         num_positions: Number of positions $T$.
-        d_model: Width of the encoding; an odd width drops the last cosine.
+        embed_dim: Width of the encoding, the model's $C$; an odd width drops the last cosine.
         base: The constant $b$.
 
     Returns:
-        A ``(num_positions, d_model)`` float32 tensor, to be added to the embeddings.
+        A ``(num_positions, embed_dim)`` float32 tensor, to be added to the embeddings.
 
     Examples:
         >>> sinusoidal_positional_encoding(3, 4)
@@ -42,15 +44,14 @@ def sinusoidal_positional_encoding(num_positions: int, d_model: int, base: float
                 [ 0.8415,  0.5403,  0.0100,  0.9999],
                 [ 0.9093, -0.4161,  0.0200,  0.9998]])
     """
-    for name, size in (("num_positions", num_positions), ("d_model", d_model)):
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    _validate.count("num_positions", num_positions)
+    _validate.count("embed_dim", embed_dim)
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (T, 1)
-    even = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d/2),)
-    angles = positions / base ** (even / d_model)  # (T, ceil(d/2))
-    encoding = torch.empty(num_positions, d_model, dtype=torch.float64)
+    even = torch.arange(0, embed_dim, 2, dtype=torch.float64)  # (ceil(d/2),)
+    angles = positions / base ** (even / embed_dim)  # (T, ceil(d/2))
+    encoding = torch.empty(num_positions, embed_dim, dtype=torch.float64)
     encoding[:, 0::2] = torch.sin(angles)
-    encoding[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    encoding[:, 1::2] = torch.cos(angles[:, : embed_dim // 2])
     return encoding.float()
 
 
@@ -135,12 +136,7 @@ def apply_rotary(
         >>> torch.allclose(apply_rotary(x, p)[..., perm], apply_rotary(x[..., perm], p, interleaved=False))
         True
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"x must have a floating dtype, got {x.dtype}")
-    if x.ndim < 2:
-        raise ValueError(f"x must have shape (..., T, d), got shape {tuple(x.shape)}")
+    _validate.tensor("x", x, min_ndim=2)
     d = x.shape[-1]
     if d % 2:
         raise ValueError(
@@ -196,7 +192,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
         >>> alibi_slopes(6)  # the 4-head slopes, then the 1st and 3rd of the 8-head ones
         tensor([0.2500, 0.0625, 0.0156, 0.0039, 0.5000, 0.1250])
     """
-    _check_count("num_heads", num_heads)
+    _validate.count("num_heads", num_heads)
     c = 1 << (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
     slopes = [2.0 ** (-8.0 * (h + 1) / c) for h in range(c)]
     finer = [2.0 ** (-8.0 * (h + 1) / (2 * c)) for h in range(2 * c)]  # the 2c-head sequence
@@ -204,7 +200,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_bias(num_heads: int, query_len: int, key_len: int | None = None) -> Tensor:
+def alibi_bias(num_heads: int, L: int, S: int | None = None) -> Tensor:
     r"""ALiBi's additive bias: each head penalises a key by its distance to the query.
 
     $$
@@ -232,12 +228,12 @@ def alibi_bias(num_heads: int, query_len: int, key_len: int | None = None) -> Te
 
     Args:
         num_heads: Number of heads $H \ge 1$.
-        query_len: Number of queries $L \ge 1$.
-        key_len: Number of keys $S \ge 1$; defaults to ``query_len``.
+        L: Number of queries, at least 1.
+        S: Number of keys, at least 1; defaults to ``L``.
 
     Returns:
-        A ``(num_heads, query_len, key_len)`` float32 tensor, broadcastable to
-        the ``(B, H, L, S)`` scores.
+        A ``(num_heads, L, S)`` float32 tensor, broadcastable to the
+        ``(B, H, L, S)`` scores.
 
     Raises:
         ValueError: A size is not an int of at least 1.
@@ -257,17 +253,11 @@ def alibi_bias(num_heads: int, query_len: int, key_len: int | None = None) -> Te
                 [-0.0625,  0.0000,    -inf],
                 [-0.1250, -0.0625,  0.0000]])
     """
-    S = query_len if key_len is None else key_len
-    for name, size in (("num_heads", num_heads), ("query_len", query_len), ("key_len", S)):
-        _check_count(name, size)
+    _validate.count("L", L)
+    S = _validate.count("S", L if S is None else S)
     slopes = alibi_slopes(num_heads)  # (H,)
-    distance = (torch.arange(query_len)[:, None] - torch.arange(S)[None, :]).abs()  # (L, S)
+    distance = (torch.arange(L)[:, None] - torch.arange(S)[None, :]).abs()  # (L, S)
     return slopes[:, None, None] * -distance  # (H, 1, 1) * (L, S) -> (H, L, S)
-
-
-def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
 
 
 def _check_positions(positions: Tensor | None, x: Tensor) -> Tensor:

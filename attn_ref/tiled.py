@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attn_ref.functional import _additive_mask, _check_attention_inputs, _check_tensor, _compute_dtype
+from attn_ref import _validate
+from attn_ref._numerics import NEG_INF, additive_mask, compute_dtype, finite_or_zero, logsumexp
 
 __all__ = [
     "OnlineSoftmaxState",
@@ -31,8 +32,6 @@ __all__ = [
     "online_softmax",
     "tiled_attention",
 ]
-
-NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ class OnlineSoftmaxState:
     @property
     def logsumexp(self) -> Tensor:
         r"""$\log \sum_j e^{x_j} = m + \log \ell$, computed without overflow."""
-        return self.row_max + self.row_sum.log()
+        return logsumexp(self.row_max, self.row_sum)
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,7 @@ class TiledAttentionState:
         With it, any weight can be recomputed from its score alone,
         $p_j = e^{s_j - \operatorname{logsumexp}}$: FlashAttention keeps it for the backward pass.
         """
-        return self.row_max + self.row_sum.log()
+        return logsumexp(self.row_max, self.row_sum)
 
 
 def online_softmax(
@@ -169,26 +168,26 @@ def online_softmax(
         >>> online_softmax(torch.tensor([1e4, 1e4 + 1.0]))[0]  # no overflow
         tensor([0.2689, 0.7311])
     """
-    _check_tensor("x", x)
-    _check_block("block_size", block_size)
-    compute_dtype = _compute_dtype(x.dtype)
+    _validate.tensor("x", x)
+    _validate.count("block_size", block_size)
+    dtype = compute_dtype(x.dtype)
     moved = x.movedim(dim, -1)  # (..., V): the softmax dimension last
     V = moved.shape[-1]
-    row_max = torch.full(moved.shape[:-1], NEG_INF, dtype=compute_dtype, device=x.device)  # (...)
+    row_max = torch.full(moved.shape[:-1], NEG_INF, dtype=dtype, device=x.device)  # (...)
     row_sum = torch.zeros_like(row_max)  # (...)
     steps = [] if trace else None
     for start in range(0, V, block_size):
         cols = range(start, min(start + block_size, V))
-        block = moved[..., cols.start : cols.stop].to(compute_dtype)  # (..., block)
+        block = moved[..., cols.start : cols.stop].to(dtype)  # (..., block)
         new_max = torch.maximum(row_max, block.amax(dim=-1))  # (...)
-        shift = _finite_or_zero(new_max)  # a slice with nothing but -inf so far: subtract 0, not -inf
+        shift = finite_or_zero(new_max)  # a slice with nothing but -inf so far: subtract 0, not -inf
         rescale = (row_max - shift).exp()
         row_sum = row_sum * rescale + (block - shift[..., None]).exp().sum(dim=-1)
         row_max = new_max
         if steps is not None:  # these tensors are new at every step, never changed in place: no copies
             steps.append(SoftmaxStep(cols, row_max, row_sum, rescale))
-    shift = _finite_or_zero(row_max)
-    weights = (moved.to(compute_dtype) - shift[..., None]).exp() / row_sum[..., None]  # (..., V)
+    shift = finite_or_zero(row_max)
+    weights = (moved.to(dtype) - shift[..., None]).exp() / row_sum[..., None]  # (..., V)
     return weights.movedim(-1, dim).to(x.dtype), OnlineSoftmaxState(row_max, row_sum, steps)
 
 
@@ -197,6 +196,7 @@ def tiled_attention(
     key: Tensor,
     value: Tensor,
     attn_mask: Tensor | None = None,
+    *,
     is_causal: bool = False,
     scale: float | None = None,
     block_size: int | tuple[int, int] = 64,
@@ -286,46 +286,44 @@ def tiled_attention(
         >>> state.tiles_computed, state.tiles_skipped
         (6, 3)
     """
-    batch, L, S, d_k = _check_attention_inputs(query, key, value, attn_mask, is_causal)
+    batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
     block_q, block_k = _block_sizes(block_size)
-    compute_dtype = _compute_dtype(query.dtype)
+    dtype = compute_dtype(query.dtype)
     if scale is None:
         scale = 1.0 / math.sqrt(d_k)
     d_v = value.shape[-1]
     if attn_mask is not None:  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
         attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
 
-    output = torch.empty((*batch, L, d_v), dtype=compute_dtype, device=query.device)  # (..., L, d_v)
-    all_max = torch.empty((*batch, L), dtype=compute_dtype, device=query.device)  # (..., L)
+    output = torch.empty((*batch, L, d_v), dtype=dtype, device=query.device)  # (..., L, d_v)
+    all_max = torch.empty((*batch, L), dtype=dtype, device=query.device)  # (..., L)
     all_sum = torch.empty_like(all_max)  # (..., L)
     computed = skipped = 0
     steps = [] if trace else None
     for q_start in range(0, L, block_q):
         rows = range(q_start, min(q_start + block_q, L))
-        q = query[..., rows.start : rows.stop, :].to(compute_dtype)  # (..., bq, d_k)
-        row_max = torch.full((*batch, len(rows)), NEG_INF, dtype=compute_dtype, device=query.device)
+        q = query[..., rows.start : rows.stop, :].to(dtype)  # (..., bq, d_k)
+        row_max = torch.full((*batch, len(rows)), NEG_INF, dtype=dtype, device=query.device)
         row_sum = torch.zeros_like(row_max)  # (..., bq)
-        acc = torch.zeros(
-            (*batch, len(rows), d_v), dtype=compute_dtype, device=query.device
-        )  # (..., bq, d_v)
+        acc = torch.zeros((*batch, len(rows), d_v), dtype=dtype, device=query.device)  # (..., bq, d_v)
         for k_start in range(0, S, block_k):
             cols = range(k_start, min(k_start + block_k, S))
             if is_causal and cols.start > rows[-1]:  # every key here comes after every query here
                 skipped += 1
                 continue
             computed += 1
-            k = key[..., cols.start : cols.stop, :].to(compute_dtype)  # (..., bk, d_k)
-            v = value[..., cols.start : cols.stop, :].to(compute_dtype)  # (..., bk, d_v)
+            k = key[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_k)
+            v = value[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_v)
             scores = q @ k.transpose(-2, -1) * scale  # (..., bq, d_k) @ (..., d_k, bk) -> (..., bq, bk)
             if attn_mask is not None:
-                scores = scores + _additive_mask(_mask_tile(attn_mask, rows, cols), scores)
+                scores = scores + additive_mask(_mask_tile(attn_mask, rows, cols), scores)
             elif is_causal and cols[-1] > rows[0]:  # the tile crosses the diagonal
                 key_pos = torch.arange(cols.start, cols.stop, device=query.device)  # (bk,)
                 query_pos = torch.arange(rows.start, rows.stop, device=query.device)  # (bq,)
                 allowed = key_pos[None, :] <= query_pos[:, None]  # (bq, bk): key j visible to query i
-                scores = scores + _additive_mask(allowed, scores)
+                scores = scores + additive_mask(allowed, scores)
             new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., bq)
-            shift = _finite_or_zero(new_max)  # a query with no allowed key yet: subtract 0, not -inf
+            shift = finite_or_zero(new_max)  # a query with no allowed key yet: subtract 0, not -inf
             rescale = (row_max - shift).exp()  # (..., bq): how much the old sum and output shrink
             p = (scores - shift[..., None]).exp()  # (..., bq, bk)
             row_sum = row_sum * rescale + p.sum(dim=-1)
@@ -347,11 +345,6 @@ def _normalise(acc: Tensor, row_max: Tensor, row_sum: Tensor) -> Tensor:
     return acc / row_sum.masked_fill(no_key, 1.0)[..., None]  # (..., bq, d_v)
 
 
-def _finite_or_zero(row_max: Tensor) -> Tensor:
-    """The maximum to subtract: 0 where it is still -inf, so that exp(-inf - m) is 0, not nan."""
-    return row_max.masked_fill(row_max == NEG_INF, 0.0)
-
-
 def _mask_tile(attn_mask: Tensor, rows: range, cols: range) -> Tensor:
     """The tile of ``attn_mask`` (``(..., L or 1, S or 1)``) at ``rows`` and ``cols``: a view."""
     row_slice = slice(rows.start, rows.stop) if attn_mask.shape[-2] != 1 else slice(None)
@@ -359,17 +352,12 @@ def _mask_tile(attn_mask: Tensor, rows: range, cols: range) -> Tensor:
     return attn_mask[..., row_slice, col_slice]
 
 
-def _check_block(name: str, size: object) -> None:
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"{name} must be a positive int, got {size!r}")
-
-
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
     """``(block_q, block_k)`` from one int or a pair."""
     if isinstance(block_size, tuple) and len(block_size) == 2:
-        _check_block("block_size[0] (block_q)", block_size[0])
-        _check_block("block_size[1] (block_k)", block_size[1])
-        return block_size
+        return _validate.count("block_size[0] (block_q)", block_size[0]), _validate.count(
+            "block_size[1] (block_k)", block_size[1]
+        )
     if isinstance(block_size, int) and not isinstance(block_size, bool) and block_size >= 1:
         return block_size, block_size
     raise ValueError(

@@ -293,7 +293,7 @@ def test_mask_and_is_causal_together_are_refused_as_in_pytorch():
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0])
 def test_mask_helpers_reject_bad_sizes(bad):
-    with pytest.raises(ValueError, match="must be a positive int"):
+    with pytest.raises(ValueError, match="must be an int of at least 1"):
         causal_mask(bad)
 
 

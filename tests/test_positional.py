@@ -57,7 +57,7 @@ def test_every_position_is_distinct():
 
 @pytest.mark.parametrize(("T", "d"), [(0, 4), (4, 0), (2.5, 4)])
 def test_rejects_bad_sizes(T, d):
-    with pytest.raises(ValueError, match="must be a positive int"):
+    with pytest.raises(ValueError, match="must be an int of at least 1"):
         sinusoidal_positional_encoding(T, d)
 
 
@@ -278,7 +278,7 @@ def test_rope_keeps_the_dtype_and_is_close_to_float64(dtype):
     ("x", "positions", "error", "message"),
     [
         (torch.zeros(3, 5), None, ValueError, r"last dimension d = 5 must be even"),
-        (torch.zeros(4), None, ValueError, r"x must have shape \(\.\.\., T, d\), got shape \(4,\)"),
+        (torch.zeros(4), None, ValueError, r"x must have at least 2 dimensions, got shape \(4,\)"),
         (torch.zeros(3, 4, dtype=torch.int64), None, TypeError, "x must have a floating dtype"),
         ([[1.0, 2.0]], None, TypeError, "x must be a torch.Tensor"),
         (
@@ -425,8 +425,8 @@ def test_the_last_rows_are_the_bias_of_queries_after_a_cache():
         ((0, 4), "num_heads must be an int of at least 1, got 0"),
         ((True, 4), "num_heads must be an int of at least 1, got True"),
         ((2.0, 4), "num_heads must be an int of at least 1, got 2.0"),
-        ((2, 0), "query_len must be an int of at least 1, got 0"),
-        ((2, 3, -1), "key_len must be an int of at least 1, got -1"),
+        ((2, 0), "L must be an int of at least 1, got 0"),
+        ((2, 3, -1), "S must be an int of at least 1, got -1"),
     ],
 )
 def test_alibi_rejects_bad_sizes_naming_the_argument(args, message):

@@ -420,8 +420,8 @@ def test_no_tensor_of_shape_L_by_S_is_created(masking):
         (2.0, "got 2.0"),
         (True, "got True"),
         ((2,), r"got \(2,\)"),
-        ((2, 0), r"block_size\[1\] \(block_k\) must be a positive int, got 0"),
-        ((0.5, 2), r"block_size\[0\] \(block_q\) must be a positive int, got 0.5"),
+        ((2, 0), r"block_size\[1\] \(block_k\) must be an int of at least 1, got 0"),
+        ((0.5, 2), r"block_size\[0\] \(block_q\) must be an int of at least 1, got 0.5"),
     ],
 )
 def test_bad_block_sizes_are_named(block_size, message):
@@ -431,7 +431,7 @@ def test_bad_block_sizes_are_named(block_size, message):
 
 
 def test_online_softmax_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="block_size must be a positive int, got 0"):
+    with pytest.raises(ValueError, match="block_size must be an int of at least 1, got 0"):
         online_softmax(torch.zeros(3), block_size=0)
     with pytest.raises(TypeError, match=r"x must be a torch\.Tensor, got list"):
         online_softmax([1.0, 2.0])

@@ -1,0 +1,103 @@
+"""Every argument check of attn_ref, one rule each, so that every function refuses bad input alike.
+
+A check raises at once, naming the argument, what it got and what it needs:
+
+- ``TypeError`` when the kind is wrong (not a tensor, not a floating dtype, dtypes that differ);
+- ``ValueError`` when the kind is right but the size or shape is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+def count(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
+    """An ``int`` (``bool`` is refused: ``True`` is not a size) in ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int of at least {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
+    return value
+
+
+def divides(name: str, part: int, whole_name: str, whole: int, why: str = "") -> None:
+    """``part`` divides ``whole``."""
+    if whole % part:
+        raise ValueError(f"{name}={part} must divide {whole_name}={whole}" + (f": {why}" if why else ""))
+
+
+def tensor(name: str, x: object, *, min_ndim: int = 0, allow_bool: bool = False) -> Tensor:
+    """A floating tensor (or a boolean one, with ``allow_bool``) of at least ``min_ndim`` dimensions."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not (x.dtype.is_floating_point or (allow_bool and x.dtype == torch.bool)):
+        kinds = "a floating or boolean" if allow_bool else "a floating"
+        raise TypeError(f"{name} must have {kinds} dtype, got {x.dtype}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
+    return x
+
+
+def token_ids(name: str, x: object, min_length: int = 0) -> Tensor:
+    """A ``(B, T)`` integer tensor of token ids with ``T >= min_length``."""
+    if not isinstance(x, Tensor) or x.ndim != 2 or x.dtype.is_floating_point or x.dtype == torch.bool:
+        got = f"shape {tuple(x.shape)} and dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a (B, T) tensor of integer ids, got {got}")
+    if x.shape[1] < min_length:
+        raise ValueError(f"{name} must have T >= {min_length} tokens, got shape {tuple(x.shape)}")
+    return x
+
+
+def shape(name: str, x: Tensor, expected: Sequence[int | None], described: str) -> None:
+    """``x`` has the shape ``expected``, where ``None`` matches any size; ``described`` names the sizes."""
+    if len(x.shape) != len(expected):
+        raise ValueError(
+            f"{name} has shape {tuple(x.shape)}, expected {len(expected)} dimensions: {described}"
+        )
+    if any(e is not None and s != e for s, e in zip(x.shape, expected, strict=True)):
+        wanted = tuple(s if e is None else e for s, e in zip(x.shape, expected, strict=True))
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {wanted}: {described}")
+
+
+def same_dtype(**tensors: Tensor) -> None:
+    """All the named tensors share one dtype."""
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) > 1:
+        listed = ", ".join(f"{name} {t.dtype}" for name, t in tensors.items())
+        raise TypeError(f"{' and '.join(tensors)} must share a dtype; got {listed}")
+
+
+def mask(attn_mask: object, scores_shape: Sequence[int]) -> Tensor:
+    """A floating or boolean mask that broadcasts to the scores' ``(..., L, S)`` without enlarging them."""
+    tensor("attn_mask", attn_mask, allow_bool=True)
+    try:
+        broadcast = torch.broadcast_shapes(attn_mask.shape, tuple(scores_shape))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(scores_shape):
+        raise ValueError(
+            f"attn_mask has shape {tuple(attn_mask.shape)}, which does not broadcast "
+            f"to the scores' shape (..., L, S) = {tuple(scores_shape)}"
+        )
+    return attn_mask
+
+
+def attention_inputs(
+    query: object, key: object, value: object, attn_mask: object, is_causal: bool
+) -> tuple[list[int], int, int, int]:
+    """The arguments of an attention function; returns ``(batch, L, S, d_k)``."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        tensor(name, x, min_ndim=2)
+    same_dtype(query=query, key=key, value=value)
+    *batch, L, d_k = query.shape
+    S = key.shape[-2]
+    shape("key", key, (*batch, S, d_k), "(..., S, d_k) with query's ... and d_k")
+    shape("value", value, (*batch, S, None), "(..., S, d_v) with key's ... and S")
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both; combine masks with &")
+    if attn_mask is not None:
+        mask(attn_mask, (*batch, L, S))
+    return batch, L, S, d_k
