@@ -74,6 +74,10 @@ def peak_memory(fn: Callable[..., object], *args: Any, **kwargs: Any) -> int:
        is code, not data. Code first read after the peak is subtracted too,
        so the result may fall short by that much: some tens of KiB.
 
+    Python objects that ``fn`` makes count too. Python (3.10 and later) takes
+    them from arenas of 1 MiB, so a call that needs a new arena can measure up
+    to about 1 MiB more than its tensors; compare results well above that.
+
     Args:
         fn: The function to measure. What it creates, including its inputs
             if it makes them, and what it returns are counted; tensors that

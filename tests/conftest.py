@@ -15,7 +15,7 @@ import pytest
 from filelock import FileLock
 
 from tests.browsing import CHROMIUM, CHROMIUM_ARGS
-from tests.forked import run_python
+from tests.forked import Finished, run_python
 from tests.site_server import serve
 from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
 
@@ -23,8 +23,8 @@ SNIPPETS = ROOT / "snippets"
 
 
 @functools.cache
-def run_snippet(relative_path: str) -> str:
-    """Run ``snippets/<relative_path>`` in a fresh process and return what it printed.
+def run_snippet(relative_path: str) -> Finished:
+    """Run ``snippets/<relative_path>`` in a fresh process: what it printed, and its variables.
 
     The working directory is a neutral folder, so a snippet cannot lean on
     files next to it; it fails the test if it exits with an error.
@@ -33,7 +33,7 @@ def run_snippet(relative_path: str) -> str:
     assert path.is_file(), f"no snippet at {path}"
     finished = run_python(path, cwd=ROOT / "tests")
     assert finished.returncode == 0, f"{relative_path} failed:\n{finished.stderr}"
-    return finished.stdout
+    return finished
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,11 @@ def browser():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+def pytest_report_header() -> str:
+    """Which arithmetic this run checks: the site's numbers may differ in their last bits elsewhere."""
+    return f"arithmetic: {tutorial_execution.arithmetic()}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,8 +14,10 @@ import runpy
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from sitebuild import values as saved_values
 
 PRELOADED = ["torch", "numpy", "matplotlib.pyplot"]
 os.environ.setdefault("MPLBACKEND", "Agg")  # before the server starts: no window, no display
@@ -26,25 +28,31 @@ _context.set_forkserver_preload(PRELOADED)
 
 @dataclass(frozen=True)
 class Finished:
+    """How the run ended, what it printed, and its variables at the end (`sitebuild.values`)."""
+
     returncode: int
     stdout: str
     stderr: str
+    values: dict = field(default_factory=dict)
 
 
 def run_python(path: Path, cwd: Path, timeout: float = 600) -> Finished:
     """Run ``path`` as ``__main__`` in a new process whose working folder is ``cwd``."""
     with tempfile.TemporaryDirectory() as folder:
-        stdout, stderr = Path(folder) / "stdout", Path(folder) / "stderr"
-        process = _context.Process(target=_main, args=(str(path), str(cwd), str(stdout), str(stderr)))
+        stdout, stderr, kept = (Path(folder) / name for name in ("stdout", "stderr", "values"))
+        process = _context.Process(
+            target=_main, args=(str(path), str(cwd), str(stdout), str(stderr), str(kept))
+        )
         process.start()
         process.join(timeout)
         if process.is_alive():
             process.kill()
             raise TimeoutError(f"{path} ran for more than {timeout} s")
-        return Finished(process.exitcode, stdout.read_text(), stderr.read_text())
+        values = saved_values.load(kept) if kept.is_file() else {}
+        return Finished(process.exitcode, stdout.read_text(), stderr.read_text(), values)
 
 
-def _main(path: str, cwd: str, stdout: str, stderr: str) -> None:
+def _main(path: str, cwd: str, stdout: str, stderr: str, kept: str) -> None:
     with open(stdout, "w") as out, open(stderr, "w") as err:
         os.dup2(out.fileno(), 1)  # file descriptors, so that output from C code is caught too
         os.dup2(err.fileno(), 2)
@@ -54,7 +62,8 @@ def _main(path: str, cwd: str, stdout: str, stderr: str) -> None:
     sys.argv = [path]
     sys.path[0] = os.path.dirname(path)
     try:
-        runpy.run_path(path, run_name="__main__")
+        namespace = runpy.run_path(path, run_name="__main__")
+        saved_values.save(namespace, kept)
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
     except BaseException:

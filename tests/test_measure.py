@@ -13,16 +13,17 @@ from attn_ref.measure import cpu_time_ms, peak_memory
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="peak_memory reads Linux's /proc")
 
 MiB = 2**20
-SLACK = (
-    MiB // 2
-)  # Python objects, page rounding, code pages read after the peak (subtracted, see peak_memory)
+# What peak_memory counts beside the tensors: Python objects made during the call, which Python
+# 3.10+ takes from arenas of 1 MiB (a new arena counts as far as it is touched), page rounding,
+# and code pages read after the peak (subtracted, see peak_memory).
+SLACK = MiB + MiB // 4
 
 
 def filled(n_bytes: int) -> torch.Tensor:
     return torch.ones(n_bytes // 4)  # float32: written, so every page is touched
 
 
-@pytest.mark.parametrize("mib", [1, 8, 40])
+@pytest.mark.parametrize("mib", [8, 40])
 def test_one_tensor_measures_its_size(mib):
     measured = peak_memory(filled, mib * MiB)
     assert abs(measured - mib * MiB) < SLACK
@@ -66,9 +67,9 @@ def test_memory_freed_before_the_call_is_not_reused_unseen():
     could reuse it without the resident size growing. peak_memory has it returned first."""
     big = filled(30 * MiB)  # freeing it raises glibc's threshold for giving allocations their own pages
     del big
-    scratch = [filled(2 * MiB) for _ in range(8)]  # now from the heap ...
-    del scratch  # ... and back to it: 16 MiB free, resident
-    assert abs(peak_memory(filled, 4 * MiB) - 4 * MiB) < SLACK
+    scratch = [filled(4 * MiB) for _ in range(6)]  # now from the heap ...
+    del scratch  # ... and back to it: 24 MiB free, resident
+    assert abs(peak_memory(filled, 16 * MiB) - 16 * MiB) < SLACK
 
 
 def busy(seconds: float) -> None:

@@ -15,7 +15,9 @@ packages. The result is kept under ``.cache/tutorials/<key>/tutorials/``:
   strings, modules, ...), for the tests to compare with their own references.
 
 The key hashes the tutorial, every file it can import or include (``attn_ref``,
-``snippets``), the pinned versions (``constraints.txt``) and this module: a change to any of
+``snippets``), the pinned versions (``constraints.txt``), this module, and the machine's part
+in the results: the CPU kernels PyTorch runs (``ATEN_CPU_CAPABILITY`` can choose them) and its
+thread count, since both change the last bits of what a tutorial prints. A change to any of
 them gives a new key, and so a new execution; nothing else does.
 """
 
@@ -62,10 +64,17 @@ with open({path!r}, "wb") as _file:
 """
 
 
+def arithmetic() -> str:
+    """What, besides the code, changes the numbers a tutorial prints: PyTorch's CPU kernels and threads."""
+    import torch  # here, not at the top: the hooks' other work does not need it
+
+    return f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
+
+
 def code_digest(root: Path) -> str:
-    """Hash of every file the tutorials can import or include, of the pinned versions, and of
-    the way they are executed."""
-    digest = hashlib.sha256()
+    """Hash of every file the tutorials can import or include, of the pinned versions, of the
+    way they are executed, and of the arithmetic they run on."""
+    digest = hashlib.sha256(arithmetic().encode())
     paths = [path for folder in CODE_DIRS for path in sorted((root / folder).rglob("*.py"))]
     for path in [*paths, root / VERSIONS, root / THIS_FILE]:
         digest.update(path.relative_to(root).as_posix().encode())

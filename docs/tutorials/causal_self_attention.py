@@ -274,8 +274,8 @@ print("wei:", tuple(wei.shape), " v:", tuple(v.shape), " out:", tuple(out.shape)
 print("output at position 0 equals v at position 0:", torch.equal(out[:, 0], v[:, 0]))
 reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 out_ref, wei_ref = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, T, d_k), (B, T, T)
-print("largest |out - PyTorch|:", (out - reference).abs().max().item())
-print("largest |out - attn_ref|:", (out - out_ref).abs().max().item())
+print(f"largest |out - PyTorch|: {(out - reference).abs().max():.1e}")
+print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 
 # %% [markdown]
 # ## Reading one row: the library analogy
@@ -428,7 +428,9 @@ print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1
 for s, n in enumerate(lengths):
     alone, _ = scaled_dot_product_attention(q[s, T - n :], k[s, T - n :], v[s, T - n :], is_causal=True)
     with_pad, causal_only = ((o[s, T - n :] - alone).abs().max().item() for o in (out_left, out))
-    print(f"sequence {s}: {with_pad:.2g} with the padding mask, {causal_only:.2g} with the causal mask only")
+    print(
+        f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, {causal_only:.1e} causal only"
+    )
 
 # %% [markdown]
 # <details class="note">
@@ -480,7 +482,7 @@ left_out = wei_original[0, 7, [1, 2, 4, 5]]  # the books its list leaves out
 print(f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, mean {left_out.mean():.2%}")
 out_original = wei_original @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
 print("its wei:", tuple(wei_original.shape), " its out:", tuple(out_original.shape))
-print("largest |score(i, j) - score(j, i)|:", (scores - scores.transpose(-2, -1)).abs().max().item())
+print(f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)).abs().max():.2f}")
 
 # %% [markdown]
 # <a id="no-division"></a>**No division by the square root of the head size.** Its text

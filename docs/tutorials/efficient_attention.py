@@ -124,13 +124,18 @@ print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2
 # \end{aligned}
 # $$
 #
-# These are FlashAttention's letters: $S_{ij}$ is a tile of scores (not $S$, the number
-# of keys), $P$ its unnormalised weights, and $O$ the output before dividing by $\ell$.
-# After the last block of keys, the output rows are $O / \ell$. The output is rescaled by
-# the same factor as the sum, for the same reason: every term in it was weighted against
-# the old maximum. `attn_ref.tiled_attention` runs this loop, queries outside and keys
-# inside, the loop order of FlashAttention-2 (Dao, 2023). No tensor of scores larger
-# than one tile is ever made.
+# The letters are those of the FlashAttention papers: $S_{ij}$ is a tile of scores (not
+# $S$, the number of keys), $P$ its unnormalised weights, and $O$ the output before
+# dividing by $\ell$. After the last block of keys, the output rows are $O / \ell$. The
+# output is rescaled by the same factor as the sum, for the same reason: every term in it
+# was weighted against the old maximum.
+#
+# This form of the update, with $O$ kept unnormalised and one division at the end, is
+# FlashAttention-2's (Dao, 2023, section 3.1.1). The first FlashAttention (Dao et al.,
+# 2022, Algorithm 1) divides by the running sum at every step and writes a normalised
+# output each time; the result is the same. `attn_ref.tiled_attention` also follows
+# FlashAttention-2's loop order: queries outside, keys inside. No tensor of scores
+# larger than one tile is ever made.
 #
 # Two queries and six keys, in tiles of two by two, are small enough to follow by hand.
 # After each tile, the trace holds the tile's scores, $m$, the rescale factor, $\ell$, and
@@ -304,9 +309,9 @@ figure_to_svg(
 #
 # The tiled method's memory grows like $T$. It holds its inputs and output, plus a few
 # tiles and the Python loop's bookkeeping: a small amount that does not grow with $T$.
-# That fixed part still weighs at these lengths, which is why the fitted slope is below
+# That fixed part still weighs at these lengths, which pulls the fitted slope below
 # one. PyTorch's kernel, too, keeps only tiles beside its inputs and output. Its source
-# picks larger tiles for longer sequences, so its fixed part steps up on the way.
+# picks larger tiles for longer sequences, so its fixed part can step up on the way.
 #
 # <details class="note">
 # <summary>Going deeper: how <code>peak_memory</code> measures</summary>
@@ -331,8 +336,9 @@ figure_to_svg(
 # and every result back. The paper finds that the number of these HBM accesses, not the
 # arithmetic, is what sets the runtime of attention (its Figure 2).
 #
-# The paper writes $N$ for our $T$, $d$ for $d_k$, $B_c$ for $B_k$, and $M$ (not a mask
-# here) for the size of SRAM, in numbers; the count below keeps its letters. Standard
+# The paper writes $N$ for our $T$, $d$ for $d_k$, $B_r$ and $B_c$ for $B_q$ and $B_k$,
+# and $M$ (not a mask here) for the size of SRAM, in numbers; the count below keeps its
+# letters. Standard
 # attention writes the `(N, N)` scores to HBM, reads them back for the softmax, writes the
 # weights, and reads them again to mix the values. FlashAttention never writes an
 # `(N, N)` matrix. It reads $Q$, $K$ and $V$ in blocks that fit in SRAM, and writes the
@@ -340,79 +346,113 @@ figure_to_svg(
 # standard attention needs $\Theta(Nd + N^2)$ HBM accesses, FlashAttention
 # $\Theta(N^2 d^2 M^{-1})$.
 #
-# The function below counts the accesses of the forward pass line by line, from the
-# paper's Algorithm 0 (standard) and Algorithm 1 (FlashAttention). FlashAttention takes
-# blocks of $B_c = \lceil M / 4d \rceil$ keys and makes $T_c = \lceil N / B_c \rceil$
-# passes over the queries and outputs:
+# The function below counts the accesses of one head's forward pass line by line, for
+# three algorithms. The first two are the paper's Algorithm 0 (standard) and Algorithm 1
+# (FlashAttention). The third is the loop order of this page's `tiled_attention`, which is
+# FlashAttention-2's Algorithm 1 (Dao, 2023).
 #
-# - standard: read $Q, K$, write $S$; read $S$, write $P$; read $P, V$, write $O$:
-#   $4Nd + 4N^2$ numbers;
-# - FlashAttention: write the initial $O$, $\ell$, $m$ ($Nd + 2N$); read each block of $K$
-#   and $V$ once ($2Nd$); in each of the $T_c$ passes, read $Q$ and $O$ and write $O$, and
-#   read and write $\ell$ and $m$: $3Nd + 2N + T_c(3Nd + 4N)$ in all.
+# - Standard: read $Q, K$, write $S$; read $S$, write $P$; read $P, V$, write $O$:
+#   $4Nd + 4N^2$ numbers.
+# - FlashAttention, keys and values in the outer loop: it takes blocks of
+#   $B_c = \lceil M / 4d \rceil$ keys and makes $T_c = \lceil N / B_c \rceil$ passes over
+#   the queries and outputs. It writes the initial $O$, $\ell$, $m$ ($Nd + 2N$) and reads
+#   each block of $K$ and $V$ once ($2Nd$). In each of the $T_c$ passes it reads $Q$ and
+#   $O$, writes $O$, and reads and writes $\ell$ and $m$: $3Nd + 2N + T_c(3Nd + 4N)$ in all.
+# - Queries in the outer loop (this page's order): each block of queries stays on chip
+#   until its last key. It reads $Q$ once, writes $O$ and the log-sum-exp once
+#   ($2Nd + N$), and reads all of $K$ and $V$ once per block of queries: $T_r$ times,
+#   $T_r = \lceil N / B_r \rceil$. FlashAttention-2 tunes its block sizes by hand for
+#   each GPU and head size (its section 3.3); for a like-for-like count, this one gives the
+#   outer loop's blocks the size FlashAttention gives its own, $B_r = \lceil M / 4d \rceil$
+#   queries. That is our choice, not the paper's. The total is $2Nd + N + 2 T_r N d$.
+#
+# What the count models: the numbers each algorithm's pseudocode moves between HBM and
+# SRAM in the forward pass, each block read exactly where the algorithm says. What it
+# leaves out: the backward pass; the elementwise steps that standard implementations run
+# as kernels of their own, each reading and writing an `(N, N)` matrix again (masking
+# applied to $S$, dropout applied to $P$: the paper's section 2.2); and any cache between
+# HBM and SRAM that would serve a block read twice.
 #
 # The GPU is the paper's example, an NVIDIA A100 (its Section 2.1), in the setting of its
-# Figure 2. The table puts the count beside what the paper measured there, forward and
-# backward passes together: the paper's numbers, not this machine's.
+# Figure 2. The paper gives the A100 "192KB of on-chip SRAM" per streaming multiprocessor.
+# That is the L1 cache and the shared memory together; NVIDIA's tuning guide for the A100
+# says a kernel can have at most 164 KB of it as shared memory, the part a kernel fills
+# by hand with its blocks. So $M$ is 164 KB here, in 16-bit numbers. The table puts the
+# count beside what the paper measured there, forward and backward passes together: the
+# paper's numbers, not this machine's.
 
 # %%
-M = 192 * 1024 // 2  # fp16 numbers in an A100's "192KB of on-chip SRAM per each of 108 [SMs]"
+M = 164 * 1024 // 2  # fp16 numbers in an A100 SM's shared memory, at most 164 KB
 
 
 def hbm_accesses(N, d, M):
-    """Numbers read from or written to HBM by one head's forward pass: (standard, FlashAttention)."""
-    B_c = math.ceil(M / (4 * d))  # keys per block
-    T_c = math.ceil(N / B_c)  # passes over the queries and outputs
-    return 4 * N * d + 4 * N * N, 3 * N * d + 2 * N + T_c * (3 * N * d + 4 * N)
+    """Numbers one head's forward pass reads from or writes to HBM:
+    (standard, FlashAttention, queries in the outer loop)."""
+    block = math.ceil(M / (4 * d))  # FlashAttention's B_c keys; B_r queries in the other order
+    passes = math.ceil(N / block)  # T_c passes over the queries, or T_r over the keys and values
+    standard = 4 * N * d + 4 * N * N
+    keys_outside = 3 * N * d + 2 * N + passes * (3 * N * d + 4 * N)
+    queries_outside = 2 * N * d + N + passes * 2 * N * d
+    return standard, keys_outside, queries_outside
 
 
 heads = 64 * 16  # GPT-2 medium in the paper's Figure 2: batch 64, 16 heads, N = 1024, d = 64
-counted = [2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M)]  # GB of fp16 numbers
-print(f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys")
-rows = {  # the last three: Dao et al. (2022), Figure 2 left, measured on an A100, forward + backward
-    "HBM (GB), counted, forward": counted,
-    "HBM R/W (GB), paper": (40.3, 4.4),
-    "Runtime (ms), paper": (41.7, 7.3),
-    "GFLOPs, paper": (66.6, 75.2),
+standard, flash, flash2 = (2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M))  # GB of fp16
+print(f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)")
+print(
+    f"HBM (GB), counted, forward: standard {standard:.3g}, FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
+)
+rows = {  # Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward + backward
+    "HBM R/W (GB)": (40.3, 4.4),
+    "Runtime (ms)": (41.7, 7.3),
+    "GFLOPs": (66.6, 75.2),
 }
-print(f"{'':<26} standard  FlashAttention  ratio")
-for quantity, (standard, flash) in rows.items():
-    print(f"{quantity:<26} {standard:>8.3g} {flash:>15.3g} {standard / flash:>6.1f}")
+print(f"{'the paper, measured':<20} standard  FlashAttention  ratio")
+for quantity, (measured_standard, measured_flash) in rows.items():
+    ratio = measured_standard / measured_flash
+    print(f"{quantity:<20} {measured_standard:>8.3g} {measured_flash:>15.3g} {ratio:>6.1f}")
 
 # %% [markdown]
 # FlashAttention does *more* arithmetic: it recomputes the tiles in the backward pass
 # instead of storing them. It is faster anyway, because it moves far less data. The
-# measured traffic is larger than the count in both columns; the count leaves out the
-# backward pass. The paper's headline results come from the two savings this page shows:
+# measured traffic is larger than the count in both columns, for the reasons listed
+# above: the measurement includes the backward pass, and the extra kernels of the standard
+# implementation. The paper's headline results come from the two savings this page shows:
 # attention in GPT-2 7.6 times faster than PyTorch's implementation (its Figure 1), from
 # the traffic; attention memory up to 20 times smaller than exact baselines (its
 # Section 4.3), from never storing the matrix.
 #
-# How does the saving change with the length? At long lengths both counts grow like
-# $N^2$: $4N^2$ for standard attention, about $12 N^2 d^2 / M$ for FlashAttention. So the
-# ratio between them levels off near $M / (3 d^2)$ (the dashed lines): larger with more
-# SRAM, smaller with wider heads.
+# How does the saving change with the length? At long lengths every count grows like
+# $N^2$: $4N^2$ for standard attention, about $12 N^2 d^2 / M$ for FlashAttention, and
+# about $8 N^2 d^2 / M$ with the queries outside (its passes reread only $K$ and $V$, not
+# $Q$, $O$, $\ell$ and $m$). So the ratio of standard attention's count to
+# FlashAttention's levels off near $M / (3 d^2)$, and to the other order's near
+# $M / (2 d^2)$ (the dashed lines): larger with more SRAM, smaller with wider heads.
 
 # %% tags=["plot"]
 Ns = 2 ** np.arange(8, 17)
-fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):
-    ratios = [np.divide(*hbm_accesses(int(n), d_head, M)) for n in Ns]
-    ax.semilogx(Ns, ratios, "o-", color=color, label=f"d = {d_head}")
-    ax.axhline(M / (3 * d_head**2), color=color, linestyle="--", linewidth=1)
-ax.set(xlabel="sequence length N", ylabel="standard / FlashAttention", title="HBM traffic ratio, A100 SRAM")
-ax.legend()
+    counts = np.array([hbm_accesses(int(n), d_head, M) for n in Ns])  # (lengths, 3)
+    ax.semilogx(Ns, counts[:, 0] / counts[:, 1], "o-", color=color, label=f"keys outside, d = {d_head}")
+    ax.semilogx(Ns, counts[:, 0] / counts[:, 2], "s:", color=color, label=f"queries outside, d = {d_head}")
+    for level in (M / (3 * d_head**2), M / (2 * d_head**2)):
+        ax.axhline(level, color=color, linestyle="--", linewidth=1)
+ax.set(xlabel="sequence length N", ylabel="standard / tiled", title="HBM traffic ratio, A100 shared memory")
+ax.legend(fontsize=8)
 figure_to_svg(
     fig,
-    alt="The ratio of HBM traffic, standard over FlashAttention, against N: it rises, then levels off "
-    "at the dashed lines M/(3d²), for d = 64 and d = 128.",
+    alt="The ratio of HBM traffic, standard attention over tiled attention, against N, for d = 64 and "
+    "d = 128 and both loop orders: each curve rises, then levels off at its dashed line, M/(3d²) with "
+    "the keys outside and M/(2d²) with the queries outside.",
 )
 
 # %% [markdown]
 # The saving needs $d^2$ to be well below $M$, as the paper notes for its typical values.
-# At long lengths, with less SRAM or wider heads, the ratio falls below one once
-# $M < 3d^2$: the blocks of keys that fit are so small that reading the queries and
-# outputs again on every pass costs more than the matrices it saves. FlashAttention-2,
+# At long lengths, with less SRAM or wider heads, FlashAttention's ratio falls below one
+# once $M < 3d^2$: the blocks of keys that fit are so small that reading the queries and
+# outputs again on every pass costs more than the matrices it saves. With the queries
+# outside, that happens once $M < 2d^2$. FlashAttention-2,
 # likewise, chooses its block sizes by head dimension and by the GPU's shared memory
 # (its Section 3.3).
 #
@@ -440,13 +480,14 @@ for name, ms in timings.items():
     print(f"{name:<22} {ms:6.1f} ms")
 
 # %% [markdown]
-# The Python loop's time depends on the tile size: larger tiles mean far fewer Python
-# steps, each doing more arithmetic. The naive function runs no loop in Python, but
-# it makes four `(T, T)` matrices (see "Memory, measured"), and writing and reading
-# them takes time too: with large tiles, the loop keeps up with it, Python and all
-# (compare their rows). PyTorch's kernel runs the tiled algorithm without the interpreter,
-# and is the fastest here. None of this says how a GPU kernel would
-# compare: that depends on its memory traffic, which a CPU does not show.
+# These are the times of the machine that built this page; another machine can order
+# them differently. What shapes them: the Python loop's time depends on the tile size,
+# since larger tiles mean far fewer Python steps, each doing more arithmetic. The naive
+# function runs no loop in Python, but it makes four `(T, T)` matrices (see "Memory,
+# measured"), and writing and reading them takes time too; with large tiles, the loop can
+# keep up with it, Python and all (compare their rows). PyTorch's kernel runs the tiled
+# algorithm without the interpreter. None of this says how a GPU kernel would compare:
+# that depends on its memory traffic, which a CPU does not show.
 #
 # <details class="note">
 # <summary>Going deeper: the two loop orders, and the backward pass</summary>
@@ -563,8 +604,12 @@ for name, attention in (
 # - Tri Dao, Daniel Y. Fu, Stefano Ermon, Atri Rudra, Christopher Ré.
 #   [FlashAttention: Fast and Memory-Efficient Exact Attention with
 #   IO-Awareness](https://arxiv.org/abs/2205.14135). NeurIPS 2022. The tiled algorithm
-#   (Algorithm 1), Theorem 2 on HBM accesses, and the A100 figures used above; code at
+#   (Algorithm 1), Theorem 2 on HBM accesses, and the A100 figures used above (Figure 2
+#   of arXiv version 2; version 1 printed other measurements); code at
 #   [Dao-AILab/flash-attention](https://github.com/Dao-AILab/flash-attention).
+# - NVIDIA. [Ampere GPU Architecture Tuning Guide](https://docs.nvidia.com/cuda/ampere-tuning-guide/index.html),
+#   section 1.4.2.3: the A100's L1 cache and shared memory together hold 192 KB per SM,
+#   of which a kernel can use at most 164 KB as shared memory.
 # - Tri Dao. [FlashAttention-2: Faster Attention with Better Parallelism and Work
 #   Partitioning](https://arxiv.org/abs/2307.08691). 2023. Queries in the outer loop, one
 #   division at the end, only the log-sum-exp kept (Section 3.1.1), causal tiles skipped,

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attn_ref.decoder import KVCache, TinyDecoder, decoding_flops, generate, kv_cache_bytes
+from attn_ref.cache import KVCache
+from attn_ref.decoder import TinyDecoder, decoding_flops, generate, kv_cache_bytes
 from attn_ref.functional import causal_mask, scaled_dot_product_attention
 from attn_ref.measure import cpu_time_ms
 from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
@@ -90,7 +91,7 @@ gap = (best_two[..., 0] - best_two[..., 1]).min()
 print(f"smallest gap between the best and the second-best logit: {gap:.1e}")
 
 # %% [markdown]
-# The tokens are identical. The logits differ only in the last bits of a float32
+# The tokens are identical. The logits agree up to the last bits of a float32
 # number. The two runs multiply matrices of different shapes, so the same sums can
 # be added up in a different order, and float addition is not associative. That
 # rounding is far smaller than the smallest gap between the winning logit and the
@@ -132,13 +133,17 @@ moved = max(
 print(f"largest change of a cached key or value when a token is appended: {moved:.1e}")
 
 # %% [markdown]
-# The change is float32 rounding, not zero, for the same reason as above: the two runs
-# add the same numbers in a different order.
+# The change printed is at most float32 rounding. It can be exactly zero: the new
+# token reaches the earlier positions only through a weight of exactly
+# $e^{-\infty} = 0$, and if the matrix routines add each earlier row's numbers in the
+# same order in both runs, they give the same bits. A routine that splits a product of
+# 11 rows differently from one of 10 may change the last bits, for the same reason as
+# above.
 #
 # ## Counting the work per token
 #
 # Take one generated token, when the text is $t$ tokens long, in a model of width $C$.
-# A matrix product of shapes $(m, n)$ and $(n, p)$ costs $2 m n p$ operations: a
+# A matrix product of shapes $(a, b)$ and $(b, c)$ costs $2 a b c$ operations: a
 # multiply and an add for each term.
 #
 # - **Without a cache**, the model runs on all $t$ positions. Per layer, the four
@@ -221,10 +226,12 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# At short lengths the speed-up almost vanishes. A cached step of this tiny model does
+# These times are the ones of the machine that built this page; yours will differ, and
+# so may their shape. What the count predicts, and what to look for in the table: at
+# short lengths the speed-up should almost vanish. A cached step of this tiny model does
 # very little arithmetic, so its time is mostly fixed cost: Python, and launching many
-# small tensor operations, each with a cost of its own however small its input. That is why
-# the cached time grows so slowly with $t$. An uncached step on a few tokens costs about
+# small tensor operations, each with a cost of its own however small its input. So the
+# cached time should grow slowly with $t$. An uncached step on a few tokens costs about
 # the same fixed amount, and the cached step can even be the slower one: in every layer
 # it also appends to the cache, which copies it (`KVCache` concatenates). The cache pays
 # off once the arithmetic it saves outweighs that fixed cost: for long texts, and in big
@@ -327,30 +334,44 @@ print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {for
 # %% [markdown]
 # The same formula for real shapes, with 16-bit numbers. The first three rows keep
 # the shape of Llama 2 7B, a 7-billion-parameter model with as many key/value heads
-# as query heads, and vary only the number of key/value heads. The last two rows are
-# real grouped-query models, Llama 2 70B and Mistral 7B. The sources of the shapes
-# (the models' configuration files, and Mistral's paper) are listed at the end.
+# as query heads, and vary only the number of key/value heads. The other rows are
+# real grouped-query models, each with its own context length: the most tokens it was
+# trained to read. The sources of the shapes (the models' configuration files and
+# papers) are listed at the end.
+#
+# Mistral 7B is the exception to "one key and one value per position". It attends only
+# to the last $W = 4096$ positions (a *sliding window*), so its cache is a rolling buffer
+# of $W$ positions: position $i$ overwrites position $i \bmod W$, and "the size of the
+# cache stops increasing" (its paper, section 2).
 
 # %%
-shapes = {  # name: (layers, key/value heads H_kv, head size d_k)
-    "7B class, 32 KV heads": (32, 32, 128),
-    "7B class, 8 KV heads": (32, 8, 128),
-    "7B class, 1 KV head": (32, 1, 128),
-    "Llama 2 70B": (80, 8, 128),
-    "Mistral 7B": (32, 8, 128),
+models = {  # name: (layers, key/value heads H_kv, head size d_k, context length, window or None)
+    "7B class, 32 KV heads": (32, 32, 128, 4_096, None),  # Llama 2 7B
+    "7B class, 8 KV heads": (32, 8, 128, 4_096, None),
+    "7B class, 1 KV head": (32, 1, 128, 4_096, None),
+    "Llama 2 70B": (80, 8, 128, 4_096, None),
+    "Mistral 7B": (32, 8, 128, 8_192, 4_096),
+    "Llama 3.1 8B": (32, 8, 128, 131_072, None),
+    "Llama 3.1 70B": (80, 8, 128, 131_072, None),
 }
 GiB = 2**30
-table_tokens = (4_096, 32_768)
-print(f"{'':<22} per token  {table_tokens[0]:,} tokens  {table_tokens[1]:,} tokens")
-cache_table = {}
-for name, (layers, kv_heads, size) in shapes.items():
-    cache_table[name] = [kv_cache_bytes(layers, kv_heads, size, n) / GiB for n in table_tokens]
+print(f"{'':<22} per token   context  at 4,096 tokens  at the context")
+cache_table = {}  # name: GiB at 4,096 tokens and at the full context
+for name, (layers, kv_heads, size, context, window) in models.items():
+    cached = [min(n, window or n) for n in (4_096, context)]  # a window caps the positions kept
+    cache_table[name] = [kv_cache_bytes(layers, kv_heads, size, n) / GiB for n in cached]
     per_token = kv_cache_bytes(layers, kv_heads, size, 1) // 2**10
-    print(f"{name:<22} {per_token:>5} KiB", *(f"{gib:>10g} GiB" for gib in cache_table[name]))
+    capped = f"  (window {window:,})" if window else ""
+    print(
+        f"{name:<22} {per_token:>5} KiB {context:>9,}",
+        *(f"{gib:>11g} GiB" for gib in cache_table[name]),
+        capped,
+    )
 
 # %% [markdown]
-# The cache grows linearly with the length, and serving several sequences at once
-# multiplies it by the batch size. Every generated token also reads the whole cache,
+# Up to the context length, the cache grows linearly with the length, unless a window
+# caps it, and serving several sequences at once multiplies it by the batch size.
+# Every generated token also reads the whole cache,
 # in every layer. Shazeer (2019) names this as what makes incremental decoding slow:
 # "the memory-bandwidth cost of repeatedly loading the large 'keys' and 'values'
 # tensors". So the cache's size limits both how many sequences fit in memory and
@@ -404,13 +425,14 @@ group = H // H_kv  # query heads per key/value head
 repeated = F.scaled_dot_product_attention(
     q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), is_causal=True
 )  # (B, H_kv, T, d_k) -> (B, H, T, d_k) keys and values: plain multi-head attention
-print(f"largest |attn_ref - PyTorch enable_gqa| output: {(ours - torch_gqa).abs().max():.0e}")
-print(f"largest |enable_gqa - repeated heads| per head: {(heads - repeated).abs().max():.0e}")
+print(f"largest |attn_ref - PyTorch enable_gqa| output: {(ours - torch_gqa).abs().max():.1e}")
+print(f"largest |enable_gqa - repeated heads| per head: {(heads - repeated).abs().max():.1e}")
 
 # %% [markdown]
-# All three agree to float32 rounding. Grouped-query attention computes exactly
-# what multi-head attention with duplicated key/value heads computes. The
-# duplicates are simply never stored.
+# All three agree to float32 rounding. In exact arithmetic, grouped-query attention
+# computes what multi-head attention with duplicated key/value heads computes; in
+# float32 the two can differ only in how a routine rounds. The duplicates are simply
+# never stored.
 #
 # Now the same decoder with eight query heads and eight, two or one key/value
 # heads. Each fills a cache with the same text of 64 tokens, then generates with and
@@ -460,9 +482,9 @@ for kv_heads in (8, 2, 1):
 # - Causal attention never lets an early position see a later one. So the keys and
 #   values of earlier positions never change, and caching them changes nothing but
 #   the cost: same tokens, logits equal up to float rounding.
-# - Without a cache, the work per token grows like $t^2$; with one, like $t$. The
-#   measured speed-up grows with the length and almost vanishes for short texts, where
-#   fixed per-call overhead dominates.
+# - Without a cache, the work per token grows like $t^2$; with one, like $t$. In time,
+#   the speed-up grows with the length; for short texts, fixed per-call overhead
+#   dominates and it can almost vanish.
 # - With a cache there are fewer queries than keys. Use no mask for one new query and
 #   a bottom-right-aligned mask for several. `is_causal=True` aligns to the top left.
 # - The cache takes $2 \times \text{layers} \times H_{kv} \times d_k \times \text{tokens}
@@ -534,9 +556,17 @@ print("same output:", torch.allclose(full_window, bounded, atol=1e-6))
 #   and the repetition of key/value heads. The shapes are those of the configuration
 #   files of [Llama-2-7b-hf](https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json)
 #   and [Llama-2-70b-hf](https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json):
-#   `num_hidden_layers`, `num_key_value_heads`, and $d_k$ = `hidden_size / num_attention_heads`.
+#   `num_hidden_layers`, `num_key_value_heads`, and $d_k$ = `hidden_size / num_attention_heads`;
+#   their context length is 4,096 (`max_position_embeddings`, and the model card's "4k").
 # - Albert Q. Jiang et al. [Mistral 7B](https://arxiv.org/abs/2310.06825). 2023.
-#   Grouped-query attention with a sliding window; its Table 1 gives the shape.
+#   Grouped-query attention with a sliding window of 4,096 and a rolling buffer cache
+#   (section 2); its Table 1 gives the shape and the context length, 8,192.
+# - Meta. Llama 3.1: the shapes of the 8B and 70B models and their context length,
+#   `CONTEXT_LENGTH = 131072`, in
+#   [`sku_list.py`](https://github.com/meta-llama/llama-models/blob/main/models/llama3_1/api/sku_list.py)
+#   of meta-llama/llama-models (`n_layers`, `n_kv_heads`, and $d_k$ = `dim / n_heads`);
+#   the [model card](https://github.com/meta-llama/llama-models/blob/main/models/llama3_1/MODEL_CARD.md)
+#   gives the context as 128k.
 # - PyTorch: [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
 #   (`is_causal`, `enable_gqa`), [`causal_lower_right`](https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.bias.causal_lower_right.html),
 #   and [issue #108108](https://github.com/pytorch/pytorch/issues/108108) on the

@@ -82,16 +82,16 @@ print("(0.1 + 0.2) + 0.3 =", (0.1 + 0.2) + 0.3)
 print("0.1 + (0.2 + 0.3) =", 0.1 + (0.2 + 0.3))
 
 y_float64 = x.double() @ W.double() + b.double()  # in float64
-print(f"nn.Linear, float32: {y.item():.10f}")
-print(f"x @ W + b, float32: {y_manual.item():.10f}")
-print(f"x @ W + b, float64: {y_float64.item():.10f}")
-rounding = y.item() - y_float64.item()
-print(f"float32 layer minus float64 formula: {rounding:.3e}")
+print(f"nn.Linear, float32: {y.item():.9g}")
+print(f"x @ W + b, float32: {y_manual.item():.9g}")
+print(f"x @ W + b, float64: {y_float64.item():.9g}")
+step = torch.finfo(torch.float32).eps * abs(y_float64.item())  # about one float32 rounding step here
+print(f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_float64.item()) / step:.1f}")
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 
 # %% [markdown]
-# The float32 results differ from the float64 value in their last digits, as rounding
-# predicts. So the right check allows for it. `torch.allclose` compares with a relative and
+# The float32 results sit within a rounding step or two of the float64 value (the
+# distance is printed in units of float32's spacing near $y$), as rounding predicts. So the right check allows for it. `torch.allclose` compares with a relative and
 # an absolute tolerance, for tensors of any size; `torch.testing.assert_close` does the same
 # and, when it fails, says by how much. An exact `==` is the wrong tool
 # ([the original notebook uses it](#original-exact-comparison)).
@@ -321,9 +321,11 @@ print("F.sdpa minus Q, K scaled first:", gap(output_sdpa, prescaled))
 # scores after it (see `_scaled_dot_product_attention_math` in
 # [its source](https://github.com/pytorch/pytorch/blob/cf30153c4c131c8164ee7798e5022d810682e2cb/aten/src/ATen/native/transformers/attention.cpp)).
 # Each order rounds in other places, so the last bits differ. Written by hand in F.sdpa's
-# order, the computation gives its result to the last bit (the last line). `attn_ref`
-# scales the scores after the product, as the hand-written steps do, and gives their
-# result to the last bit.
+# order, the computation runs the same operations in the same order, and gives the same
+# bits here (the last line). `attn_ref` scales the scores after the product, as the
+# hand-written steps do, but writes its softmax out (the exponentials, then one division
+# by their sum) where `torch.softmax` is one fused routine; the two may round differently
+# in the last bit, by at most what the lines above print.
 #
 # ## What the identity projections hide
 #

@@ -46,7 +46,7 @@ for exponent in range(0, 15, 2):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]  # (B, d_out)
             errors.append(((y.double() - y_exact).abs() / scale).max().item())
         points.extend((kappa, e) for e in errors)
-        row.append(f"{max(errors) / eps:.3g}")
+        row.append(f"{max(errors) / eps:.1g}")
     print("| " + " | ".join(row) + " |")
 # --8<-- [end:measure]
 

@@ -20,4 +20,4 @@ print("output = A @ V:", torch.allclose(output, A @ V, atol=1e-6))
 inside = (V.min(dim=0).values <= output) & (output <= V.max(dim=0).values)  # (T, d_k)
 print("every output feature within its range over V:", bool(inside.all()))
 difference = (f(2 * X)[0] - 2 * output).abs().max().item()  # the weights depend on X too
-print("largest difference, f(2 X) - 2 f(X):", round(difference, 4))
+print(f"largest difference, f(2 X) - 2 f(X): {difference:.2f}")

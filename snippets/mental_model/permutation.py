@@ -38,7 +38,7 @@ print("causal, first two swapped, last output unchanged:", close(f(swap @ X, M)[
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)
 out_pe, out_pe_p = f(X + PE)[0], f(P @ X + PE)[0]
 print("with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe))
-print("largest difference:", round((out_pe_p - P @ out_pe).abs().max().item(), 4))
+print(f"largest difference: {(out_pe_p - P @ out_pe).abs().max():.2f}")
 # --8<-- [end:shuffle]
 
 # --8<-- [start:exercise]

@@ -28,7 +28,7 @@ def weights(Q, K, interleaved):
 right = weights(X @ W_Q, X @ W_K, interleaved=True)
 wrong = weights(X @ W_Q, X @ W_K, interleaved=False)
 change = (right - wrong).abs().max().item()
-print("largest change of a weight when mixed:", round(change, 4))
+print(f"largest change of a weight when mixed: {change:.2f}")
 
 # The fix: permute the columns of W_Q and W_K once.
 fixed = weights(X @ W_Q[:, perm], X @ W_K[:, perm], interleaved=False)

@@ -30,7 +30,13 @@ def mirrored_test(snippet: Path) -> Path:
 @pytest.fixture(scope="module")
 def printed(request: pytest.FixtureRequest) -> str:
     """What this module's snippet printed, run on its own in a fresh process."""
-    return run_snippet(snippet_for(request.path).relative_to(SNIPPETS).as_posix())
+    return run_snippet(snippet_for(request.path).relative_to(SNIPPETS).as_posix()).stdout
+
+
+@pytest.fixture(scope="module")
+def values(request: pytest.FixtureRequest) -> dict:
+    """The variables this module's snippet left (data only, see `sitebuild.values`), from the same run."""
+    return run_snippet(snippet_for(request.path).relative_to(SNIPPETS).as_posix()).values
 
 
 @pytest.fixture(scope="module")

@@ -459,7 +459,7 @@ def test_scores_are_not_symmetric(executed, ref):
     _, printed, _ = executed
     expected = np.abs(ref["scores"] - np.swapaxes(ref["scores"], -1, -2)).max()
     printed_value = numbers(line_starting(printed, "largest |score(i, j) - score(j, i)|:"))[-1]
-    np.testing.assert_allclose(printed_value, expected, atol=1e-5)
+    np.testing.assert_allclose(printed_value, expected, atol=5e-3)  # two decimals
     assert printed_value > 0.1
 
 

@@ -3,9 +3,9 @@
 The references are independent of attn_ref: float64 NumPy attention (tests/reference.py), the
 online softmax written out as a plain loop, the tiles a causal mask leaves visible counted from
 the causal mask of tests/reference.py, the paper's Algorithms 0 and 1 (Dao et al., 2022) counted loop by loop, and sizes
-in bytes worked out by hand. What the page says about its measurements (growth like T**2 or T,
-four matrices, fastest kernel, large tiles faster than small ones) is checked on the
-numbers the build measured.
+in bytes worked out by hand. What the page says about its memory measurements (growth like T**2 or T,
+four matrices) is checked on the numbers the build measured, with margins derived from the
+tensors involved; its timings depend on the machine and are only checked to print what was measured.
 """
 
 from __future__ import annotations
@@ -126,17 +126,20 @@ def test_memory_table_is_what_was_measured(printed, values):
 
 def test_memory_grows_as_the_page_says(printed, values):
     peaks, io, formula, slopes = values["peaks"], values["io"], values["formula"], values["slopes"]
-    # naive: like T**2, about four (T, T) matrices beyond its inputs and output
-    assert slopes["naive"] > 1.8
-    assert 3.5 < (peaks["naive"] - io)[-1] / formula[-1] < 4.5
-    # tiled: like T, inputs and output plus a small part that does not grow; the slope below one
+    # naive: about four (T, T) matrices beyond its inputs and output, so that part grows like T**2
+    beyond = peaks["naive"] - io
+    assert np.polyfit(np.log(values["lengths"][1:]), np.log(beyond[1:]), 1)[0] > 1.9
+    assert 3.5 < beyond[-1] / formula[-1] < 4.5
+    # tiled: like T, inputs and output plus a small part that does not grow; the slope below one.
+    # "Small": a few of its (128, 128) float32 tiles (64 KiB each); "does not grow": its spread over
+    # the lengths is a tenth of what the inputs and output grow by.
     beyond = peaks["tiled"] - io
-    assert slopes["tiled"] < 1.0 and (beyond > 0).all() and beyond.max() < 1.0 and np.ptp(beyond) < 0.5
+    assert slopes["tiled"] < 1.0 and (beyond > 0).all() and beyond.max() < 16 * 128 * 128 * 4 / 2**20
+    assert np.ptp(beyond) < 0.1 * (io[-1] - io[0])
     # PyTorch's kernel: like T, its fixed part stepping up with its larger tiles
     beyond = peaks["PyTorch"] - io
     # at T = 256 its fixed part is tens of KiB: within what peak_memory may fall short by (its docstring)
     assert slopes["PyTorch"] < 1.3 and (beyond > -0.1).all() and beyond.max() < 1.5
-    assert beyond[-1] > beyond[0] + 0.2
     for name, slope in slopes.items():  # the printed slopes: fits of log peak against log T, here
         expected = np.polyfit(np.log(values["lengths"][1:]), np.log(peaks[name][1:]), 1)[0]
         assert slope == pytest.approx(expected)
@@ -144,7 +147,8 @@ def test_memory_grows_as_the_page_says(printed, values):
 
 
 def _hbm_by_hand(N, d, M):
-    """Algorithms 0 and 1 of Dao et al. (2022), forward pass, counted loop by loop."""
+    """One head's forward pass, counted loop by loop: Algorithms 0 and 1 of Dao et al. (2022), and
+    Algorithm 1 of Dao (2023) with query blocks of FlashAttention's key-block size."""
     standard = 2 * N * d + N * N  # read Q, K; write S
     standard += 2 * N * N  # read S; write P
     standard += N * N + N * d + N * d  # read P, V; write O
@@ -156,41 +160,49 @@ def _hbm_by_hand(N, d, M):
             rows = min(i + B_r, N) - i
             flash += 2 * rows * d + 2 * rows  # load Q_i, O_i, l_i, m_i
             flash += rows * d + 2 * rows  # write O_i, l_i, m_i
-    return standard, flash
+    queries_outside = 0
+    for i in range(0, N, B_c):  # blocks of queries, as large as FlashAttention's blocks of keys
+        rows = min(i + B_c, N) - i
+        queries_outside += rows * d  # load Q_i
+        for j in range(0, N, B_r):
+            queries_outside += 2 * (min(j + B_r, N) - j) * d  # load K_j, V_j
+        queries_outside += rows * d + rows  # write O_i and the log-sum-exp L_i
+    return standard, flash, queries_outside
 
 
-def test_hbm_traffic_counted_from_the_paper(printed, values):
+def test_hbm_traffic_counted_from_the_papers(printed, values):
     M = values["M"]
-    assert M == 192 * 1024 // 2
+    assert M == 164 * 1024 // 2  # an A100 SM's shared memory at most (NVIDIA's Ampere tuning guide)
     assert f"blocks of {math.ceil(M / 256)} keys" in printed
-    standard, flash = (2 * 64 * 16 * n / 1e9 for n in _hbm_by_hand(1024, 64, M))  # bytes of fp16, in GB
-    shown = numbers(line_after(printed, "HBM (GB), counted, forward"))
-    assert shown[:2] == pytest.approx([standard, flash], abs=0.006)
-    assert shown[2] == pytest.approx(standard / flash, abs=0.05)
-    paper = {  # Dao et al. (2022), Figure 2 left: standard, FlashAttention
-        "HBM R/W (GB), paper": (40.3, 4.4),
-        "Runtime (ms), paper": (41.7, 7.3),
-        "GFLOPs, paper": (66.6, 75.2),
+    counted = [2 * 64 * 16 * n / 1e9 for n in _hbm_by_hand(1024, 64, M)]  # bytes of fp16, in GB
+    shown = numbers(line_after(printed, "HBM (GB), counted, forward:"))
+    assert shown == pytest.approx(counted, rel=0.005)
+    paper = {  # Dao et al. (2022, arXiv v2), Figure 2 left: standard, FlashAttention
+        "HBM R/W (GB)": (40.3, 4.4),
+        "Runtime (ms)": (41.7, 7.3),
+        "GFLOPs": (66.6, 75.2),
     }
     for row, (a, b) in paper.items():
         assert numbers(line_after(printed, row)) == pytest.approx([a, b, round(a / b, 1)], abs=0.006)
 
 
-def test_the_traffic_ratio_levels_off_near_M_over_3_d_squared(values):
+def test_the_traffic_ratio_levels_off_near_M_over_3_or_2_d_squared(values):
     M = values["M"]
     for d in (64, 128):
-        ratios = [np.divide(*_hbm_by_hand(int(N), d, M)) for N in values["Ns"]]
-        assert ratios[-1] == pytest.approx(M / (3 * d * d), rel=0.03)
-        assert ratios[-1] > ratios[0]
-    # Below M = 3 d**2 the saving turns into a loss at long lengths; above, a gain.
-    assert np.divide(*_hbm_by_hand(16_384, 128, 3 * 128**2 - 1024)) < 1
-    assert np.divide(*_hbm_by_hand(16_384, 128, 3 * 128**2 + 4096)) > 1
+        counts = np.array([_hbm_by_hand(int(N), d, M) for N in values["Ns"]])
+        for column, level in ((1, M / (3 * d * d)), (2, M / (2 * d * d))):
+            ratios = counts[:, 0] / counts[:, column]
+            assert ratios[-1] == pytest.approx(level, rel=0.03)
+            assert ratios[-1] > ratios[0]
+    # Below M = 3 d**2 (FlashAttention) or 2 d**2 (queries outside) the saving turns into a loss
+    # at long lengths; above, a gain.
+    for column, factor in ((1, 3), (2, 2)):
+        below, above = (_hbm_by_hand(16_384, 128, factor * 128**2 + change) for change in (-1024, 4096))
+        assert below[0] / below[column] < 1 < above[0] / above[column]
 
 
-def test_cpu_timings_order_as_the_page_says(printed, values):
-    timings = values["timings"]
-    assert min(timings, key=timings.get) == "PyTorch's CPU kernel"
-    assert timings["tiled, blocks of 256"] < timings["tiled, blocks of 64"]
+def test_cpu_timings_print_what_was_measured(printed, values):
+    timings = values["timings"]  # the machine's: the page orders none of them
     for name, ms in timings.items():
         assert number_after(printed, name) == pytest.approx(ms, abs=0.06)
 

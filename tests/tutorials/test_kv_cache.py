@@ -3,8 +3,7 @@
 The references are independent of attn_ref's cache and attention: greedy decoding written out
 as a loop of full forward passes, float64 NumPy attention and causal masks (tests/reference.py)
 on the same projections, the work per token and the cache sizes counted by hand from the
-model's shapes. What the page says about its timings (the speed-up grows with the
-length and almost vanishes for short texts) is checked on the times the build measured.
+model's shapes. The timings depend on the machine; their table is checked to print what was measured.
 """
 
 from __future__ import annotations
@@ -66,15 +65,18 @@ def test_work_per_token_counted_by_hand(printed, values):
         assert shown == [t, without, cached, t, round(100 * layers * 4 * t * t * C / without)]
 
 
-def test_the_speed_up_grows_with_the_length_and_almost_vanishes_when_short(printed, values):
+def test_the_timing_table_is_what_was_measured(printed, values):
+    # Times depend on the machine: the page says what to look for, and this checks only that the
+    # table and the fitted growth print what the build measured.
     timings, speedups, lengths = values["timings"], values["speedups"], values["lengths"]
     np.testing.assert_allclose(speedups, timings[:, 0] / timings[:, 1])
     rows = _rows(printed, "    t  without cache  with cache  speed-up", len(lengths))
     for t, (plain_ms, cached_ms), speedup, shown in zip(lengths, timings, speedups, rows, strict=True):
         assert shown == pytest.approx([t, plain_ms, cached_ms, speedup], abs=0.051)
-    assert speedups[0] < 2 < 5 < speedups[-1]
     growth = values["growth"]
-    assert growth[1] < 0.5 < 1 < growth[0]  # the cached time grows slowly, the uncached one fast
+    for way in (0, 1):
+        fitted = np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0]
+        assert growth[way] == pytest.approx(fitted)
     shown = numbers(line_after(printed, "time grows like"))
     assert shown == pytest.approx(growth, abs=0.006)
 
@@ -125,22 +127,28 @@ def test_cache_sizes_by_hand(printed, values):
     assert (
         numbers(line_after(printed, "sum of the cached tensors' bytes:")).tolist() == [2 * 4 * 64 * T * 4] * 2
     )
-    # layers, key/value heads, head size. Llama 2: from config.json on Hugging Face (num_hidden_layers,
-    # num_key_value_heads, hidden_size / num_attention_heads); Mistral 7B: Table 1 of its paper.
-    shapes = {
-        "7B class, 32 KV heads": (32, 32, 4096 // 32),
-        "7B class, 8 KV heads": (32, 8, 4096 // 32),
-        "7B class, 1 KV head": (32, 1, 4096 // 32),
-        "Llama 2 70B": (80, 8, 8192 // 64),
-        "Mistral 7B": (32, 8, 128),
+    # layers, key/value heads, head size, context, window. Llama 2: config.json on Hugging Face
+    # (num_hidden_layers, num_key_value_heads, hidden_size / num_attention_heads,
+    # max_position_embeddings); Mistral 7B: Table 1 of its paper; Llama 3.1: sku_list.py of
+    # meta-llama/llama-models (n_layers, n_kv_heads, dim / n_heads, CONTEXT_LENGTH).
+    models = {
+        "7B class, 32 KV heads": (32, 32, 4096 // 32, 4096, None),
+        "7B class, 8 KV heads": (32, 8, 4096 // 32, 4096, None),
+        "7B class, 1 KV head": (32, 1, 4096 // 32, 4096, None),
+        "Llama 2 70B": (80, 8, 8192 // 64, 4096, None),
+        "Mistral 7B": (32, 8, 128, 8192, 4096),
+        "Llama 3.1 8B": (32, 8, 4096 // 32, 131072, None),
+        "Llama 3.1 70B": (80, 8, 8192 // 64, 131072, None),
     }
-    for name, (layers, kv_heads, d_k) in shapes.items():
+    for name, (layers, kv_heads, d_k, context, window) in models.items():
         per_token = 2 * layers * kv_heads * d_k * 2  # keys and values, 16-bit numbers
-        shown = numbers(line_after(printed, name).replace(",", ""))
-        assert shown.tolist() == [per_token / 1024, per_token * 4096 / 2**30, per_token * 32768 / 2**30]
-    assert numbers(line_after(printed, "7B class, 32 KV heads"))[-1] == 16  # the 32,768-token row
-    assert numbers(line_after(printed, "7B class, 8 KV heads"))[-1] == 4
-    assert numbers(line_after(printed, "7B class, 1 KV head"))[-1] == 0.5
+        kept = min(context, window or context)  # a rolling buffer keeps the last `window` positions
+        expected = [per_token / 1024, context, per_token * 4096 / 2**30, per_token * kept / 2**30]
+        if window:
+            expected.append(window)
+        assert numbers(line_after(printed, name + " ").replace(",", "")).tolist() == expected
+    assert values["cache_table"]["Llama 3.1 8B"][1] == 16  # 131,072 tokens of 128 KiB
+    assert values["cache_table"]["Mistral 7B"] == [0.5, 0.5]  # the window stops the growth
 
 
 def _linear(x, layer):

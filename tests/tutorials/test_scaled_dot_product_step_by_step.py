@@ -96,7 +96,8 @@ def test_output_matches_attn_ref_and_pytorch(executed):
     X = values["X"].double()
     expected = torch.nn.functional.scaled_dot_product_attention(X, X, X)
     torch.testing.assert_close(values["output"].double(), expected, atol=2e-6, rtol=0)
-    assert flag(printed, "attn_ref agrees:") and flag(printed, "PyTorch agrees:")
+    assert flag(printed, "attn_ref agrees (allclose, atol=1e-6):")
+    assert flag(printed, "PyTorch agrees (allclose, atol=1e-6):")
     assert number_after(printed, "largest |difference| from PyTorch:") < 1e-5  # float32 rounding
 
 
@@ -258,10 +259,10 @@ def test_exercise_2_a_token_twice_as_long_outshines_the_first(executed, referenc
     _, weights = attention(X11, X11, X11)
     assert number_after(printed, "query 0's strongest key:") == weights[0].argmax() == len(X)
     ratio = weights[0, len(X)] / weights[0, 0]
-    assert number_after(printed, "weight on t10 / weight on t0:") == pytest.approx(ratio, abs=5e-4)
+    assert number_after(printed, "weight on t10 / weight on t0:") == pytest.approx(ratio, abs=5e-3)
     derived = math.exp(X[0] @ X[0] / math.sqrt(X.shape[1]))
     assert ratio == pytest.approx(derived, rel=1e-12)  # the derivation is exact
-    assert number_after(printed, "derived, exp(|x_0|^2 / sqrt(d_k)):") == pytest.approx(derived, abs=5e-4)
+    assert number_after(printed, "derived, exp(|x_0|^2 / sqrt(d_k)):") == pytest.approx(derived, abs=5e-3)
 
 
 def test_exercise_3_a_reshape_without_transpose_mixes_tokens(executed, reference):

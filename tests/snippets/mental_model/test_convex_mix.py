@@ -25,5 +25,5 @@ def test_convex_mix_outputs_are_averages_of_values_but_not_linear_in_x(printed):
     difference = np.abs(layer(2 * X)[0] - 2 * output).max()
     assert difference > 1e-3  # not linear
     np.testing.assert_allclose(
-        numbers(line_after(printed, "largest difference, f(2 X) - 2 f(X):")), [difference], atol=2e-4
+        numbers(line_after(printed, "largest difference, f(2 X) - 2 f(X):")), [difference], atol=5e-3
     )

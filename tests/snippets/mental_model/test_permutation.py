@@ -51,7 +51,7 @@ def test_positions_break_equivariance(printed):
     difference = np.abs(layer(X[PERM] + PE) - layer(X + PE)[PERM]).max()
     assert difference > 1e-3
     assert not flag(printed, "with positions, f(P X + PE) == P f(X + PE):")
-    np.testing.assert_allclose(numbers(line_after(printed, "largest difference:")), [difference], atol=2e-3)
+    np.testing.assert_allclose(numbers(line_after(printed, "largest difference:")), [difference], atol=5e-3)
 
 
 def test_exercise_a_mask_moved_with_the_tokens_restores_equivariance(printed):

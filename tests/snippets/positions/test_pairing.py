@@ -48,7 +48,9 @@ def test_mixing_changes_the_weights_and_permuting_the_weights_fixes_it(printed):
     right = _weights(X @ W_Q, X @ W_K, interleaved=True)
     wrong = _weights(X @ W_Q, X @ W_K, interleaved=False)
     change = np.abs(right - wrong).max()
-    assert abs(number_after(printed, "largest change of a weight when mixed:") - change) < 2e-4
+    assert (
+        abs(number_after(printed, "largest change of a weight when mixed:") - change) < 5e-3
+    )  # two decimals
     perm = [0, 2, 4, 6, 1, 3, 5, 7]
     np.testing.assert_allclose(
         _weights(X @ W_Q[:, perm], X @ W_K[:, perm], interleaved=False), right, atol=1e-12

@@ -51,4 +51,4 @@ def test_with_positions_dog_depends_on_where_it_sits(printed):
     gap = np.abs(a[0] - b[2]).max()
     assert gap > 0.1
     assert flag(printed, "with positions, 'dog' has the same output:") is False
-    assert abs(number_after(printed, "largest difference:") - gap) < 2e-4
+    assert abs(number_after(printed, "largest difference:") - gap) < 5e-3  # two decimals
