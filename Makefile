@@ -5,15 +5,15 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SERVE_ADDR := 127.0.0.1:8000
 
-.PHONY: serve build test screenshots measure lint format clean
+.PHONY: serve build test screenshots measure lint format lock clean
 
 # --dirty: after an edit, rebuild only the edited page (all pages when attn_ref or snippets change);
 # --no-strict: ProperDocs warns about --dirty itself. `make build` and the tests stay strict.
 serve: $(INSTALLED)  ## build and serve the site with live reload at http://127.0.0.1:8000
-	$(BIN)/properdocs serve -f mkdocs.yml --dev-addr $(SERVE_ADDR) --dirty --no-strict
+	$(BIN)/python -m properdocs serve -f mkdocs.yml --dev-addr $(SERVE_ADDR) --dirty --no-strict
 
 build: $(INSTALLED)  ## build the site strictly into site/
-	$(BIN)/properdocs build -f mkdocs.yml --strict
+	$(BIN)/python -m properdocs build -f mkdocs.yml --strict
 
 test: lint  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
 	$(BIN)/pytest --numprocesses=auto --dist=loadgroup --no-loadscope-reorder
@@ -22,7 +22,7 @@ screenshots: $(INSTALLED)  ## every page in light, dark and 375 px wide, in scre
 	SCREENSHOTS=1 $(BIN)/pytest -m browser
 
 measure: $(INSTALLED)  ## print build time, rebuild time, page sizes, requests, search hits, against targets
-	$(BIN)/python -m tests.measure
+	$(BIN)/python -m scripts.measure
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
@@ -37,6 +37,15 @@ $(INSTALLED): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs,test]"
 	touch $@
+
+# pip-compile keeps the versions already pinned (add --upgrade to move them); torch's pin names the
+# version, not the +cpu build pip finds on a machine with the CPU wheel.
+lock: $(INSTALLED)  ## regenerate constraints.txt from pyproject.toml's dependencies (pip-tools)
+	$(BIN)/python -m pip install --quiet pip-tools
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links \
+		--extra docs --extra test --output-file constraints.txt pyproject.toml
+	$(BIN)/python -c 'import pathlib, re; p = pathlib.Path("constraints.txt"); \
+		p.write_text(re.sub(r"^(torch==[^+\s]+)\+\w+", r"\1", p.read_text(), flags=re.M))'
 
 clean:
 	rm -rf site .cache .pytest_cache .ruff_cache .hypothesis

@@ -67,3 +67,16 @@ class Tab:
 
     def close(self):
         self.context.close()
+
+
+def search_first_hit(page, base: str, query: str) -> str:
+    """Type ``query`` into the site's search box; the page of the first result."""
+    box = page.locator(".md-search__input")
+    box.click()
+    box.fill("")
+    page.locator(".md-search-result__item").first.wait_for(state="detached")  # the last query's results
+    box.fill(query)  # the whole query at once: no results for a part of it can show up last
+    box.press("End")  # Material searches on keyup, which fill() does not send
+    first = page.locator(".md-search-result__item > a").first
+    first.wait_for()
+    return first.get_attribute("href").removeprefix(base).split("?")[0].split("#")[0]

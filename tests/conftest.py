@@ -14,10 +14,11 @@ import nbformat
 import pytest
 from filelock import FileLock
 
+from sitebuild import execution as tutorial_execution
 from tests.browsing import CHROMIUM, CHROMIUM_ARGS
 from tests.forked import Finished, run_python
 from tests.site_server import serve
-from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
+from tests.site_tools import ROOT, TUTORIALS, build, html_pages
 
 SNIPPETS = ROOT / "snippets"
 
@@ -98,7 +99,7 @@ def executed_tutorials(built_site: BuiltSite) -> dict[str, ExecutedTutorial]:
     executed = {}
     for source in sorted(TUTORIALS.glob("*.py")):
         kept = tutorial_execution.executed_notebook(source, ROOT)
-        published = built_site.path / "tutorials" / source.stem / f"{source.stem}.ipynb"
+        published = built_site.path / "tutorials" / f"{source.stem}.ipynb"
         assert published.read_bytes() == kept.read_bytes(), f"{published} is not the executed notebook"
         values = pickle.loads(tutorial_execution.saved_values(kept).read_bytes())
         executed[source.stem] = ExecutedTutorial(nbformat.read(published, as_version=4), values)
@@ -131,11 +132,15 @@ def pytest_report_header() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run one test that needs the built site first, then every test that does not, then the rest.
+    """Mark every test that needs the built site ``site``; run one of them first, then every test
+    that needs no site, then the rest.
 
-    Under ``make test`` (``--no-loadscope-reorder`` keeps this order) the first worker builds
-    the site while the others run the tests that need no site, instead of waiting for it.
+    ``pytest -m "not site and not browser"`` is the fast tier. Under ``make test``
+    (``--no-loadscope-reorder`` keeps this order) the first worker builds the site while the others
+    run the tests that need no site, instead of waiting for it.
     """
     needs_site = [item for item in items if "built_site" in item.fixturenames]
+    for item in needs_site:
+        item.add_marker(pytest.mark.site)
     others = [item for item in items if "built_site" not in item.fixturenames]
     items[:] = needs_site[:1] + others + needs_site[1:]

@@ -6,7 +6,6 @@ measurement script (tests/measure.py), so that both build the site the same way.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -19,17 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = ROOT / "docs" / "tutorials"
 # A Markdown page's executed block, at any indentation (inside "??? ..." blocks too): (indent, options, body).
 EXEC_BLOCK = re.compile(r'^( *)```python exec="true"([^\n]*)\n(.*?)^\1```', re.M | re.S)
-
-
-def _load_build_module(name: str):
-    """A module of the build (docs/_hooks/<name>.py), for the tests to use as the build does."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "_hooks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tutorial_execution = _load_build_module("tutorial_execution")
 
 
 def copy_project(destination: Path) -> Path:
@@ -78,3 +66,17 @@ def build(project: Path, site_dir: Path) -> tuple[float, str]:
 def html_pages(site_dir: Path) -> list[Path]:
     """Every HTML page a reader can open, in a stable order."""
     return sorted(p for p in site_dir.rglob("*.html") if "assets" not in p.relative_to(site_dir).parts)
+
+
+def pages_from_docs() -> list[str]:
+    """URL paths of the pages, from the docs folder, so that test ids are known before the build."""
+    docs = ROOT / "docs"
+    paths = [""]
+    for source in sorted(docs.rglob("*")):
+        relative = source.relative_to(docs)
+        if source.suffix in {".md", ".py"} and source.name != "index.md":
+            paths.append(relative.with_suffix("").as_posix() + "/")
+    return paths
+
+
+PAGE_PATHS = pages_from_docs()

@@ -11,21 +11,22 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot, taking_screenshots
+from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot, search_first_hit, taking_screenshots
+from tests.budgets import FIRST_VISIT_BUDGET, SEARCHES
 from tests.conftest import ROOT, BuiltSite
 from tests.forked import run_python
+from tests.site_tools import PAGE_PATHS
 
 pytestmark = pytest.mark.browser
 
 RAW_TEX = re.compile(r"\\\(|\\\[|\$\$")
-RAW_INLINE_DOLLAR = re.compile(r"\$[^$\s][^$\n]*\$")
+RAW_INLINE_DOLLAR = re.compile(r"\$[^$\s][^$\n]*\$")  # math that no one typeset
 
 # The visible text of the article, without code, math already typeset and scripts.
 VISIBLE_PROSE = """() => {
   const article = document.querySelector("article").cloneNode(true);
   article.querySelectorAll("pre, code, script, style, mjx-container, .zeroclipboard-container").forEach(e => e.remove());
-  return {all: article.innerText,
-          notebook: [...article.querySelectorAll(".jp-MarkdownOutput")].map(e => e.innerText).join("\\n")};
+  return article.innerText;
 }"""
 
 # Where a heading appears besides the article: the page title, the navigation, the table of contents.
@@ -36,17 +37,12 @@ PAGE_FACTS = """() => ({
   images: [...document.querySelectorAll("article img")].map(i => ({src: i.src.slice(0, 60), alt: i.alt, ok: i.complete && i.naturalWidth > 0})),
   svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
   codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
-  notebookCells: document.querySelectorAll("article .jp-CodeCell .jp-InputArea").length,
-  notebookCopyButtons: document.querySelectorAll("article .jp-CodeCell clipboard-copy").length,
   headings: [...document.querySelectorAll("article h1, article h2, article h3, article h4, article h5, article h6")]
     .map(h => Number(h.tagName[1])),
 })"""
 
-# Buttons whose target is a Python block, in page order: Material's (API signatures are not
-# code to run) and mkdocs-jupyter's.
-PYTHON_COPY_BUTTONS = (
-    "article .language-python:not(.doc-signature) [data-md-type=copy], article .jp-CodeCell clipboard-copy"
-)
+# Buttons whose target is a Python block, in page order (API signatures are not code to run).
+PYTHON_COPY_BUTTONS = "article .language-python:not(.doc-signature) [data-md-type=copy]"
 
 
 # Click every copy button of a Python block, in page order, as a reader would after opening
@@ -81,20 +77,6 @@ def _page_urls(site: BuiltSite) -> list[str]:
     ]
 
 
-def _pages_from_docs() -> list[str]:
-    """URL paths of the pages, from the docs folder, so that test ids are known before the build."""
-    docs = ROOT / "docs"
-    paths = [""]
-    for source in sorted(docs.rglob("*")):
-        relative = source.relative_to(docs)
-        if source.suffix in {".md", ".py"} and relative.parts[0] != "_hooks" and source.name != "index.md":
-            paths.append(relative.with_suffix("").as_posix() + "/")
-    return paths
-
-
-PAGE_PATHS = _pages_from_docs()
-
-
 def pytest_generate_tests(metafunc):
     if "page_path" in metafunc.fixturenames:
         # One worker takes all of a page's tests (make test's --dist loadgroup), so it loads the page once.
@@ -111,17 +93,6 @@ MODES = {  # name: browser context options; the desktop load is looked at in lig
     "desktop": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"},
     "narrow": {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True},
 }
-SEARCHES = {  # what a reader types: the pages with a section that teaches it
-    "softmax": ("tutorials/linear_to_self_attention/",),
-    "causal mask": ("tutorials/causal_self_attention/",),
-    "multi-head": ("concepts/mental_model/", "tutorials/scaled_dot_product_step_by_step/"),
-    "positional encoding": ("concepts/positions/",),
-    "rotary": ("concepts/positions/",),
-    "ALiBi": ("concepts/positions/",),
-}
-FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
-NBCONVERT_DEFAULT_ALT = "No description has been provided for this image"
-
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((total, entry) => total + entry.transferSize, 0)"""
 
@@ -130,7 +101,7 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
 class Look:
     """What one load of a page showed: everything the tests below check."""
 
-    prose: dict
+    prose: str
     facts: dict
     headings: str
     transferred: int | None  # bytes of a first visit; measured on the desktop load only
@@ -193,19 +164,15 @@ def test_page_renders_offline(looks, page_path, mode):
     look = looks(page_path, mode)
     assert look.outside == []
     assert look.console_errors == []
-    assert RAW_TEX.findall(look.prose["all"]) == [], "math left as raw TeX"
-    assert RAW_INLINE_DOLLAR.findall(look.prose["notebook"]) == [], "notebook math left as raw TeX"
+    assert RAW_TEX.findall(look.prose) + RAW_INLINE_DOLLAR.findall(look.prose) == [], "math left as raw TeX"
     assert RAW_TEX.findall(look.headings) + RAW_INLINE_DOLLAR.findall(look.headings) == [], (
         "raw TeX in the title, the navigation or the table of contents"
     )
     facts = look.facts
     assert all(image["ok"] for image in facts["images"]), facts["images"]
-    assert all(image["alt"] and image["alt"] != NBCONVERT_DEFAULT_ALT for image in facts["images"]), facts[
-        "images"
-    ]
+    assert all(image["alt"] for image in facts["images"]), facts["images"]
     assert all(label for label in facts["svgPlots"]), "every plot needs a text alternative"
     assert facts["codeBlocksWithoutCopy"] == 0
-    assert facts["notebookCopyButtons"] == facts["notebookCells"]
     source = _source_text(page_path)
     if "attention_heatmap" in source or "figure_to_svg" in source:
         assert facts["images"] or facts["svgPlots"], "the page makes a plot but none is shown"
@@ -237,19 +204,6 @@ def test_copied_python_runs_in_page_order(looks, page_path, tmp_path):
     script.write_text("\n\n".join(blocks) + "\n")
     finished = run_python(script, cwd=tmp_path)
     assert finished.returncode == 0, finished.stderr
-
-
-def search_first_hit(page, base: str, query: str) -> str:
-    """Type ``query`` into the site's search box; the page of the first result."""
-    box = page.locator(".md-search__input")
-    box.click()
-    box.fill("")
-    page.locator(".md-search-result__item").first.wait_for(state="detached")  # the last query's results
-    box.fill(query)  # the whole query at once: no results for a part of it can show up last
-    box.press("End")  # Material searches on keyup, which fill() does not send
-    first = page.locator(".md-search-result__item > a").first
-    first.wait_for()
-    return first.get_attribute("href").removeprefix(base).split("?")[0].split("#")[0]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """No page is built from old code, and two builds give the same bytes.
 
-Each tutorial is executed once and kept under a key (docs/_hooks/tutorial_execution.py);
+Each tutorial is executed once and kept under a key (sitebuild/execution.py);
 these tests check that the key changes with everything the tutorial can run, and only
 then is it executed again.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.site_tools import ROOT, TUTORIALS, build, html_pages, tutorial_execution
+from sitebuild import execution as tutorial_execution
+from tests.site_tools import ROOT, TUTORIALS, build, html_pages
 
 TINY_TUTORIAL = """# %% [markdown]
 # # A tiny tutorial
@@ -37,8 +38,9 @@ def project(tmp_path: Path) -> Path:
     for folder in tutorial_execution.CODE_DIRS:
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / tutorial_execution.VERSIONS, tmp_path)
-    (tmp_path / tutorial_execution.THIS_FILE).parent.mkdir(parents=True)
-    shutil.copy2(ROOT / tutorial_execution.THIS_FILE, tmp_path / tutorial_execution.THIS_FILE)
+    for how in tutorial_execution.HOW:
+        (tmp_path / how).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / how, tmp_path / how)
     (tmp_path / "docs" / "tutorials").mkdir(parents=True)
     (tmp_path / "docs" / "tutorials" / "tiny.py").write_text(TINY_TUTORIAL)
     return tmp_path
@@ -81,7 +83,8 @@ def test_a_kept_execution_is_reused_until_the_code_changes(project):
         "attn_ref/new_module.py",
         "snippets/foundation/three_tokens.py",
         "constraints.txt",
-        "docs/_hooks/tutorial_execution.py",
+        "sitebuild/execution.py",
+        "sitebuild/values.py",
     ],
 )
 def test_the_key_changes_with_the_code_the_tutorial_can_run_and_the_versions(project, changed):
@@ -99,9 +102,10 @@ def test_the_key_ignores_pages_and_other_tutorials(project):
 
 
 def test_every_kept_execution_belongs_to_todays_tutorials_and_code(built_site):
-    kept = {path.parent.parent for path in (ROOT / tutorial_execution.CACHE).glob("*/tutorials/*.ipynb")}
     current = {tutorial_execution.cache_folder(source, ROOT) for source in TUTORIALS.glob("*.py")}
-    assert kept == current  # the build pruned the rest
+    (this_arithmetic,) = {folder.parent for folder in current}
+    kept = {path.parent.parent for path in this_arithmetic.glob("*/tutorials/*.ipynb")}
+    assert kept == current  # the build pruned the rest of this arithmetic's executions
 
 
 def test_a_second_build_gives_byte_identical_pages(built_site, tmp_path):

@@ -5,9 +5,9 @@
 # one tensor at a time. It starts from the simplest attention there is, an average of
 # the past, and turns it into the learned version, whose weights depend on the data. It
 # assumes you have met queries, keys and values
-# ([From nn.Linear to self-attention](../linear_to_self_attention/),
-# [the mental model](../../concepts/mental_model/)). Symbols and shapes follow the site's
-# [notation](../../notation/): tokens are row vectors, $Q = X W_Q$, and a batch has
+# ([From nn.Linear to self-attention](linear_to_self_attention.md),
+# [the mental model](../concepts/mental_model.md)). Symbols and shapes follow the site's
+# [notation](../notation.md): tokens are row vectors, $Q = X W_Q$, and a batch has
 # shape $(B, T, C)$.
 #
 # The page follows a colleague's notebook, called here *the original notebook*: the same
@@ -53,7 +53,7 @@
 # of sequential operations, and the longest path between two positions, stay constant
 # for self-attention but grow like $T$ for a recurrent layer. The price is a
 # $T \times T$ matrix of scores per sequence, which this page builds: its time and
-# memory grow like $T^2$ ([Attention without the T×T matrix](../efficient_attention/)
+# memory grow like $T^2$ ([Attention without the T×T matrix](efficient_attention.md)
 # computes it in tiles, never holding it whole).
 #
 # ## The batch
@@ -127,7 +127,7 @@ print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol
 # Two more things follow from the picture. Each sequence of the batch is a graph of its
 # own: no edge joins two sequences. And the nodes have no position: apart from the
 # mask, nothing in attention tells a node where it sits, which is why models add
-# [positional information](../../concepts/positions/) to the tokens.
+# [positional information](../concepts/positions.md) to the tokens.
 #
 # ## Queries, keys and values
 #
@@ -161,7 +161,7 @@ print("q equals x @ W_Q, with W_Q = query.weight.T:", torch.allclose(q, x @ quer
 # The scores are then divided by $\sqrt{d_k}$. If the components of $q$ and $k$ are
 # zero-mean, unit-variance and independent, a dot product of $d_k$ of them has
 # variance $d_k$, and the division brings it back to one for any head size
-# ([the variance argument](../../concepts/mental_model/#the-variance-argument)).
+# ([the variance argument](../concepts/mental_model.md#the-variance-argument)).
 # Without it, wider heads give larger scores, and the softmax piles the weight onto a
 # few keys. The original notebook's text mentions the division, but its code
 # [leaves it out](#no-division).
@@ -411,7 +411,7 @@ print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1
 # %% [markdown]
 # Zeros are the safer convention. Even so, the outputs of padded queries mean nothing,
 # and they must be left out of the loss. Older PyTorch versions returned `nan` here
-# too. The bugs page has [a table of what each version returns](../../practice/bugs/#a-query-with-no-key-to-see),
+# too. The bugs page has [a table of what each version returns](../practice/bugs.md#a-query-with-no-key-to-see),
 # measured, and the pull request that made `scaled_dot_product_attention` return zeros.
 #
 # <details class="note">
@@ -448,7 +448,7 @@ for s, n in enumerate(lengths):
 # below, in training mode with one head and called on `q`, `k` and `v`, does not take it.
 # The second, in eval mode with two heads and called on `q` three times, does. The bugs
 # page has
-# [a table of what each version returns](../../practice/bugs/#a-query-with-no-key-to-see)
+# [a table of what each version returns](../practice/bugs.md#a-query-with-no-key-to-see)
 # on each path. The layers project their inputs again with their own random weights, so
 # only `nan` is compared here, not values.
 #

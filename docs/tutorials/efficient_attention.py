@@ -12,9 +12,9 @@
 # ("online") softmax and extends it to attention, tile by tile. It checks that the result
 # equals PyTorch's to float rounding, then measures what it saves on this machine.
 # It assumes scaled dot-product attention and its masks
-# ([Scaled dot-product attention, step by step](../scaled_dot_product_step_by_step/),
-# [Self-attention with a causal mask](../causal_self_attention/)). Shapes follow the
-# site's [notation](../../notation/): `(B, H, T, d_k)` for heads, $L$ queries and $S$ keys.
+# ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md),
+# [Self-attention with a causal mask](causal_self_attention.md)). Shapes follow the
+# site's [notation](../notation.md): `(B, H, T, d_k)` for heads, $L$ queries and $S$ keys.
 
 # %%
 import math
@@ -542,7 +542,7 @@ print(f"whole  m = {whole.row_max:.6f}, ℓ = {whole.row_sum:.6f}")
 # %% [markdown]
 # **2. New tokens after a cache.** With a KV cache, new queries attend to all the keys so
 # far through a bottom-right causal mask
-# (see [Generating text with a KV cache](../kv_cache/)). Run `tiled_attention` for 6 new
+# (see [Generating text with a KV cache](kv_cache.md)). Run `tiled_attention` for 6 new
 # queries over 10 keys with `attn_mask=causal_mask(6, 10, lower_right=True)` and check it
 # against `scaled_dot_product_attention`. How many of its tiles (blocks of 2 by 4) hold no
 # visible key, and how many does it skip? Why?

@@ -11,9 +11,9 @@
 # grouped-query attention.
 #
 # It assumes causal self-attention
-# ([Self-attention with a causal mask](../causal_self_attention/)) and multi-head
-# attention ([Scaled dot-product attention, step by step](../scaled_dot_product_step_by_step/)).
-# Shapes follow the site's [notation](../../notation/): `(B, T, C)` for tokens,
+# ([Self-attention with a causal mask](causal_self_attention.md)) and multi-head
+# attention ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md)).
+# Shapes follow the site's [notation](../notation.md): `(B, T, C)` for tokens,
 # `(B, H, T, d_k)` for heads.
 #
 # The model's weights are random, drawn with a fixed seed, and it is never trained.
@@ -154,7 +154,7 @@ print(f"largest change of a cached key or value when a token is appended: {moved
 #   the MLP, and $4 t C$ for one query against $t$ cached keys. The cost grows like $t$.
 #
 # The output head adds $2 C \lvert \mathcal{V} \rvert$ per position it runs on, for a
-# vocabulary $\mathcal{V}$ ([notation](../../notation/)).
+# vocabulary $\mathcal{V}$ ([notation](../notation.md)).
 # `attn_ref.decoding_flops` adds these up. The site's tests check it against PyTorch's
 # `FlopCounterMode`, which counts the operations of every matrix product that actually
 # runs, for random model shapes and lengths.

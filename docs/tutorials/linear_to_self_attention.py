@@ -9,8 +9,8 @@
 # function and against `attn_ref`, this site's small reference implementation.
 #
 # It assumes some Python, NumPy and PyTorch, and nothing about attention. The
-# [mental model](../../concepts/mental_model/) explains why attention is built this way. Symbols
-# and shapes follow the site's [notation](../../notation/): a token is a row vector, and a
+# [mental model](../concepts/mental_model.md) explains why attention is built this way. Symbols
+# and shapes follow the site's [notation](../notation.md): a token is a row vector, and a
 # projection multiplies from the right, as in $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$.
 #
 # The page is built from a colleague's notebook, called *the original notebook* below. Its
@@ -173,7 +173,7 @@ print(scores_np)
 # A dot product of two vectors with $d_k$ entries is a sum of $d_k$ terms. When all the
 # entries of the two vectors are independent, with mean zero and variance one, the dot
 # product has variance $d_k$, so its typical size grows like $\sqrt{d_k}$; the
-# [variance argument](../../concepts/mental_model/#the-variance-argument) derives it. Large
+# [variance argument](../concepts/mental_model.md#the-variance-argument) derives it. Large
 # scores push the softmax towards giving one key all the weight. Dividing by $\sqrt{d_k}$
 # brings that variance back to one, whatever the width.
 #
@@ -233,7 +233,7 @@ print(output_np)
 #
 # Each row of the heatmap is one query, each column one key; the numbers are the weights
 # printed above. Equal scores give equal weights. The tokens are counted from 0, as in the
-# [notation](../../notation/), and labelled t0, t1 and t2.
+# [notation](../notation.md), and labelled t0, t1 and t2.
 
 # %%
 from attn_ref.plotting import attention_heatmap, figure_to_svg
@@ -401,9 +401,9 @@ figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 # - NumPy, PyTorch by hand, `torch.nn.functional.scaled_dot_product_attention` and
 #   `attn_ref` agree on the three-token example up to rounding in the last bits.
 #
-# Next: [Self-attention with a causal mask](../causal_self_attention/) hides the future
+# Next: [Self-attention with a causal mask](causal_self_attention.md) hides the future
 # from each token and runs on batches. Attention alone does not see the order of the tokens
-# ([exercise 4](#exercises)); the [positions page](../../concepts/positions/) shows how
+# ([exercise 4](#exercises)); the [positions page](../concepts/positions.md) shows how
 # models give it that order.
 #
 # ## Where the original notebook goes wrong

@@ -3,9 +3,9 @@
 #
 # This page shows how the site's tutorials are made, on the smallest example the
 # site uses: three tokens with four features each. It is a demonstration, not a
-# lesson; the lessons start with [Attention, from first principles](../../concepts/mental_model/).
-# [How this site computes](../../foundations/pipeline/) says what is checked and
-# when; symbols follow the [notation table](../../notation/).
+# lesson; the lessons start with [Attention, from first principles](../concepts/mental_model.md).
+# [How this site computes](../foundations/pipeline.md) says what is checked and
+# when; symbols follow the [notation table](../notation.md).
 #
 # A tutorial is a plain Python file in jupytext's percent format. The site runs it
 # top to bottom in a fresh kernel, again whenever it or the code it uses changes,

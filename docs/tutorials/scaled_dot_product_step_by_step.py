@@ -8,10 +8,10 @@
 # against PyTorch.
 #
 # It assumes you know what queries, keys and values are for
-# ([Attention, from first principles](../../concepts/mental_model/)), and have followed
+# ([Attention, from first principles](../concepts/mental_model.md)), and have followed
 # the steps once on three tokens
-# ([From nn.Linear to self-attention](../linear_to_self_attention/)). The symbols are
-# those of the [notation table](../../notation/): tokens are row vectors, $Q = X W_Q$,
+# ([From nn.Linear to self-attention](linear_to_self_attention.md)). The symbols are
+# those of the [notation table](../notation.md): tokens are row vectors, $Q = X W_Q$,
 # and shapes are `(B, T, C)` for tokens and `(B, H, T, d_k)` for heads.
 #
 # <div class="arithmatex">
@@ -86,7 +86,7 @@ print("Q, K and V all equal X:", all(torch.equal(M, X) for M in (Q, K, V)))
 # Why divide? If the components of $q$ and $k$ are zero-mean, unit-variance and
 # independent, $q \cdot k$ has variance $d_k$, and dividing by $\sqrt{d_k}$ brings it back
 # to one, whatever the width (derived in
-# [the variance argument](../../concepts/mental_model/#the-variance-argument)). Without the
+# [the variance argument](../concepts/mental_model.md#the-variance-argument)). Without the
 # division, wide keys give large scores, and large scores push the softmax towards one
 # winner per row. These ten tokens need not meet those conditions, but the division
 # still lowers the largest weight of every row, as the cell prints after the scores.
@@ -353,7 +353,7 @@ for H in (1, 8, 32):
 #   their work grows $H$ times too. That stays small next to the products while $d_k$ is
 #   large: per element of the scores, the two products do $4 d_k$ FLOPs, the softmax a
 #   few operations. (Kernels that never store the whole matrix avoid its memory: see
-#   [Attention without the T×T matrix](../efficient_attention/).)
+#   [Attention without the T×T matrix](efficient_attention.md).)
 #
 # ## Summary
 #
@@ -508,5 +508,5 @@ print("fixed merge == concat:", torch.equal(fixed, concat))
 #   [`torch.nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
 #   (its `weight` of shape `(out_features, in_features)`), and
 #   [`FlopCounterMode`](https://docs.pytorch.org/docs/main/generated/torch.utils.flop_counter.FlopCounterMode.html).
-# - On this site: [the variance argument](../../concepts/mental_model/#the-variance-argument)
-#   for dividing by $\sqrt{d_k}$, and the [notation table](../../notation/).
+# - On this site: [the variance argument](../concepts/mental_model.md#the-variance-argument)
+#   for dividing by $\sqrt{d_k}$, and the [notation table](../notation.md).

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from scripts.torch_versions import TABLE, parse
 from tests.printed import line_after
 from tests.reference import attention, plain_attention
-from tests.torch_versions import TABLE, parse
 
 BACKENDS = {"default": None, "math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
 
@@ -122,5 +122,5 @@ def test_the_committed_table_holds_what_the_probe_prints_now(printed):
     table = json.loads(TABLE.read_text())
     version = torch.__version__.split("+")[0]
     if version not in table:  # the pinned version always is; another one may be installed by hand
-        pytest.skip(f"torch {version} was not measured (python -m tests.torch_versions {version})")
+        pytest.skip(f"torch {version} was not measured (python -m scripts.torch_versions {version})")
     assert table[version] == parse(printed)

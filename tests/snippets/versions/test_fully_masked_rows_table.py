@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from scripts.torch_versions import TABLE
 from tests.conftest import ROOT
 from tests.forked import run_python
 from tests.printed import table_rows
-from tests.torch_versions import TABLE
 
 CASES = [  # the probe's cases, in the order of the table's columns
     "sdpa_default",

@@ -21,14 +21,21 @@ from urllib.parse import urlsplit
 
 import nbformat
 
+from sitebuild import execution as tutorial_execution
+from sitebuild.html import elements
+from tests.budgets import (
+    BUILD_TARGET,
+    FAST_TESTS_TARGET,
+    FIRST_VISIT_BUDGET,
+    KB,
+    PAGE_BUDGET,
+    RELOAD_TARGET,
+    SEARCHES,
+    TEST_TARGET,
+)
 from tests.site_server import serve
-from tests.site_tools import EXEC_BLOCK, ROOT, TUTORIALS, build, copy_project, html_pages, tutorial_execution
-from tests.test_site import PAGE_BUDGET
+from tests.site_tools import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
 
-KB = 1024
-BUILD_TARGET = 15.0  # seconds, a clean build
-RELOAD_TARGET = 1.5  # seconds, from saving a page to the browser's reload under `make serve`
-TEST_TARGET = 180.0  # seconds, `make test` from a warm checkout
 EDITED_PAGE = "docs/foundations/pipeline.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.M)
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
@@ -69,19 +76,27 @@ def measure_builds(work: Path) -> Path:
     init = first / "attn_ref" / "__init__.py"
     init.write_text(init.read_text() + "\nprint('changed after the first build')\n")
     build(first, work / "site-a3")
-    notebooks = sorted((work / "site-a3" / "tutorials").glob("*/index.html"))
+    notebooks = sorted(
+        (work / "site-a3" / "tutorials").glob("*/index.html")
+    )  # tutorials print attn_ref's output
     stale = [p for p in notebooks if "changed after the first build" not in p.read_text()]
     row("tutorials stale after a change to attn_ref", f"{len(stale)} of {len(notebooks)}", "target 0")
     return work / "site-a"
 
 
 def _without_measured_cells(page: Path) -> list:
-    """A notebook's cells, or a page's HTML cut into notebook cells, without the cells tagged ``measured``."""
+    """A notebook's cells, or a page's HTML, without the cells tagged ``measured`` (on a page:
+    the ``<div class="measured">`` that sitebuild.tutorial_pages wraps them in)."""
     if page.suffix == ".ipynb":
         cells = nbformat.read(page, as_version=4).cells
         return [cell for cell in cells if "measured" not in cell.metadata.get("tags", [])]
-    chunks = re.split(r'(?=<div class="jp-Cell )', page.read_text())
-    return [chunk for chunk in chunks if "celltag_measured" not in chunk.split(">", 1)[0]]
+    html = page.read_text()
+    measured = [e for e in elements(html) if e.tag == "div" and "measured" in e.classes]
+    parts, done = [], 0
+    for element in measured:
+        parts.append(html[done : element.start])
+        done = element.end_end
+    return [*parts, html[done:]]
 
 
 def sequential_seconds(work: Path) -> float:
@@ -166,6 +181,23 @@ def measure_tests(work: Path) -> None:
     project = copy_project(work / "tests")
     command = ["make", "--no-print-directory", "test", f"BIN={Path(sys.executable).parent}", "INSTALLED="]
     env = {**os.environ, "PYTHONPATH": str(project)}
+    start = time.perf_counter()
+    fast = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "not site and not browser"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    row(
+        "the fast tier, pytest -m 'not site and not browser'",
+        f"{time.perf_counter() - start:.0f} s",
+        f"target <= {FAST_TESTS_TARGET:.0f} s",
+    )
+    row(
+        "  pytest's summary",
+        fast.stdout.strip().splitlines()[-1].strip("= ") if fast.stdout.strip() else fast.stderr[-200:],
+    )
     for name in ("`make test`, no tutorial kept yet (as CI runs it)", "`make test` from a warm checkout"):
         start = time.perf_counter()
         result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
@@ -192,13 +224,7 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.browsing import CHROMIUM, CHROMIUM_ARGS, Tab
-    from tests.test_browser import (
-        FIRST_VISIT_BUDGET,
-        PAGE_PATHS,
-        SEARCHES,
-        search_first_hit,
-    )
+    from tests.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, search_first_hit
 
     with serve(site) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -1,7 +1,7 @@
 """Run snippets/versions/fully_masked_rows.py under every PyTorch minor release from 1.13 to 2.13.
 
-    .venv/bin/python -m tests.torch_versions            # every version in VERSIONS
-    .venv/bin/python -m tests.torch_versions 2.4.1      # only these, merged into the table
+    .venv/bin/python -m scripts.torch_versions            # every version in VERSIONS
+    .venv/bin/python -m scripts.torch_versions 2.4.1      # only these, merged into the table
 
 For each version: a throwaway virtual environment in a temporary folder, ``pip install
 torch==VERSION`` (with this machine's pip configuration), the probe run in it, the folder

@@ -1,29 +1,33 @@
 """Execute each tutorial once, in a fresh kernel, and keep the result until its inputs change.
 
-Not a hook itself: ``notebook_pages.py`` runs it before MkDocs renders the tutorials, and the
-tests read what it wrote, so that one execution serves the page, the download and the tests.
+The build runs it before MkDocs renders the tutorials (`sitebuild.tutorial_pages` turns the
+result into the page), and the tests read what it wrote, so that one execution serves the page,
+the download and the tests.
 
 A tutorial ``docs/tutorials/<name>.py`` (jupytext percent format) runs top to bottom in a
 fresh kernel whose working folder is an empty temporary one, so it can rely only on installed
-packages. The result is kept under ``.cache/tutorials/<key>/tutorials/``:
+packages. The result is kept under ``.cache/tutorials/<arithmetic>/<key>/tutorials/``, one folder of
+executions per machine arithmetic (see `arithmetic`), so that testing under another CPU
+capability does not discard the executions of this one:
 
 - ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, solutions
   (cells tagged ``solution``) and the code of plots (cells tagged ``plot``) collapsed, and
   each run of printed text in one output (the kernel may flush a print in two messages), so
   that two executions give the same bytes;
-- ``<name>.values.pickle``: the kernel's variables after the last cell (tensors, numbers,
-  strings, modules, ...), for the tests to compare with their own references.
+- ``<name>.values.pickle``: the kernel's variables after the last cell, as `sitebuild.values`
+  keeps them, for the tests to compare with their own references.
 
 The key hashes the tutorial, every file it can import or include (``attn_ref``,
-``snippets``), the pinned versions (``constraints.txt``), this module, and the machine's part
-in the results: the CPU kernels PyTorch runs (``ATEN_CPU_CAPABILITY`` can choose them) and its
-thread count, since both change the last bits of what a tutorial prints. A change to any of
-them gives a new key, and so a new execution; nothing else does.
+``snippets``), the pinned versions (``constraints.txt``) and this module with `sitebuild.values`;
+its folder names the machine's part in the results: the CPU kernels PyTorch runs
+(``ATEN_CPU_CAPABILITY`` can choose them) and its thread count, since both change the last bits
+of what a tutorial prints. A change to any of them gives a new execution; nothing else does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,32 +40,14 @@ from traitlets.config import Config
 
 CODE_DIRS = ("attn_ref", "snippets")
 VERSIONS = "constraints.txt"
-THIS_FILE = Path("docs/_hooks/tutorial_execution.py")  # how a tutorial is executed and kept
+HOW = (Path("sitebuild/execution.py"), Path("sitebuild/values.py"))  # how a tutorial is executed and kept
+VALUES_MODULE = Path(__file__).resolve().parent / "values.py"
 CACHE = Path(".cache") / "tutorials"
 WORKERS = 2  # the build machine's cores
 
-# Run after the last cell, then removed: saves the variables a test could want (data, tensors,
-# modules, attn_ref objects), with pickle, which PyTorch's tensors and modules support.
-SAVE_VALUES = """
-import pickle as _pickle, sys as _sys
-
-def _kept(name, value):
-    if name.startswith("_") or name in {{"In", "Out", "exit", "quit", "get_ipython"}}:
-        return False
-    torch = _sys.modules.get("torch")
-    if callable(value) and not (torch and isinstance(value, torch.nn.Module)):
-        return False  # functions and classes
-    if type(value).__module__.partition(".")[0] not in {{"builtins", "torch", "numpy", "attn_ref"}}:
-        return False  # figures, and the notebook's own classes
-    try:
-        _pickle.dumps(value)
-    except Exception:
-        return False
-    return True
-
-with open({path!r}, "wb") as _file:
-    _pickle.dump({{name: value for name, value in dict(globals()).items() if _kept(name, value)}}, _file)
-"""
+# Run after the last cell, then removed. The kernel cannot import sitebuild (its working folder is
+# empty and the project is not installed there), so it runs values.py by its path.
+SAVE_VALUES = "import runpy as _runpy\n_runpy.run_path({module!r})['save'](globals(), {path!r})"
 
 
 def arithmetic() -> str:
@@ -72,11 +58,11 @@ def arithmetic() -> str:
 
 
 def code_digest(root: Path) -> str:
-    """Hash of every file the tutorials can import or include, of the pinned versions, of the
-    way they are executed, and of the arithmetic they run on."""
-    digest = hashlib.sha256(arithmetic().encode())
+    """Hash of every file the tutorials can import or include, of the pinned versions, and of
+    the way they are executed. (The arithmetic they run on names the cache's folder.)"""
+    digest = hashlib.sha256()
     paths = [path for folder in CODE_DIRS for path in sorted((root / folder).rglob("*.py"))]
-    for path in [*paths, root / VERSIONS, root / THIS_FILE]:
+    for path in [*paths, root / VERSIONS, *(root / how for how in HOW)]:
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -85,7 +71,7 @@ def code_digest(root: Path) -> str:
 def cache_folder(source: Path, root: Path, digest: str | None = None) -> Path:
     """Where the execution of ``source`` with today's code is (or will be) kept."""
     key = hashlib.sha256(source.read_bytes() + (digest or code_digest(root)).encode()).hexdigest()[:16]
-    return root / CACHE / key
+    return root / CACHE / re.sub(r"[^\w.]+", "-", arithmetic()) / key
 
 
 def executed_notebook(source: Path, root: Path, digest: str | None = None) -> Path:
@@ -117,10 +103,11 @@ def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
 
 
 def prune(root: Path, keep: set[Path]) -> None:
-    """Remove kept executions that no current tutorial uses."""
-    for folder in (root / CACHE).glob("*"):
-        if folder not in keep:
-            shutil.rmtree(folder)
+    """Remove this arithmetic's kept executions that no current tutorial uses."""
+    for folder in {folder.parent for folder in keep}:
+        for kept in folder.glob("*"):
+            if kept not in keep:
+                shutil.rmtree(kept)
 
 
 def execute(source: Path, target: Path) -> Path:
@@ -136,7 +123,8 @@ def execute(source: Path, target: Path) -> Path:
     partial = target.with_name(target.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)
-    notebook.cells.append(nbformat.v4.new_code_cell(SAVE_VALUES.format(path=str(values))))
+    save = SAVE_VALUES.format(module=str(VALUES_MODULE), path=str(values))
+    notebook.cells.append(nbformat.v4.new_code_cell(save))
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as sockets:
         NotebookClient(
             notebook,

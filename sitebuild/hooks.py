@@ -1,0 +1,89 @@
+"""MkDocs' hooks (``hooks:`` in mkdocs.yml): each event handed to the sitebuild module that does the job.
+
+MkDocs loads this file by its path, at every build; the project's root is on ``sys.path`` because
+the site is built with ``python -m properdocs`` from there (Makefile, tests), so the package imports
+normally. What one build learns lives in `Build`, made afresh when the build starts.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+import nbformat
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+from sitebuild import execution, freshness, html, offline_math, snippet_titles, tutorial_pages
+
+
+class Build:
+    """One build's state: the tutorials being executed, and the files to write once it ends."""
+
+    def __init__(self, config: MkDocsConfig) -> None:
+        self.root = Path(config.config_file_path).resolve().parent
+        self.executions: dict[str, tuple[Future, str]] = {}  # page src_uri -> (notebook, download name)
+        self.files: dict[str, str] = {}  # site path -> text (plots)
+
+
+build: Build
+
+
+def on_pre_build(config: MkDocsConfig) -> None:
+    global build
+    build = Build(config)
+    freshness.forget_imported_code()
+
+
+@event_priority(100)  # before other plugins look at the files
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    if freshness.code_changed(build.root):  # make serve --dirty: rebuild every page, not only the edited one
+        for file in files.documentation_pages():
+            Path(file.abs_dest_path).unlink(missing_ok=True)
+    sources = [f for f in files if f.src_uri.startswith("tutorials/") and f.src_uri.endswith(".py")]
+    running = execution.execute_all([Path(f.abs_src_path) for f in sources], build.root)
+    digest = execution.code_digest(build.root)
+    for file in sources:
+        source = Path(file.abs_src_path)
+        notebook = execution.executed_notebook(source, build.root, digest)
+        files.remove(file)
+        page = File.generated(
+            config, f"tutorials/{source.stem}.md", content=""
+        )  # its text: on_page_read_source
+        files.append(page)
+        files.append(File(f"tutorials/{notebook.name}", str(notebook.parent.parent), config.site_dir, False))
+        build.executions[page.src_uri] = (running[source], notebook.name)
+    return files
+
+
+def on_page_read_source(page: Page, config: MkDocsConfig) -> str | None:
+    if page.file.src_uri not in build.executions:
+        return None
+    running, download = build.executions[page.file.src_uri]
+    notebook = nbformat.read(running.result(), as_version=4)  # a failing cell stops the build here
+    return tutorial_pages.markdown_page(notebook, download)
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    return snippet_titles.titled(markdown)
+
+
+def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    content, plots = html.rendered_page(content, page.url)
+    build.files.update(plots)
+    return content
+
+
+def on_post_build(config: MkDocsConfig) -> None:
+    site = Path(config.site_dir)
+    for path, text in build.files.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(text)
+    offline_math.copy_mathjax(site)
+    docs = Path(config.docs_dir)
+    used = {
+        execution.cache_folder(source, build.root) for source in sorted((docs / "tutorials").glob("*.py"))
+    }
+    execution.prune(build.root, used)

@@ -1,0 +1,163 @@
+"""Edits of a rendered page's HTML, found with an HTML parser and applied to the text in place.
+
+MkDocs renders each page's Markdown to HTML. Three things can only be done after that, because the
+markup they touch is made during rendering (by markdown-exec's executed blocks and by Pygments);
+`rendered_page` does all three:
+
+- a plot printed as inline SVG (``attn_ref.plotting.figure_to_svg``) becomes an
+  SVG file shown with ``<img alt=...>``; the page stays small, and a plot shown twice loads once.
+- printed output (a ``text`` code block) is marked
+  ``data-search-exclude``: a reader searching for "softmax" wants the page that teaches it, not
+  every page that printed a tensor. The mark goes on the ``<pre>``: Material's search stops
+  excluding at the first closing tag of the marked element's kind, and a ``<div>`` nests divs.
+- Pygments wraps every token in a ``<span class>``; plain names (``n``,
+  which Material colours as the surrounding code) and whitespace (``w``) look the same without it.
+
+Every edit replaces an exact span of the original text (an element's tags, found by the parser),
+so the rest of the page is left byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from html.parser import HTMLParser
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+LOOKLESS_TOKENS = {"n", "w"}
+PLOT_SIZE = re.compile(r'\swidth="([\d.]+)pt" height="([\d.]+)pt"')
+
+
+@dataclass
+class Element:
+    """One element of a page: its tag, attributes, and where its start and end tags lie in the text."""
+
+    tag: str
+    attrs: dict[str, str | None]
+    start: int  # offset of "<tag"
+    start_end: int  # offset just after the start tag's ">"
+    parent: Element | None
+    end: int | None = None  # offset of "</tag", None for a void or unclosed element
+    end_end: int | None = None
+
+    @property
+    def classes(self) -> set[str]:
+        return set((self.attrs.get("class") or "").split())
+
+
+class _Parser(HTMLParser):
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text = text
+        self.elements: list[Element] = []
+        self.open: list[Element] = []
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self) -> int:
+        line, column = self.getpos()
+        return self.line_starts[line - 1] + column
+
+    def handle_starttag(self, tag, attrs):
+        start = self.position()
+        element = Element(
+            tag,
+            dict(attrs),
+            start,
+            start + len(self.get_starttag_text()),
+            self.open[-1] if self.open else None,
+        )
+        self.elements.append(element)
+        if tag not in VOID:
+            self.open.append(element)
+
+    def handle_startendtag(self, tag, attrs):
+        start = self.position()
+        parent = self.open[-1] if self.open else None
+        self.elements.append(Element(tag, dict(attrs), start, start + len(self.get_starttag_text()), parent))
+
+    def handle_endtag(self, tag):
+        for depth in range(len(self.open) - 1, -1, -1):  # the nearest open element of that tag
+            if self.open[depth].tag == tag:
+                element = self.open[depth]
+                element.end = self.position()
+                element.end_end = self.text.index(">", element.end) + 1
+                del self.open[depth:]
+                return
+
+
+def elements(html: str) -> list[Element]:
+    """Every element of ``html``, in document order."""
+    parser = _Parser(text=html)
+    parser.feed(html)
+    parser.close()
+    return parser.elements
+
+
+def apply(html: str, edits: list[tuple[int, int, str]]) -> str:
+    """``html`` with each ``(start, end, replacement)`` applied; the spans must not overlap."""
+    parts, done = [], 0
+    for start, end, replacement in sorted(edits):
+        if start < done:
+            raise ValueError(f"overlapping edits at offset {start}")
+        parts += [html[done:start], replacement]
+        done = end
+    return "".join([*parts, html[done:]])
+
+
+def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
+    """The three edits above, from one parse of the page: the page, and the plot files to write
+    (``{site path: SVG}``). ``page_url`` is the page's address in the site, for the images' paths."""
+    found = elements(html)
+    plot_edits, files = _plots_to_files(html, found, page_url)
+    return apply(html, plot_edits + _exclude_printed_output(found) + _drop_lookless_spans(found)), files
+
+
+def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[list, dict[str, str]]:
+    """Each inline plot (``<svg role="img" aria-label=...>``) replaced by an ``<img>`` of an SVG file."""
+    edits, files = [], {}
+    for element in found:
+        if element.tag != "svg" or element.attrs.get("role") != "img" or element.end_end is None:
+            continue
+        if any(e.tag == "svg" for e in _ancestors(element)):
+            continue
+        svg = html[element.start : element.end_end]
+        path = f"assets/plots/{hashlib.sha256(svg.encode()).hexdigest()[:16]}.svg"
+        files[path] = svg
+        size = PLOT_SIZE.search(html, element.start, element.start_end)
+        dimensions = (
+            f' width="{float(size[1]) * 4 / 3:.0f}" height="{float(size[2]) * 4 / 3:.0f}"' if size else ""
+        )
+        alt = _attribute(element.attrs.get("aria-label") or "")
+        image = f'<img class="plot" src="{"../" * page_url.count("/")}{path}" alt="{alt}"{dimensions}>'
+        edits.append((element.start, element.end_end, image))
+    return edits, files
+
+
+def _exclude_printed_output(found: list[Element]) -> list:
+    """The ``<pre>`` of every printed-output block (``language-text``) marked to stay out of search."""
+    return [
+        (e.start + len("<pre"), e.start + len("<pre"), " data-search-exclude")
+        for e in found
+        if e.tag == "pre" and e.parent is not None and "language-text" in e.parent.classes
+    ]
+
+
+def _drop_lookless_spans(found: list[Element]) -> list:
+    """Pygments' spans of plain names and whitespace unwrapped; their text stays."""
+    edits = []
+    for e in found:
+        if e.tag == "span" and e.end is not None and e.attrs.get("class") in LOOKLESS_TOKENS:
+            edits += [(e.start, e.start_end, ""), (e.end, e.end_end, "")]
+    return edits
+
+
+def _ancestors(element: Element):
+    parent = element.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def _attribute(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")

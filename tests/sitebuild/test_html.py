@@ -1,0 +1,63 @@
+"""sitebuild.html: the edits made to a rendered page, on small fragments of the markup MkDocs and
+Pygments write (fast: no site build)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sitebuild.html import apply, elements, rendered_page
+
+PLOT = (
+    '<svg role="img" aria-label="Heatmap of &quot;weights&quot;" width="300pt" height="150pt" viewBox="0 0 300 150">'
+    '<defs><clipPath id="c"><rect width="1" height="1"/></clipPath></defs><g clip-path="url(#c)"/></svg>'
+)
+PRINTED = '<div class="language-text highlight"><pre><span></span><code>tensor([1., 2.])\n</code></pre></div>'
+CODE = (
+    '<div class="language-python highlight"><pre><span></span><code>'
+    '<span class="n">x</span><span class="w"> </span><span class="o">=</span> <span class="mi">1</span>\n</code></pre></div>'
+)
+
+
+def test_a_plot_becomes_an_image_of_a_file_with_its_text_alternative():
+    page, files = rendered_page(f"<p>Before</p>{PLOT}<p>after</p>", "tutorials/kv_cache/")
+    ((path, svg),) = files.items()
+    assert svg == PLOT  # the SVG's own bytes: viewBox and clipPath keep their case
+    assert path.startswith("assets/plots/") and path.endswith(".svg")
+    assert page == (
+        f'<p>Before</p><img class="plot" src="../../{path}" alt="Heatmap of &quot;weights&quot;"'
+        ' width="400" height="200"><p>after</p>'
+    )
+
+
+def test_the_same_plot_twice_is_one_file():
+    page, files = rendered_page(PLOT + PLOT, "")
+    assert len(files) == 1 and page.count(f'src="{next(iter(files))}"') == 2
+
+
+def test_printed_output_stays_out_of_search_and_code_stays_in():
+    page, _ = rendered_page(PRINTED + CODE, "")
+    assert page.count("<pre data-search-exclude>") == 1
+    assert page.index("<pre data-search-exclude>") < page.index("tensor(")
+
+
+def test_spans_of_plain_names_and_whitespace_are_unwrapped_and_others_kept():
+    page, _ = rendered_page(CODE, "")
+    assert '<span class="n">' not in page and '<span class="w">' not in page
+    assert '<code>x <span class="o">=</span> <span class="mi">1</span>' in page
+
+
+def test_everything_else_is_left_byte_for_byte():
+    page = '<!doctype html><p class="x">a &amp; b<br>c</p><script>if (a < b) {}</script>'
+    assert rendered_page(page, "")[0] == page
+
+
+def test_elements_know_their_parents_and_where_they_end():
+    html = "<div><pre><code>x</code></pre><img src=a></div>"
+    found = {e.tag: e for e in elements(html)}
+    assert found["code"].parent is found["pre"] and found["img"].end is None
+    assert html[found["pre"].start : found["pre"].end_end] == "<pre><code>x</code></pre>"
+
+
+def test_overlapping_edits_are_refused():
+    with pytest.raises(ValueError, match="overlapping"):
+        apply("abcdef", [(0, 3, "x"), (2, 4, "y")])
