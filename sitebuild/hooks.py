@@ -16,7 +16,7 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from sitebuild import execution, freshness, html, offline_math, snippet_titles, tutorial_pages
+from sitebuild import execution, freshness, html, snippet_titles, tutorial_pages, typeset
 
 
 class Build:
@@ -26,6 +26,7 @@ class Build:
         self.root = Path(config.config_file_path).resolve().parent
         self.executions: dict[str, tuple[Future, str]] = {}  # page src_uri -> (notebook, download name)
         self.files: dict[str, str] = {}  # site path -> text (plots)
+        self.typesetter = typeset.Typesetter()
 
 
 build: Build
@@ -71,6 +72,7 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
 
 
 def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    content = build.typesetter.page(content, page.file.src_uri)
     content, plots = html.rendered_page(content, page.url)
     build.files.update(plots)
     return content
@@ -81,7 +83,8 @@ def on_post_build(config: MkDocsConfig) -> None:
     for path, text in build.files.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
-    offline_math.copy_mathjax(site)
+    build.typesetter.close()
+    typeset.copy_assets(site)
     docs = Path(config.docs_dir)
     used = {
         execution.cache_folder(source, build.root) for source in sorted((docs / "tutorials").glob("*.py"))

@@ -95,7 +95,11 @@ def _outputs(cell: NotebookNode) -> Iterator[str]:
             yield _fenced("text", output.text.rstrip("\n"))
         elif output.output_type in ("execute_result", "display_data"):
             data = output.data
-            if "text/html" in data:  # a plot (attn_ref.plotting.figure_to_svg), or a table
+            if (
+                "text/markdown" in data
+            ):  # Markdown the cell wrote (IPython.display.Markdown): part of the page
+                yield data["text/markdown"].strip()
+            elif "text/html" in data:  # a plot (attn_ref.plotting.figure_to_svg), or a table
                 yield '<div class="output-html" markdown="0">\n' + data["text/html"].strip() + "\n</div>"
             elif "text/plain" in data:
                 yield _fenced("text", data["text/plain"])

@@ -47,23 +47,26 @@ class Tab:
         self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
         self.page = self.context.new_page()
         self.outside: list[str] = []
+        self.scripts: list[str] = []  # every script the page loaded
         self.console_errors: list[str] = []
         self.page.on("request", self._record)  # not page.route: Playwright turns the cache off for it
         self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
         self.page.on("pageerror", lambda e: self.console_errors.append(str(e)))
 
     def open(self, path: str) -> Tab:
-        """Load ``path`` and wait for its math and fonts; what the last page sent or logged is forgotten."""
+        """Load ``path`` and wait for its fonts; what the last page sent or logged is forgotten."""
         self.outside.clear()
         self.console_errors.clear()
+        self.scripts.clear()
         self.page.goto(self.base + path, wait_until="load")  # scripts, styles and images are in
-        self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-        self.page.evaluate("() => MathJax.startup.promise.then(() => document.fonts.ready)")
+        self.page.evaluate("() => document.fonts.ready")
         return self
 
     def _record(self, request):
         if not request.url.startswith((self.base, "data:")):
             self.outside.append(request.url)
+        if request.resource_type == "script":
+            self.scripts.append(request.url)
 
     def close(self):
         self.context.close()

@@ -37,6 +37,9 @@ PAGE_FACTS = """() => ({
   images: [...document.querySelectorAll("article img")].map(i => ({src: i.src.slice(0, 60), alt: i.alt, ok: i.complete && i.naturalWidth > 0})),
   svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
   codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
+  untypesetMath: document.querySelectorAll("article .arithmatex").length,
+  formulas: document.querySelectorAll("article math").length,
+  mathFont: [...document.fonts].some(f => f.family.replace(/"/g, "") === "Latin Modern Math" && f.status === "loaded"),
   headings: [...document.querySelectorAll("article h1, article h2, article h3, article h4, article h5, article h6")]
     .map(h => Number(h.tagName[1])),
 })"""
@@ -107,6 +110,7 @@ class Look:
     transferred: int | None  # bytes of a first visit; measured on the desktop load only
     overflow: int
     outside: list[str]
+    scripts: list[str]
     console_errors: list[str]
     copied: list[str | None]
 
@@ -121,6 +125,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         transferred=tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None,
         overflow=tab.page.evaluate(SIDEWAYS_SCROLL),
         outside=list(tab.outside),
+        scripts=list(tab.scripts),
         console_errors=list(tab.console_errors),
         copied=[],
     )
@@ -169,6 +174,11 @@ def test_page_renders_offline(looks, page_path, mode):
         "raw TeX in the title, the navigation or the table of contents"
     )
     facts = look.facts
+    # Math is MathML, typeset when the site was built: no formula is left for a script, none is loaded.
+    assert facts["untypesetMath"] == 0
+    assert [url for url in look.scripts if re.search(r"mathjax|katex|temml", url, re.I)] == []
+    if facts["formulas"]:
+        assert facts["mathFont"], "the site's math font did not load"
     assert all(image["ok"] for image in facts["images"]), facts["images"]
     assert all(image["alt"] for image in facts["images"]), facts["images"]
     assert all(label for label in facts["svgPlots"]), "every plot needs a text alternative"

@@ -5,7 +5,9 @@ import re
 import jupytext
 import pytest
 import yaml
+from fontTools.ttLib import TTFont
 
+from scripts.math_font import characters_in_math
 from tests.budgets import PAGE_BUDGET
 from tests.conftest import ROOT
 from tests.site_tools import EXEC_BLOCK, TUTORIALS
@@ -43,11 +45,20 @@ def test_no_page_loads_anything_from_another_host(built_site):
     assert {page: found for page, found in offenders.items() if found} == {}
 
 
-def test_math_is_served_by_the_site(built_site):
-    assert (built_site.path / "assets" / "mathjax" / "tex-chtml.js").is_file()
-    assert list(
-        (built_site.path / "assets" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff")
-    )
+def test_math_is_typeset_and_its_font_served_by_the_site(built_site):
+    """Every formula is MathML, and every character the formulas use is in the math font the site
+    ships (made by scripts/math_font.py: run it again when this fails)."""
+    assert (built_site.path / "assets" / "stylesheets" / "temml.css").is_file()
+    font = built_site.path / "assets" / "fonts" / "latinmodern-math.woff2"
+    assert (built_site.path / "assets" / "fonts" / "Temml.woff2").is_file()
+    covered = set(TTFont(font).getBestCmap())
+    missing = {}
+    for page in built_site.pages():
+        html = page.read_text()
+        assert 'class="arithmatex"' not in html, page
+        used = characters_in_math(html)
+        missing.update({c: str(page.relative_to(built_site.path)) for c in used if ord(c) not in covered})
+    assert missing == {}
 
 
 @pytest.mark.parametrize("name", TUTORIAL_NAMES)

@@ -14,11 +14,9 @@
 # those of the [notation table](../notation.md): tokens are row vectors, $Q = X W_Q$,
 # and shapes are `(B, T, C)` for tokens and `(B, H, T, d_k)` for heads.
 #
-# <div class="arithmatex">
 # $$
 # \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
 # $$
-# </div>
 #
 # The tutorial started from a colleague's notebook, called *the original notebook*
 # below. Its mistakes, and what is true instead, are gathered at the end:
@@ -188,8 +186,7 @@ for i, a_row in enumerate(A.tolist()):
         pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj) for k = 0..2
         terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in pairs)
         lines.append(rf"O_{{{i}{j}}} &= {terms} &&= {AV[i, j]:.4g}")
-    align = r"\begin{align*}" + r" \\ ".join(lines) + r"\end{align*}"
-    boxes.append(f'<div class="arithmatex">{align}</div>')
+    boxes.append("$$\n\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}\n$$")
 Markdown("\n\n".join(boxes))
 
 # %% [markdown]
@@ -200,17 +197,13 @@ Markdown("\n\n".join(boxes))
 # of shape $(C, d_k)$ with $d_k = C / H$. The heads' outputs are concatenated, and an
 # output projection $W_O$ of shape $(C, C)$ mixes them:
 #
-# <div class="arithmatex">
 # $$
 # \text{head}_h = \operatorname{Attention}(X W_Q^{(h)},\; X W_K^{(h)},\; X W_V^{(h)})
 # $$
-# </div>
 #
-# <div class="arithmatex">
 # $$
 # \operatorname{MultiHead}(X) = \operatorname{Concat}(\text{head}_0, \dots, \text{head}_{H-1})\, W_O
 # $$
-# </div>
 #
 # In code the $H$ matrices $W_Q^{(h)}$ sit side by side in one $(C, C)$ matrix $W_Q$.
 # One product projects the tokens for all heads at once, and a reshape hands each head
