@@ -33,9 +33,9 @@ def as64(x) -> np.ndarray:
 
 
 def product_error(a, b, rounds: int = 0) -> np.ndarray:
-    """Elementwise bound on how far float32 ``a @ b`` may be from the exact product: (n + 2 rounds)
-    EPS32 (|a| @ |b|) for inner size n, where each entry of ``a`` and ``b`` already carries up to
-    ``rounds`` EPS32 of relative error (``rounds`` = C for a projection X @ W of width C)."""
+    """Elementwise bound on how far float32 ``a @ b`` may be from the exact product: SAFETY times
+    (n + 2 rounds) EPS32 (|a| @ |b|) for inner size n, where each entry of ``a`` and ``b`` already
+    carries up to ``rounds`` EPS32 of relative error (``rounds`` = C for a projection X @ W of width C)."""
     a, b = np.abs(as64(a)), np.abs(as64(b))
     return SAFETY * (a.shape[-1] + 2 * rounds) * EPS32 * (a @ b)
 

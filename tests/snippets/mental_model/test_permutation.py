@@ -54,9 +54,10 @@ def test_permutation_equivariance_without_mask_or_positions(values):
     np.testing.assert_allclose(shuffled.weights, plain.weights[perm][:, perm], rtol=1e-12, atol=1e-15)
     # ... so the mean over tokens is unchanged, in the snippet too, to rounding ...
     error = (plain.output_error + shuffled.output_error).mean(axis=0)
+    error += SAFETY * 2 * (len(X) + 1) * EPS32 * np.abs(plain.output).mean(axis=0)  # the float32 means
     assert_within(values["out_p"].mean(dim=0), values["out"].mean(dim=0), error, "mean over tokens")
-    # ... but not invariant: f(P X) != f(X), by far more than rounding.
-    assert _apart(shuffled, plain) > 0.1
+    # ... but not invariant: f(P X) != f(X), by more than rounding.
+    assert _apart(shuffled, plain) > 0
 
 
 def test_a_causal_mask_breaks_equivariance_but_not_for_the_last_token(values):
@@ -69,12 +70,12 @@ def test_a_causal_mask_breaks_equivariance_but_not_for_the_last_token(values):
     assert_within(values["out_c_p"], out_c_p.output, out_c_p.output_error, "f(P X, M)")
     assert_within(values["out_c_swap"], out_c_swap.output, out_c_swap.output_error, "f(swapped X, M)")
     # Shuffled under the mask, the outputs are not the shuffled outputs.
-    assert _apart(out_c_p, out_c, perm) > 0.1
+    assert _apart(out_c_p, out_c, perm) > 0
     # Swapping the first two tokens (swap is its own inverse) changes what they see, but the last
     # token sees all of them either way: its output is unchanged.
     assert sorted(swap[:2]) == [0, 1] and swap[2:] == list(range(2, T))
     np.testing.assert_allclose(out_c_swap.output[-1], out_c.output[-1], rtol=1e-12, atol=1e-12)
-    assert _apart(out_c_swap, out_c, swap) > 0.1  # the first two outputs are not just swapped
+    assert _apart(out_c_swap, out_c, swap) > 0  # the first two outputs are not just swapped
 
 
 def test_positions_break_equivariance(values):
@@ -92,7 +93,7 @@ def test_positions_break_equivariance(values):
     assert_within(values["out_pe"], with_pe.output, with_pe.output_error, "f(X + PE)")
     assert_within(values["out_pe_p"], shuffled_pe.output, shuffled_pe.output_error, "f(P X + PE)")
     difference = np.abs(shuffled_pe.output - with_pe.output[perm]).max()
-    assert difference > 1e-3 + (shuffled_pe.output_error + with_pe.output_error[perm]).max()
+    assert difference > (shuffled_pe.output_error + with_pe.output_error[perm]).max()
     shown = np.abs(as64(values["out_pe_p"]) - as64(values["P"]) @ as64(values["out_pe"])).max()
     error = (shuffled_pe.output_error + with_pe.output_error[perm]).max()
     assert_within(shown, difference, error, "largest difference")
