@@ -4,16 +4,22 @@ from torch.utils.flop_counter import FlopCounterMode
 
 
 def cost(T, H, d_k):
+    """GFLOP, and MiB of the float32 weights, of attention over T tokens in H heads of width d_k."""
     q = k = v = torch.empty(H, T, d_k, device="meta")  # shapes, no data
     with FlopCounterMode(display=False) as counter:
         weights = torch.softmax(q @ k.mT / d_k**0.5, dim=-1)  # (H, T, T)
         weights @ v  # (H, T, d_k): the output
-    return f"{counter.get_total_flops() / 1e9:>7.2f} {weights.nbytes / 2**20:>6.0f}"
+    return counter.get_total_flops() / 1e9, weights.nbytes / 2**20
 
 
+costs = {}  # (T, H, d_k) -> (GFLOP, MiB)
 print("one head, d_k = 64:\n     T   GFLOP    MiB")
 for T in (1024, 2048, 4096, 8192, 16384):
-    print(f"{T:>6} {cost(T, 1, 64)}")
+    costs[T, 1, 64] = cost(T, 1, 64)
+    gflop, mib = costs[T, 1, 64]
+    print(f"{T:>6} {gflop:>7.2f} {mib:>6.0f}")
 print("width C = 768 in H heads, T = 1024:\n     H  d_k   GFLOP    MiB")
 for H in (1, 12):
-    print(f"{H:>6} {768 // H:>4} {cost(1024, H, 768 // H)}")
+    costs[1024, H, 768 // H] = cost(1024, H, 768 // H)
+    gflop, mib = costs[1024, H, 768 // H]
+    print(f"{H:>6} {768 // H:>4} {gflop:>7.2f} {mib:>6.0f}")

@@ -29,7 +29,8 @@ def self_attention(words):
     return scaled_dot_product_attention(Q, K, V)[0]  # (T, C)
 
 
-Y1, Y2 = self_attention(sentence), self_attention(["a", "cat", "ran"])
+sentence_2 = ["a", "cat", "ran"]
+Y1, Y2 = self_attention(sentence), self_attention(sentence_2)
 print("outputs:", tuple(Y1.shape), "and", tuple(Y2.shape))
 print("'cat' in sentence 1:", Y1[1])
 print("'cat' in sentence 2:", Y2[1])

@@ -22,12 +22,13 @@ W_V[col["alice"], 0] = W_V[col["bob"], 1] = 1.0
 W_Q[col["pronoun"], d_k] = 12.0
 W_K[col["verb"], d_k] = 1.0
 W_V[col["verb"], d_k] = 1.0
+W_O = torch.eye(C)  # the output projection: the identity shows the heads as they are
 
 
 def attention_with(num_heads):
     mha = MultiHeadAttention(embed_dim=C, num_heads=num_heads, bias=False).requires_grad_(False)
-    # nn.Linear stores weight = W.T, shape (out, in); W_O = I shows the heads as they are.
-    for layer, W in [(mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, torch.eye(C))]:
+    # nn.Linear stores weight = W.T, shape (out, in).
+    for layer, W in [(mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, W_O)]:
         layer.weight.copy_(W.T)
     return mha
 

@@ -29,10 +29,11 @@ print("mean over tokens unchanged:", close(out_p.mean(dim=0), out.mean(dim=0)))
 
 # A causal mask: position i sees positions 0..i, whichever tokens sit there.
 M = causal_mask(T)  # (T, T), True on and below the diagonal
-out_c = f(X, M)[0]
-print("causal, f(P X) == P f(X):", close(f(P @ X, M)[0], P @ out_c))
+out_c, out_c_p = f(X, M)[0], f(P @ X, M)[0]
+print("causal, f(P X) == P f(X):", close(out_c_p, P @ out_c))
 swap = torch.eye(T)[[1, 0, 2, 3, 4]]  # swaps the first two tokens
-print("causal, first two swapped, last output unchanged:", close(f(swap @ X, M)[0][-1], out_c[-1]))
+out_c_swap = f(swap @ X, M)[0]
+print("causal, first two swapped, last output unchanged:", close(out_c_swap[-1], out_c[-1]))
 
 # Positions are added after shuffling, as in a model: position t gets PE[t].
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)
@@ -44,7 +45,8 @@ print(f"largest difference: {(out_pe_p - P @ out_pe).abs().max():.2f}")
 # --8<-- [start:exercise]
 # Exercise: shuffle the causal mask with the tokens.
 M_P = (P @ M.float() @ P.T).bool()  # (T, T): rows and columns reordered like the tokens
-print("f(P X, P M P^T) == P f(X, M):", close(f(P @ X, M_P)[0], P @ out_c))
+out_moved = f(P @ X, M_P)[0]
+print("f(P X, P M P^T) == P f(X, M):", close(out_moved, P @ out_c))
 print("P M P^T:")
 print(M_P.int())
 # --8<-- [end:exercise]

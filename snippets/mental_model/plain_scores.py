@@ -20,8 +20,9 @@ print("each top key is the query or a longer vector:", all(lengths[top] >= lengt
 # A "loud" token: make token 2 longer without changing its direction.
 others = [i for i in range(T) if i != 2 and scores[i, 2] > 0]
 print("other queries with a positive score for token 2:", others)
+loud = {}  # s -> (T, T): the weights with token 2 scaled by s
 for s in (1.0, 2.0, 4.0):
     X_loud = X.clone()
     X_loud[2] *= s
-    A_loud = softmax(X_loud @ X_loud.T / C**0.5)  # (T, T)
-    print(f"token 2 scaled by {s:g}, weight on it:", A_loud[:, 2].numpy().round(3))
+    loud[s] = softmax(X_loud @ X_loud.T / C**0.5)  # (T, T)
+    print(f"token 2 scaled by {s:g}, weight on it:", loud[s][:, 2].numpy().round(3))

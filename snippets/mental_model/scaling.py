@@ -8,10 +8,11 @@ rng = np.random.default_rng(0)
 S, trials = 16, 400  # S keys per query, and this many queries per width
 widths = [1, 4, 16, 64, 256, 1024]
 results = {"plain": [], "scaled": []}  # per width: variance, largest weight, entropy, gradient
+samples = {}  # d_k -> the (trials, S) scores
 for d_k in widths:
     q = rng.standard_normal((trials, 1, d_k))  # components: mean 0, variance 1
     k = rng.standard_normal((trials, S, d_k))  # (trials, S, d_k)
-    scores = (q @ k.transpose(0, 2, 1))[:, 0, :]  # (trials, 1, S) -> (trials, S)
+    samples[d_k] = scores = (q @ k.transpose(0, 2, 1))[:, 0, :]  # (trials, 1, S) -> (trials, S)
     for name, z in [("plain", scores), ("scaled", scores / np.sqrt(d_k))]:
         p = softmax(z)  # (trials, S)
         entropy = -(p * np.log(np.maximum(p, 1e-300))).sum(axis=-1)  # 0 log 0 = 0

@@ -7,8 +7,10 @@ from attn_ref.examples import LOOKUP_KEYS, LOOKUP_VALUES
 K = torch.tensor(LOOKUP_KEYS)  # (S, d_k) = (5, 2)
 V = torch.tensor(LOOKUP_VALUES)  # (S, d_v) = (5, 2)
 origin = torch.zeros(1, 2)  # (L, d_k) = (1, 2)
+results = {}  # tau -> (output, weights)
 for tau in (0.25, 2**0.5, 16.0):
-    output, weights = scaled_dot_product_attention(origin, K, V, scale=1 / tau)
+    results[tau] = scaled_dot_product_attention(origin, K, V, scale=1 / tau)
+    output, weights = results[tau]
     print(f"tau = {tau:.2f}, weights:", weights[0])
     print(f"tau = {tau:.2f}, output:", output[0])
 print("mean of the values:", V.mean(dim=0))

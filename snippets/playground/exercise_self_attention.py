@@ -7,12 +7,14 @@ from attn_ref.examples import THREE_TOKENS
 X = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4); Q = K = V = X
 print("X:")
 print(X)
-print("token 0's dot products with tokens 0, 1, 2:", X[0] @ X.T)
+dots = X[0] @ X.T  # (T,): token 0's dot product with each token
+print("token 0's dot products with tokens 0, 1, 2:", dots)
 _, weights = scaled_dot_product_attention(X, X, X)
 print("token 0's weights:", weights[0])
 
 X_new = X.clone()
 X_new[0, 0] = 2.0  # token 0, feature 0: from 1 to 2
-print("after the change, dot products:", X_new[0] @ X_new.T)
+dots_new = X_new[0] @ X_new.T  # (T,)
+print("after the change, dot products:", dots_new)
 _, weights_new = scaled_dot_product_attention(X_new, X_new, X_new)
 print("after the change, weights:", weights_new[0])

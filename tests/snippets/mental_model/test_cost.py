@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.printed import block_after, line_starting
+from tests.snippets.mental_model.helpers import assert_shown
 
 
 def hand_count(T: int, H: int, d_k: int) -> tuple[float, float]:
@@ -13,19 +13,34 @@ def hand_count(T: int, H: int, d_k: int) -> tuple[float, float]:
     return flops / 1e9, 4 * H * T * T / 2**20
 
 
-def test_cost_grows_as_t_squared(printed):
-    lengths = [1024, 2048, 4096, 8192, 16384]
-    table = block_after(printed, line_starting(printed, "     T"), rows=len(lengths))
-    assert table[:, 0].tolist() == lengths
-    for (_, gflop, mib), T in zip(table, lengths, strict=True):
-        np.testing.assert_allclose([gflop, mib], hand_count(T, 1, 64), atol=0.006)
-    # Doubling T multiplies both by four.
-    np.testing.assert_allclose(table[1:, 1:] / table[:-1, 1:], 4, rtol=0.01)
+def test_every_count_is_the_hand_count(values):
+    assert values["costs"]
+    for (T, H, d_k), counted in values["costs"].items():
+        assert counted == hand_count(T, H, d_k)  # integer counts, divided alike: exact
 
 
-def test_cost_of_heads_same_flops_h_times_the_memory(printed):
-    table = block_after(printed, line_starting(printed, "     H"), rows=2)
-    assert table[:, :2].tolist() == [[1, 768], [12, 64]]
-    for H, d_k, gflop, mib in table:
-        np.testing.assert_allclose([gflop, mib], hand_count(1024, int(H), int(d_k)), atol=0.006)
-    assert table[0, 2] == table[1, 2] and table[1, 3] == 12 * table[0, 3]
+def test_doubling_t_multiplies_both_by_four(values):
+    """Among the rows with the same heads, FLOPs and memory grow as T^2."""
+    costs = values["costs"]
+    for (T, H, d_k), (gflop, mib) in costs.items():
+        if (2 * T, H, d_k) in costs:
+            np.testing.assert_allclose(costs[2 * T, H, d_k], [4 * gflop, 4 * mib], rtol=1e-12)
+    assert any((2 * T, H, d_k) in costs for T, H, d_k in costs)
+
+
+def test_heads_splitting_one_width_same_flops_h_times_the_memory(values):
+    costs = values["costs"]
+    pairs = [
+        (a, b) for a in costs for b in costs if a[0] == b[0] and a[1] < b[1] and a[1] * a[2] == b[1] * b[2]
+    ]
+    assert pairs
+    for (T, H, d_k), (T_b, H_b, d_k_b) in pairs:
+        gflop, mib = costs[T, H, d_k]
+        gflop_b, mib_b = costs[T_b, H_b, d_k_b]
+        assert gflop_b == gflop and mib_b * H == mib * H_b  # exact: integers over the same divisor
+
+
+def test_prints_every_count(printed, values):
+    """Each row's GFLOP to 2 places and MiB to 0, in the order they were counted."""
+    counts = [count for row in values["costs"].values() for count in row]  # GFLOP, MiB, GFLOP, ...
+    assert_shown(printed, *counts, decimals=[2, 0] * len(values["costs"]))

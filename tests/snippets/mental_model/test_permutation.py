@@ -5,58 +5,112 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.printed import block_after, flag, line_after, numbers
-from tests.reference import attention, causal
-from tests.snippets.mental_model.helpers import seeded_randn
-
-PERM = [2, 0, 4, 1, 3]
-CAUSAL = causal(5)  # query i may see keys 0..i
-
-
-def _layer():
-    X, W_Q, W_K, W_V = seeded_randn((5, 8), (8, 8), (8, 8), (8, 8))
-
-    def layer(X, allowed=None):
-        return attention(X @ W_Q, X @ W_K, X @ W_V, allowed=allowed)[0]
-
-    return X, layer
+from tests.reference import causal
+from tests.snippets.mental_model.helpers import (
+    EPS32,
+    SAFETY,
+    as64,
+    assert_shown,
+    assert_within,
+    float32_attention,
+)
 
 
-def test_permutation_equivariance_without_mask_or_positions(printed):
-    X, layer = _layer()
-    out_x, out_px = layer(X), layer(X[PERM])
-    assert np.allclose(out_px, out_x[PERM]) and not np.allclose(out_px, out_x)
-    assert flag(printed, "f(P X) == P f(X), equivariant:")
-    assert not flag(printed, "f(P X) == f(X), invariant:")
-    assert flag(printed, "A(P X) == P A(X) P^T:")
-    assert flag(printed, "mean over tokens unchanged:")
+def _layer(values, X, allowed=None, rounds=0, size=None):
+    """The snippet's f in float64, with the error bounds of its float32 projections X @ W, for an
+    input X that is itself off by ``rounds`` EPS32 relative to ``size``."""
+    W_Q, W_K, W_V = (as64(values[name]) for name in ("W_Q", "W_K", "W_V"))
+    size = np.abs(X) if size is None else size
+    sizes = [size @ np.abs(W) for W in (W_Q, W_K, W_V)]
+    return float32_attention(
+        X @ W_Q, X @ W_K, X @ W_V, allowed=allowed, rounds=X.shape[-1] + rounds, sizes=sizes
+    )
 
 
-def test_a_causal_mask_breaks_equivariance_but_not_for_the_last_token(printed):
-    X, layer = _layer()
-    out_c = layer(X, CAUSAL)
-    assert not np.allclose(layer(X[PERM], CAUSAL), out_c[PERM])
-    assert not flag(printed, "causal, f(P X) == P f(X):")
-    swapped = layer(X[[1, 0, 2, 3, 4]], CAUSAL)
-    assert np.allclose(swapped[-1], out_c[-1]) and not np.allclose(swapped[:2], out_c[[1, 0]])
-    assert flag(printed, "causal, first two swapped, last output unchanged:")
+def _permutation(matrix) -> list[int]:
+    """perm with matrix @ X == X[perm], after checking that ``matrix`` is a permutation matrix."""
+    P = as64(matrix)
+    assert set(np.unique(P)) <= {0.0, 1.0} and (P.sum(axis=0) == 1).all() and (P.sum(axis=1) == 1).all()
+    return P.argmax(axis=1).tolist()
 
 
-def test_positions_break_equivariance(printed):
-    X, layer = _layer()
-    # Sinusoidal encoding by hand: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(...).
-    angles = np.arange(5)[:, None] / 10000 ** (np.arange(0, 8, 2) / 8)
-    PE = np.zeros((5, 8))
-    PE[:, 0::2], PE[:, 1::2] = np.sin(angles), np.cos(angles)
-    difference = np.abs(layer(X[PERM] + PE) - layer(X + PE)[PERM]).max()
-    assert difference > 1e-3
-    assert not flag(printed, "with positions, f(P X + PE) == P f(X + PE):")
-    np.testing.assert_allclose(numbers(line_after(printed, "largest difference:")), [difference], atol=5e-3)
+def _apart(a, b, rows=slice(None)) -> float:
+    """How far the outputs of ``a`` and the ``rows`` of ``b`` are, at most, beyond the float32
+    rounding both may carry."""
+    gap = np.abs(a.output - b.output[rows]) - a.output_error - b.output_error[rows]
+    return float(gap.max())
 
 
-def test_exercise_a_mask_moved_with_the_tokens_restores_equivariance(printed):
-    X, layer = _layer()
-    moved = CAUSAL[PERM][:, PERM]  # new query i is old token PERM[i]; it sees what that token saw
-    assert np.allclose(layer(X[PERM], moved), layer(X, CAUSAL)[PERM])
-    assert flag(printed, "f(P X, P M P^T) == P f(X, M):")
-    np.testing.assert_array_equal(block_after(printed, "P M P^T:", rows=5), moved.astype(int))
+def test_permutation_equivariance_without_mask_or_positions(values):
+    X, perm = as64(values["X"]), _permutation(values["P"])
+    assert sorted(perm) != perm  # a real shuffle
+    plain, shuffled = _layer(values, X), _layer(values, X[perm])  # P @ X: exact in float32
+    assert_within(values["out"], plain.output, plain.output_error, "f(X)")
+    assert_within(values["A"], plain.weights, plain.weights_error, "A(X)")
+    assert_within(values["out_p"], shuffled.output, shuffled.output_error, "f(P X)")
+    assert_within(values["A_p"], shuffled.weights, shuffled.weights_error, "A(P X)")
+    # Equivariant (exactly, up to float64 rounding): f(P X) = P f(X) and A(P X) = P A(X) P^T ...
+    np.testing.assert_allclose(shuffled.output, plain.output[perm], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(shuffled.weights, plain.weights[perm][:, perm], rtol=1e-12, atol=1e-15)
+    # ... so the mean over tokens is unchanged, in the snippet too, to rounding ...
+    error = (plain.output_error + shuffled.output_error).mean(axis=0)
+    error += SAFETY * 2 * (len(X) + 1) * EPS32 * np.abs(plain.output).mean(axis=0)  # the float32 means
+    assert_within(values["out_p"].mean(dim=0), values["out"].mean(dim=0), error, "mean over tokens")
+    # ... but not invariant: f(P X) != f(X), by more than rounding.
+    assert _apart(shuffled, plain) > 0
+
+
+def test_a_causal_mask_breaks_equivariance_but_not_for_the_last_token(values):
+    X, perm, swap = as64(values["X"]), _permutation(values["P"]), _permutation(values["swap"])
+    T = len(X)
+    M = values["M"].numpy()
+    np.testing.assert_array_equal(M, causal(T))  # query i sees keys 0..i
+    out_c, out_c_p, out_c_swap = (_layer(values, X[p], M) for p in (slice(None), perm, swap))
+    assert_within(values["out_c"], out_c.output, out_c.output_error, "f(X, M)")
+    assert_within(values["out_c_p"], out_c_p.output, out_c_p.output_error, "f(P X, M)")
+    assert_within(values["out_c_swap"], out_c_swap.output, out_c_swap.output_error, "f(swapped X, M)")
+    # Shuffled under the mask, the outputs are not the shuffled outputs.
+    assert _apart(out_c_p, out_c, perm) > 0
+    # Swapping the first two tokens (swap is its own inverse) changes what they see, but the last
+    # token sees all of them either way: its output is unchanged.
+    assert sorted(swap[:2]) == [0, 1] and swap[2:] == list(range(2, T))
+    np.testing.assert_allclose(out_c_swap.output[-1], out_c.output[-1], rtol=1e-12, atol=1e-12)
+    assert _apart(out_c_swap, out_c, swap) > 0  # the first two outputs are not just swapped
+
+
+def test_positions_break_equivariance(values):
+    X, perm = as64(values["X"]), _permutation(values["P"])
+    T, C = X.shape
+    # Sinusoidal encoding by hand: PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...).
+    angles = np.arange(T)[:, None] / 10000 ** (np.arange(0, C, 2) / C)
+    expected = np.zeros((T, C))
+    expected[:, 0::2], expected[:, 1::2] = np.sin(angles), np.cos(angles)
+    PE = as64(values["PE"])
+    assert_within(PE, expected, SAFETY * 8 * EPS32 * (1 + np.repeat(angles, 2, axis=1)), "PE")
+    size = np.abs(X) + np.abs(PE)  # X + PE is one float32 rounding away from exact
+    with_pe = _layer(values, X + PE, rounds=1, size=size)
+    shuffled_pe = _layer(values, X[perm] + PE, rounds=1, size=np.abs(X[perm]) + np.abs(PE))
+    assert_within(values["out_pe"], with_pe.output, with_pe.output_error, "f(X + PE)")
+    assert_within(values["out_pe_p"], shuffled_pe.output, shuffled_pe.output_error, "f(P X + PE)")
+    difference = np.abs(shuffled_pe.output - with_pe.output[perm]).max()
+    assert difference > (shuffled_pe.output_error + with_pe.output_error[perm]).max()
+    shown = np.abs(as64(values["out_pe_p"]) - as64(values["P"]) @ as64(values["out_pe"])).max()
+    error = (shuffled_pe.output_error + with_pe.output_error[perm]).max()
+    assert_within(shown, difference, error, "largest difference")
+
+
+def test_exercise_a_mask_moved_with_the_tokens_restores_equivariance(values):
+    X, perm = as64(values["X"]), _permutation(values["P"])
+    M = values["M"].numpy()
+    moved = M[perm][:, perm]  # new query i is old token perm[i]; it sees what that token saw
+    np.testing.assert_array_equal(values["M_P"].numpy(), moved)  # 0/1 products: exact
+    assert (moved != np.tril(moved)).any()  # no longer lower-triangular
+    restored = _layer(values, X[perm], moved)
+    assert_within(values["out_moved"], restored.output, restored.output_error, "f(P X, P M P^T)")
+    np.testing.assert_allclose(restored.output, _layer(values, X, M).output[perm], rtol=1e-12, atol=1e-12)
+
+
+def test_prints_the_largest_difference_and_the_moved_mask(printed, values):
+    difference = np.abs(as64(values["out_pe_p"]) - as64(values["P"]) @ as64(values["out_pe"])).max()
+    assert_shown(printed, difference, decimals=2)
+    assert_shown(printed, values["M_P"].int(), decimals=0)

@@ -2,19 +2,29 @@
 
 import numpy as np
 
-from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
-from tests.printed import line_after, numbers
-from tests.reference import attention
+from tests.reference import attention, plain_attention
+from tests.snippets.mental_model.helpers import as64, assert_shown
 
 
-def test_every_key_masked(printed):
-    q, K, V = (np.array(x) for x in (LOOKUP_QUERY, LOOKUP_KEYS, LOOKUP_VALUES))
-    output, weights = attention(q, K, V, allowed=np.zeros((1, len(K)), dtype=bool))
-    with np.errstate(invalid="ignore"):  # exp(-inf - (-inf)): what a plain softmax computes
-        plain = np.exp(np.full(len(K), -np.inf) - np.max(np.full(len(K), -np.inf)))
-    assert np.isnan(plain).all()
-    assert np.isnan(numbers(line_after(printed, "plain softmax:"))).all()
-    np.testing.assert_array_equal(numbers(line_after(printed, "attn_ref weights:")), weights[0])
-    np.testing.assert_array_equal(numbers(line_after(printed, "attn_ref output:")), output[0])
-    np.testing.assert_array_equal(numbers(line_after(printed, "PyTorch's output:")), output[0])
-    assert not output.any()
+def test_every_key_masked(values):
+    q, K, V = (as64(values[name]) for name in ("q", "K", "V"))
+    allowed = values["allowed"].numpy()
+    assert allowed.shape == (len(q), len(K)) and not allowed.any()
+    assert (values["scores"] == float("-inf")).all()  # masked_fill: exact
+
+    # A plain softmax computes -inf - (-inf) = NaN: in float64 too.
+    _, plain_weights = plain_attention(q, K, V, allowed)
+    assert np.isnan(plain_weights).all()
+    assert values["plain"].isnan().all()
+
+    # attn_ref and PyTorch (2.5 and later) give a query that sees no key zero weights and a zero
+    # output, as the float64 reference does: exactly, since no arithmetic is left.
+    output, weights = attention(q, K, V, allowed=allowed)
+    assert not output.any() and not weights.any()
+    np.testing.assert_array_equal(as64(values["weights"]), weights)
+    np.testing.assert_array_equal(as64(values["output"]), output)
+    np.testing.assert_array_equal(as64(values["reference"]), output)
+
+
+def test_prints_nan_then_zeros(printed, values):
+    assert_shown(printed, values["plain"], values["weights"], values["output"], values["reference"])

@@ -2,20 +2,24 @@
 
 import numpy as np
 
-from attn_ref.examples import LOOKUP_KEYS, LOOKUP_VALUES
-from tests.printed import line_after, numbers
-from tests.reference import attention
+from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
 
 
-def test_origin_gives_uniform_weights_and_the_mean_of_the_values(printed):
-    K, V = np.array(LOOKUP_KEYS), np.array(LOOKUP_VALUES)
-    for tau in (0.25, 2**0.5, 16.0):
-        output, weights = attention(np.zeros((1, 2)), K, V, scale=1 / tau)
-        np.testing.assert_allclose(weights[0], np.full(len(K), 1 / len(K)))
-        np.testing.assert_allclose(
-            numbers(line_after(printed, f"tau = {tau:.2f}, weights:")), weights[0], atol=6e-5
-        )
-        np.testing.assert_allclose(
-            numbers(line_after(printed, f"tau = {tau:.2f}, output:")), output[0], atol=6e-5
-        )
-    np.testing.assert_allclose(numbers(line_after(printed, "mean of the values:")), V.mean(axis=0), atol=6e-5)
+def test_origin_gives_uniform_weights_and_the_mean_of_the_values(values):
+    origin, K, V = (as64(values[name]) for name in ("origin", "K", "V"))
+    assert not origin.any()  # q = 0: every score is 0 . k_j = 0
+    S = len(K)
+    results = values["results"]
+    assert len(results) >= 2  # more than one temperature
+    for tau, (output, weights) in results.items():
+        exact = float32_attention(origin, K, V, scale=1 / tau)
+        # By hand: equal scores give weights 1/S, whatever tau, and the output is the mean of the values.
+        np.testing.assert_allclose(exact.weights, np.full((1, S), 1 / S), rtol=1e-15)
+        np.testing.assert_allclose(exact.output[0], V.mean(axis=0), rtol=1e-14)
+        assert_within(weights, exact.weights, exact.weights_error, f"weights at tau = {tau}")
+        assert_within(output, exact.output, exact.output_error, f"output at tau = {tau}")
+
+
+def test_prints_the_weights_the_outputs_and_the_mean(printed, values):
+    rows = [row[0] for output, weights in values["results"].values() for row in (weights, output)]
+    assert_shown(printed, *rows, as64(values["V"]).mean(axis=0))

@@ -2,18 +2,37 @@
 
 import numpy as np
 
-from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
-from tests.printed import block_after
-from tests.reference import attention
+from tests.snippets.mental_model.helpers import (
+    EPS32,
+    SAFETY,
+    as64,
+    assert_shown,
+    assert_within,
+    float32_attention,
+)
 
 
-def test_soft_lookup_prints_the_first_state(printed):
-    q, K, V = (np.array(x) for x in (LOOKUP_QUERY, LOOKUP_KEYS, LOOKUP_VALUES))
-    tau = np.sqrt(K.shape[-1])
-    output, weights = attention(q, K, V, scale=1 / tau)
-    np.testing.assert_allclose(block_after(printed, "q . k, one per key:"), (q @ K.T).ravel(), atol=6e-5)
+def test_the_temperature_is_sqrt_dk(values):
+    assert np.isclose(values["tau"], np.sqrt(values["K"].shape[-1]), rtol=1e-15)
+
+
+def test_dot_products_and_scores(values):
+    q, K = as64(values["q"]), as64(values["K"])
+    # Halves and quarters: every product and sum is exact in float32.
+    np.testing.assert_array_equal(as64(values["dots"]), q @ K.T)
+    exact = q @ K.T / values["tau"]
+    assert_within(values["scores"], exact, SAFETY * 2 * EPS32 * np.abs(exact), "scores")
+
+
+def test_weights_and_output(values):
+    q, K, V = (as64(values[name]) for name in ("q", "K", "V"))
+    exact = float32_attention(q, K, V, scale=1 / values["tau"])
+    assert_within(values["weights"], exact.weights, exact.weights_error, "weights")
+    assert_within(values["output"], exact.output, exact.output_error, "output")
     np.testing.assert_allclose(
-        block_after(printed, "scores (q . k) / tau:"), (q @ K.T / tau).ravel(), atol=6e-5
-    )
-    np.testing.assert_allclose(block_after(printed, "weights:"), weights.ravel(), atol=6e-5)
-    np.testing.assert_allclose(block_after(printed, "output = weights @ V:"), output.ravel(), atol=6e-5)
+        exact.output, exact.weights @ V, rtol=1e-12
+    )  # a weighted average of the values
+
+
+def test_prints_the_first_state(printed, values):
+    assert_shown(printed, values["dots"], values["scores"], values["weights"], values["output"])
