@@ -6,10 +6,12 @@ markup they touch is made during rendering (by markdown-exec's executed blocks a
 
 - a plot printed as inline SVG (``attn_ref.plotting.figure_to_svg``) becomes an
   SVG file shown with ``<img alt=...>``; the page stays small, and a plot shown twice loads once.
-- printed output (a ``text`` code block) is marked
+- code blocks, printed output (``text``) and examples (``python``), are marked
   ``data-search-exclude``: a reader searching for "softmax" wants the page that teaches it, not
-  every page that printed a tensor. The mark goes on the ``<pre>``: Material's search stops
-  excluding at the first closing tag of the marked element's kind, and a ``<div>`` nests divs.
+  every page that printed a tensor or called a function. It also halves the search index, which
+  every page loads. (The API pages' signatures and docstrings stay searchable.) The mark goes on
+  the ``<pre>``: Material's search stops excluding at the first closing tag of the marked
+  element's kind, and a ``<div>`` nests divs.
 - Pygments wraps every token in a ``<span class>``. Four kinds are drawn in the code's own
   colour on this site, so they look the same without it: plain names (``n``, which Material
   colours as the surrounding code), whitespace (``w``), punctuation (``p``) and operators (``o``).
@@ -113,7 +115,7 @@ def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
     (``{site path: SVG}``). ``page_url`` is the page's address in the site, for the images' paths."""
     found = elements(html)
     plot_edits, files = _plots_to_files(html, found, page_url)
-    return apply(html, plot_edits + _exclude_printed_output(found) + _drop_lookless_spans(found)), files
+    return apply(html, plot_edits + _exclude_code_from_search(found) + _drop_lookless_spans(found)), files
 
 
 def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[list, dict[str, str]]:
@@ -137,12 +139,15 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
     return edits, files
 
 
-def _exclude_printed_output(found: list[Element]) -> list:
-    """The ``<pre>`` of every printed-output block (``language-text``) marked to stay out of search."""
+SEARCH_EXCLUDED = {"language-text", "language-python"}
+
+
+def _exclude_code_from_search(found: list[Element]) -> list:
+    """The ``<pre>`` of every printed-output or example block marked to stay out of search."""
     return [
         (e.start + len("<pre"), e.start + len("<pre"), " data-search-exclude")
         for e in found
-        if e.tag == "pre" and e.parent is not None and "language-text" in e.parent.classes
+        if e.tag == "pre" and e.parent is not None and e.parent.classes & SEARCH_EXCLUDED
     ]
 
 

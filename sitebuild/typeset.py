@@ -99,7 +99,11 @@ def copy_assets(site_dir: Path) -> None:
     dist = TEMML / "node_modules" / "temml" / "dist"
     css = (dist / "Temml-Latin-Modern.css").read_text()
     css = css.replace("url('./latinmodernmath.woff2')", "url('../fonts/latinmodern-math.woff2')")
-    css = css.replace("url('Temml.woff2')", "url('../fonts/Temml.woff2')")
+    # Temml's own font draws only \mathscr's script capitals: fetched only for a page that has them
+    css = css.replace(
+        "url('Temml.woff2') format('woff2');",
+        "url('../fonts/Temml.woff2') format('woff2');\n  unicode-range: U+1D49C-1D4B5;",
+    )
     target.write_text(css)
     (site_dir / "assets" / "fonts").mkdir(parents=True, exist_ok=True)
     for name in ASSETS:

@@ -35,10 +35,12 @@ def test_the_same_plot_twice_is_one_file():
     assert len(files) == 1 and page.count(f'src="{next(iter(files))}"') == 2
 
 
-def test_printed_output_stays_out_of_search_and_code_stays_in():
-    page, _ = rendered_page(PRINTED + CODE, "")
-    assert page.count("<pre data-search-exclude>") == 1
-    assert page.index("<pre data-search-exclude>") < page.index("tensor(")
+def test_printed_output_and_examples_stay_out_of_search_and_other_code_stays_in():
+    signature = '<div class="doc-signature highlight"><pre><span></span><code>f(x)</code></pre></div>'
+    page, _ = rendered_page(PRINTED + CODE + signature, "")
+    assert page.count("<pre data-search-exclude>") == 2
+    assert page.index("f(x)") > page.rindex("<pre data-search-exclude>")
+    assert "<pre><span></span><code>f(x)" in page
 
 
 def test_spans_drawn_in_the_codes_own_colour_are_unwrapped_and_others_kept():
