@@ -27,18 +27,19 @@ print("with a bottom-right mask:", fixed[0, 0].numpy().round(3))
 # The check: the last L queries, against all S keys, give the last L rows of
 # the pass over all S tokens at once (20 random sequences).
 g = torch.Generator().manual_seed(1)
-q, k, v = (torch.randn(20, S, d_k, generator=g) for _ in range(3))
-full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+qs, ks, vs = (torch.randn(20, S, d_k, generator=g) for _ in range(3))
+full_pass = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
+tolerance, worst = 1e-5, {}
 for name in ("is_causal=True", "bottom-right mask"):
-    worst = 0.0
+    worst[name] = 0.0
     for L in range(1, S):  # L new queries after S - L cached tokens
         if name == "is_causal=True":
             how = {"is_causal": True}
         else:
             how = {"attn_mask": causal_mask(L, S, lower_right=True)}
-        new = F.scaled_dot_product_attention(q[:, -L:], k, v, **how)
-        worst = max(worst, (new - full[:, -L:]).abs().max().item())
-    verdict = "passes" if worst < 1e-5 else "FAILS"
+        last = F.scaled_dot_product_attention(qs[:, -L:], ks, vs, **how)
+        worst[name] = max(worst[name], (last - full_pass[:, -L:]).abs().max().item())
+    verdict = "passes" if worst[name] < tolerance else "FAILS"
     label = f"{name}: largest difference from the full pass"
-    print(label, f"{worst:.1e}, {verdict}")
+    print(label, f"{worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

@@ -17,12 +17,14 @@ def to_sdpa_mask_fixed(additive):
     return additive == 0  # True where the score is left alone
 
 
+mask = to_sdpa_mask(additive)
 print("the boolean mask, 1 = may attend for SDPA:")
-print(to_sdpa_mask(additive).int().numpy())
+print(mask.int().numpy())
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, T, 8) for _ in range(3))
 causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+same = {}
 for convert in (to_sdpa_mask, to_sdpa_mask_fixed):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=convert(additive))
-    same = torch.allclose(out, causal)
-    print(f"{convert.__name__}, same as is_causal=True:", same)
+    same[convert.__name__] = torch.allclose(out, causal)
+    print(f"{convert.__name__}, same as is_causal=True:", same[convert.__name__])

@@ -26,17 +26,21 @@ def attention_d2l(q, k, v, allowed):
     return weights @ v, weights
 
 
+query_2 = {}  # the weights of query 2, which sees no key
 for attention in (attention_add, attention_d2l):
-    row = attention(q, k, v, allowed)[1][0, 2].numpy().round(3)
-    print(f"{attention.__name__}, weights of query 2:", row)
+    name = attention.__name__
+    query_2[name] = attention(q, k, v, allowed)[1][0, 2]
+    print(f"{name}, weights of query 2:", query_2[name].numpy().round(3))
 
 # As in the issue, the loss reads the real token only; the gradients are nan.
 for t in (q, k, v):
     t.requires_grad_(True)
 attention_add(q, k, v, allowed)[0][:, 0].sum().backward()
 print("attention_add, tokens with a nan gradient:")
+nan_grad = {}
 for name, t in (("q", q), ("k", k), ("v", v)):
-    print(f"  {name}:", t.grad.isnan().any(dim=-1)[0].tolist())
+    nan_grad[name] = t.grad.isnan().any(dim=-1)[0].tolist()
+    print(f"  {name}:", nan_grad[name])
 # --8<-- [end:bug]
 
 # --8<-- [start:fix]
@@ -56,8 +60,9 @@ for t in (q, k, v):
     t.grad = None
 out, weights = attention_fixed(q, k, v, allowed)
 out[:, 0].sum().backward()
+grads = [t.grad for t in (q, k, v)]
 print("fixed, weights of query 2:", weights[0, 2].detach().numpy())
-print("fixed, nan in a gradient:", any(t.grad.isnan().any().item() for t in (q, k, v)))
+print("fixed, nan in a gradient:", any(grad.isnan().any().item() for grad in grads))
 theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 same = torch.allclose(out, theirs, atol=1e-6)
 print("fixed, same output as PyTorch's SDPA:", same)
@@ -67,20 +72,22 @@ print("fixed, same output as PyTorch's SDPA:", same)
 # The check: no nan, no weight on a blocked key, rows summing to one (or to
 # zero if they see nothing), on 20 random sequences with random masks.
 g = torch.Generator().manual_seed(1)
-q, k, v = (torch.randn(20, 6, d_k, generator=g) for _ in range(3))
-allowed = torch.rand(20, 6, 6, generator=g) < 0.3  # some queries see nothing
-sees = allowed.any(dim=-1)  # (B, T): True for a query that sees a key
-q.requires_grad_(True)
+qs, ks, vs = (torch.randn(20, 6, d_k, generator=g) for _ in range(3))
+masks = torch.rand(20, 6, 6, generator=g) < 0.3  # some queries see nothing
+sees = masks.any(dim=-1)  # (B, T): True for a query that sees a key
+qs.requires_grad_(True)
+tolerance, worst = 1e-6, {}
 for attend in (attention_add, attention_d2l, attention_fixed):
-    q.grad = None
-    out, weights = attend(q, k, v, allowed)
-    out[sees].sum().backward()  # a loss on the queries that see something
-    if out.isnan().any() or q.grad.isnan().any():
-        worst = float("inf")  # nan in the output or in the gradient
+    qs.grad = None
+    outs, ws = attend(qs, ks, vs, masks)
+    outs[sees].sum().backward()  # a loss on the queries that see something
+    name = attend.__name__
+    if outs.isnan().any() or qs.grad.isnan().any():
+        worst[name] = float("inf")  # nan in the output or in the gradient
     else:
-        blocked = (weights * ~allowed).abs().max().item()  # on blocked keys
-        off_sum = (weights.sum(dim=-1) - sees.float()).abs().max().item()
-        worst = max(blocked, off_sum)
-    verdict = "passes" if worst < 1e-6 else "FAILS"
-    print(f"{attend.__name__}: largest violation {worst:.2g}, {verdict}")
+        blocked = (ws * ~masks).abs().max().item()  # on blocked keys
+        off_sum = (ws.sum(dim=-1) - sees.float()).abs().max().item()
+        worst[name] = max(blocked, off_sum)
+    verdict = "passes" if worst[name] < tolerance else "FAILS"
+    print(f"{name}: largest violation {worst[name]:.2g}, {verdict}")
 # --8<-- [end:check]

@@ -15,7 +15,8 @@ print(mask.int().numpy())
 
 buggy = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # True: attend
 out, weights = attn_ref.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-print("attn_ref's output is SDPA's:", torch.allclose(out, buggy, atol=1e-6))
+same = torch.allclose(out, buggy, atol=1e-6)
+print("attn_ref's output is SDPA's:", same)
 print("buggy weights, row i = query i:")
 print(weights[0].numpy().round(3))
 print("buggy output of the last query:", buggy[0, -1, :4].numpy(), "...")
@@ -24,7 +25,8 @@ print("buggy output of the last query:", buggy[0, -1, :4].numpy(), "...")
 # --8<-- [start:fix]
 fixed = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)  # the fix
 causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-print("fixed, same as is_causal=True:", torch.allclose(fixed, causal))
+fixed_is_causal = torch.allclose(fixed, causal)
+print("fixed, same as is_causal=True:", fixed_is_causal)
 # --8<-- [end:fix]
 
 # --8<-- [start:check]
@@ -50,15 +52,18 @@ layers = {
 }
 g = torch.Generator().manual_seed(1)
 x = torch.randn(20, T, C, generator=g)
+changed = {}  # (layer, j): x with token j changed
+tolerance, worst = 1e-6, {}
 with torch.no_grad():
     for name, layer in layers.items():
-        worst = 0.0
+        worst[name] = 0.0
         for j in range(1, T):  # change token j: outputs 0 to j - 1 must stay
             y = x.clone()
             y[:, j] = torch.randn(20, C, generator=g)
+            changed[name, j] = y
             moved = layer(y)[:, :j] - layer(x)[:, :j]
-            worst = max(worst, moved.abs().max().item())
-        verdict = "passes" if worst < 1e-6 else "FAILS"
+            worst[name] = max(worst[name], moved.abs().max().item())
+        verdict = "passes" if worst[name] < tolerance else "FAILS"
         label = f"{name}: earlier outputs moved by"
-        print(label, f"{worst:.1e}, {verdict}")
+        print(label, f"{worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

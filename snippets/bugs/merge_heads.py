@@ -8,10 +8,12 @@ B, H, T, d_k = 1, 2, 4, 1
 # Each head's output for each token, labelled 10 * head + token: (B, H, T, d_k).
 labels = [[10.0 * h + t for t in range(T)] for h in range(H)]
 values = torch.tensor(labels).reshape(B, H, T, d_k)
+merged = values.reshape(B, T, H * d_k)
 print("reshaped to (B, T, H * d_k) directly, the bug; row t is token t:")
-print(values.reshape(B, T, H * d_k)[0].int().numpy())
+print(merged[0].int().numpy())
+permuted = values.permute(0, 2, 1, 3).reshape(B, T, H * d_k)
 print("permuted to (B, T, H, d_k) first, the fix:")
-print(values.permute(0, 2, 1, 3).reshape(B, T, H * d_k)[0].int().numpy())
+print(permuted[0].int().numpy())
 # --8<-- [end:bug]
 
 # --8<-- [start:check]
@@ -35,12 +37,13 @@ def multi_head_attention(x, fixed=False):
 g = torch.Generator().manual_seed(1)
 x = torch.randn(20, 8, C, generator=g)  # 20 random sequences, no positions
 perm = torch.randperm(8, generator=g)  # a random shuffle of the 8 tokens
+tolerance, worst = 1e-5, {}
 for fixed in (False, True):
     shuffled_first = multi_head_attention(x[:, perm], fixed)
     shuffled_after = multi_head_attention(x, fixed)[:, perm]
-    worst = (shuffled_first - shuffled_after).abs().max()
     name = "fixed" if fixed else "buggy"
-    verdict = "passes" if worst < 1e-5 else "FAILS"
+    worst[name] = (shuffled_first - shuffled_after).abs().max().item()
+    verdict = "passes" if worst[name] < tolerance else "FAILS"
     label = f"{name}: largest |f(shuffled x) - shuffled f(x)|"
-    print(label, f"{worst:.1e}, {verdict}")
+    print(label, f"{worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

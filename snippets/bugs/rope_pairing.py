@@ -20,22 +20,26 @@ def rope(x, positions, fixed=False):
 
 torch.manual_seed(0)
 q, k = torch.randn(1, d).expand(3, d), torch.randn(1, d).expand(3, d)
-m = torch.tensor([1, 4, 9])  # the query's positions; the key's are m - 1
+positions = torch.tensor([1, 4, 9])  # the query's; the key's are one less
+scores = {}
 for fixed in (False, True):
-    scores = (rope(q, m, fixed) * rope(k, m - 1, fixed)).sum(dim=-1)
-    print(f"{'fixed' if fixed else 'buggy'} scores:", scores.numpy().round(4))
+    name = "fixed" if fixed else "buggy"
+    turned_q, turned_k = rope(q, positions, fixed), rope(k, positions - 1, fixed)
+    scores[name] = (turned_q * turned_k).sum(dim=-1)
+    print(f"{name} scores:", scores[name].numpy().round(4))
 # --8<-- [end:bug]
 
 # --8<-- [start:check]
 # The check: shifting a query and a key by the same amount keeps their score.
 g = torch.Generator().manual_seed(1)
-q, k = torch.randn(20, d, generator=g), torch.randn(20, d, generator=g)
+qs, ks = torch.randn(20, d, generator=g), torch.randn(20, d, generator=g)
 m, n, shift = torch.randint(0, 50, (3, 20), generator=g)  # for 20 pairs
+tolerance, worst = 1e-4, {}
 for fixed in (False, True):
-    before = (rope(q, m, fixed) * rope(k, n, fixed)).sum(dim=-1)  # 20 scores
-    after = (rope(q, m + shift, fixed) * rope(k, n + shift, fixed)).sum(dim=-1)
-    worst = (after - before).abs().max().item()
+    before = (rope(qs, m, fixed) * rope(ks, n, fixed)).sum(dim=-1)  # 20 scores
+    after = (rope(qs, m + shift, fixed) * rope(ks, n + shift, fixed)).sum(dim=-1)
     name = "fixed" if fixed else "buggy"
-    verdict = "passes" if worst < 1e-4 else "FAILS"
-    print(f"{name}: largest change of a score {worst:.1e}, {verdict}")
+    worst[name] = (after - before).abs().max().item()
+    verdict = "passes" if worst[name] < tolerance else "FAILS"
+    print(f"{name}: largest change of a score {worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

@@ -24,21 +24,24 @@ def head(x, fixed=False):
 
 
 x = torch.randn(1, 6, C)  # (B, T, C)
+weights = {}  # (B, T, T), buggy and fixed
 print("weights of the last token:")
 for fixed in (False, True):
     name = "fixed" if fixed else "buggy"
-    print(f"  {name}:", head(x, fixed)[1][0, -1].numpy().round(3))
+    weights[name] = head(x, fixed)[1]
+    print(f"  {name}:", weights[name][0, -1].numpy().round(3))
 # --8<-- [end:bug]
 
 # --8<-- [start:check]
 # The check: agree with PyTorch's function, on 20 random sequences.
 g = torch.Generator().manual_seed(1)
-x = torch.randn(20, 8, C, generator=g)  # (B, T, C)
-q, k, v = x @ W_Q, x @ W_K, x @ W_V
+xs = torch.randn(20, 8, C, generator=g)  # (B, T, C): 20 sequences
+q, k, v = xs @ W_Q, xs @ W_K, xs @ W_V
 expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+tolerance, worst = 1e-5, {}
 for fixed in (False, True):
-    worst = (head(x, fixed)[0] - expected).abs().max().item()
     name = "fixed" if fixed else "buggy"
-    verdict = "passes" if worst < 1e-5 else "FAILS"
-    print(f"{name}: largest difference from PyTorch {worst:.1e}, {verdict}")
+    worst[name] = (head(xs, fixed)[0] - expected).abs().max().item()
+    verdict = "passes" if worst[name] < tolerance else "FAILS"
+    print(f"{name}: largest difference from PyTorch {worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

@@ -24,11 +24,12 @@ print("column sums:", w.sum(dim=0).numpy().round(3))
 # --8<-- [start:check]
 # The check: each query's weights sum to one, on 20 random sequences.
 g = torch.Generator().manual_seed(1)
-q, k, v = (torch.randn(20, 8, H, d_k, generator=g) for _ in range(3))
+qs, ks, vs = (torch.randn(20, 8, H, d_k, generator=g) for _ in range(3))
+tolerance, worst = 1e-5, {}
 for fixed in (False, True):
-    attn = attention(q, k, v, fixed)[1]  # (B, T, T, H)
-    worst = (attn.sum(dim=2) - 1).abs().max().item()  # sum over the keys j
+    attn = attention(qs, ks, vs, fixed)[1]  # (B, T, T, H)
     name = "fixed" if fixed else "buggy"
-    verdict = "passes" if worst < 1e-5 else "FAILS"
-    print(f"{name}: largest |row sum - 1| {worst:.1e}, {verdict}")
+    worst[name] = (attn.sum(dim=2) - 1).abs().max().item()  # sum over the keys j
+    verdict = "passes" if worst[name] < tolerance else "FAILS"
+    print(f"{name}: largest |row sum - 1| {worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import profile
 
-print("torch:", torch.__version__)
+results = {"torch": torch.__version__}  # case -> value, printed at the end
 torch.manual_seed(0)
 
 
@@ -59,8 +59,7 @@ def sdpa():
 
 for backend in ("default", "math", "flash"):
     if not hasattr(F, "scaled_dot_product_attention"):  # torch 1.13
-        print(f"sdpa_{backend}: absent")
-        print(f"sdpa_{backend}_kernel: absent")
+        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = "absent"
         continue
     try:
         if backend == "default":
@@ -68,11 +67,10 @@ for backend in ("default", "math", "flash"):
         else:
             with backends[backend]():
                 out, kernels = run(sdpa)
-        print(f"sdpa_{backend}: {kind(out[:, :, 1])}")
-        print(f"sdpa_{backend}_kernel: {kernels}")
+        results[f"sdpa_{backend}"] = kind(out[:, :, 1])
+        results[f"sdpa_{backend}_kernel"] = kernels
     except RuntimeError:  # no kernel of this backend takes these inputs
-        print(f"sdpa_{backend}: error")
-        print(f"sdpa_{backend}_kernel: error")
+        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = "error"
 
 # nn.MultiheadAttention: a boolean mask is True where a query may NOT see a key.
 T, C = 3, 4
@@ -93,7 +91,10 @@ for mask_name, (mask, masked_rows) in cases.items():
             with torch.set_grad_enabled(path == "grad"):
                 (out, w), kernels = run(lambda: mha(x, x, x, need_weights=need_weights, **mask))  # noqa: B023
             name = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
-            print(f"{name}_output: {kind(masked_rows(out.detach()))}")
+            results[f"{name}_output"] = kind(masked_rows(out.detach()))
             rows = None if w is None else masked_rows(w.detach())
-            print(f"{name}_weights: {kind(rows)}")
-            print(f"{name}_kernel: {kernels}")
+            results[f"{name}_weights"] = kind(rows)
+            results[f"{name}_kernel"] = kernels
+
+for case, value in results.items():
+    print(f"{case}: {value}")

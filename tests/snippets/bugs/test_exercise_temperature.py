@@ -1,34 +1,46 @@
-"""The factor worked out by hand (sqrt(384 / 64) = sqrt(6)), and the weights' statistics recomputed in
-float64 NumPy from the snippet's random draws."""
+"""bugs/exercise_temperature.py: the factor worked out by hand (sqrt(C / (C / n_head)) = sqrt(n_head)),
+and the weights recomputed exactly in float64 from the snippet's own inputs, each float32 result
+within its rounding bound (tests/snippets/bugs/helpers.py)."""
 
 import math
 
 import numpy as np
-import torch
 
-from tests.printed import flag, line_after, number_after, numbers
-from tests.reference import softmax
-
-C, HEAD_SIZE, T = 384, 64, 16
+from tests.snippets.bugs.helpers import assert_shows, exact, gamma, matmul, rounded, scaled, softmax
 
 
-def test_the_factor(printed):
-    assert numbers(line_after(printed, "divided by sqrt(384) instead of sqrt(64), the scores are"))[
-        -1
-    ] == round(math.sqrt(6), 3)
-    assert flag(printed, "buggy == right scores at temperature sqrt(n_head):") is True
+def test_the_factor(printed, values):
+    C, n_head, head_size, factor = (values[name] for name in ("C", "n_head", "head_size", "factor"))
+    assert head_size * n_head == C
+    # Divided by sqrt(C) = sqrt(n_head) sqrt(head_size) instead of sqrt(head_size): sqrt(n_head) too much.
+    assert factor == math.sqrt(n_head)
+    assert_shows(printed, rounded([factor], 3))
 
 
-def test_the_statistics(printed):
-    torch.manual_seed(0)
-    x = torch.randn(T, C).double().numpy()
-    W_Q, W_K = ((torch.randn(C, HEAD_SIZE) / C**0.5).double().numpy() for _ in range(2))
-    scores = (x @ W_Q) @ (x @ W_K).T
-    largest = {
-        name: softmax(scores / np.sqrt(scale)).max(axis=-1).mean()
-        for name, scale in (("right", HEAD_SIZE), ("buggy", C))
-    }
-    printed_largest = numbers(line_after(printed, "average largest weight:"))
-    np.testing.assert_allclose(printed_largest, [largest["right"], largest["buggy"]], atol=6e-4)
-    assert 1 / T < largest["buggy"] < largest["right"]  # flatter, toward uniform
-    assert abs(number_after(printed, f"uniform over {T} keys:") - 1 / T) < 6e-4
+def test_the_weights(printed, values):
+    x, W_Q, W_K, C, head_size, factor = (
+        values[name] for name in ("x", "W_Q", "W_K", "C", "head_size", "factor")
+    )
+    X = exact(x)
+    scores = matmul(matmul(X, exact(W_Q)), matmul(X, exact(W_K)).mT)  # (T, T), not yet scaled
+    assert scores.holds(values["scores"])
+    S = exact(values["scores"])  # from here on, the snippet's own float32 scores
+    right = softmax(scaled(S, head_size**-0.5))
+    buggy = softmax(scaled(S, C**-0.5))
+    tempered = softmax(scaled(scaled(S, head_size**-0.5), 1 / factor))
+    for name, expected in (("right", right), ("buggy", buggy), ("tempered", tempered)):
+        assert expected.holds(values[name]), name
+    # The buggy weights are the right scores at temperature sqrt(n_head), exactly ...
+    np.testing.assert_allclose(buggy.value, tempered.value, rtol=0, atol=1e-15)
+    # ... and in float32 up to the rounding bounded above, which the page shows as True.
+    assert values["same"] is True
+    # The average largest weight of a row: flatter at a higher temperature, and above the 1/T of a
+    # uniform row (a row's largest weight is at least its mean, 1/T; equal only if the row is uniform).
+    T = values["T"]
+    largest = values["largest"]
+    expected = [w.value.max(axis=-1).mean() for w in (right, buggy)]
+    slack = [w.error.max() + gamma(T) for w in (right, buggy)]
+    np.testing.assert_array_less(np.abs(np.array(largest) - expected), slack)
+    assert 1 / T < expected[1] < expected[0]
+    assert largest[1] - slack[1] > 1 / T and largest[1] + slack[1] < largest[0] - slack[0]
+    assert_shows(printed, rounded(largest, 3) + rounded([1 / T], 3))

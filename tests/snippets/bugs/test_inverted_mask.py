@@ -1,68 +1,83 @@
-"""The triu mask read as "may attend" (SDPA's convention) and as "blocked" (nn.MultiheadAttention's),
-recomputed in float64 NumPy (tests/reference.py) from the snippet's random draws."""
+"""bugs/inverted_mask.py: the triu mask read as "may attend" (SDPA's convention) and as "blocked"
+(nn.MultiheadAttention's), recomputed exactly in float64 from the snippet's own inputs, weights and
+module, each float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from tests.printed import block_after, flag, line_after, numbers
-from tests.reference import attention, causal, multihead_attention
+from tests import reference
+from tests.reference import causal
+from tests.snippets.bugs.helpers import (
+    assert_largest_difference,
+    assert_shows,
+    attention,
+    exact,
+    matmul,
+    multihead_attention,
+    rounded,
+    significant,
+)
 
-T, D_K, C = 4, 8, 16
+
+def test_the_mask_and_the_buggy_weights(printed, values):
+    q, k, v, mask = (values[name] for name in ("q", "k", "v", "mask"))
+    T = q.shape[1]
+    np.testing.assert_array_equal(mask, ~causal(T))  # triu(diagonal=1): True where the key comes later
+    # SDPA reads True as "may attend": each query sees the keys after it only.
+    buggy, weights = attention(exact(q), exact(k), exact(v), allowed=mask.numpy())
+    assert weights.holds(values["weights"]) and buggy.holds(values["buggy"]) and buggy.holds(values["out"])
+    assert (values["weights"][0][causal(T)] == 0).all()  # exp(-inf) = 0: no weight on the present or past
+    assert (values["buggy"][0, -1] == 0).all()  # the last query sees no key: PyTorch gives it zeros
+    assert values["same"] is True  # attn_ref and SDPA agree (up to the rounding bounded above)
+    # The fix, ~mask, is the causal mask.
+    fixed, _ = attention(exact(q), exact(k), exact(v), allowed=causal(T))
+    assert fixed.holds(values["fixed"]) and fixed.holds(values["causal"])
+    assert values["fixed_is_causal"] is True
+    assert_shows(printed, rounded(values["weights"][0], 3) + [(0.0, 0.0)] * 4)
 
 
-def _draws():
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(1, T, D_K) for _ in range(3))
-    W = [torch.randn(C, D_K) / C**0.5 for _ in range(3)]
-    mha = torch.nn.MultiheadAttention(C, num_heads=2, batch_first=True)  # initialised from the same state
-    return (q, k, v), W, mha
+def _sdpa_layer(x, values, allowed):
+    X = exact(x)
+    q, k, v = (matmul(X, exact(values[name])) for name in ("W_Q", "W_K", "W_V"))
+    return attention(q, k, v, allowed=allowed)[0]
 
 
-def test_the_mask_and_the_buggy_weights(printed):
-    (q, k, v), _, _ = _draws()
-    np.testing.assert_array_equal(
-        block_after(printed, "mask, True where the key comes after the query:", rows=T), ~causal(T)
-    )
-    out, weights = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), allowed=~causal(T))
+def test_multihead_attention_reads_the_triu_mask_as_blocked(values):
+    x, mha, future = values["x"], values["mha"], values["future"]
+    T = x.shape[1]
+    np.testing.assert_array_equal(future, ~causal(T))
+    expected = multihead_attention(x.numpy(), mha, allowed=causal(T))
     np.testing.assert_allclose(
-        block_after(printed, "buggy weights, row i = query i:", rows=T), weights[0], atol=6e-4
+        expected.value,
+        reference.multihead_attention(x.numpy(), mha.state_dict(), mha.num_heads, causal(T))["output"],
     )
-    assert np.all(weights[0][causal(T)] == 0)  # no weight on the present or the past
-    # PyTorch's SDPA computes the same as the reference with "True = may attend".
-    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.from_numpy(~causal(T)))
-    np.testing.assert_allclose(sdpa.numpy(), out, atol=1e-6)
-    assert flag(printed, "attn_ref's output is SDPA's:") is True
-    np.testing.assert_array_equal(numbers(line_after(printed, "buggy output of the last query:")), 0.0)
-    assert flag(printed, "fixed, same as is_causal=True:") is True
-    fixed, _ = attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), allowed=causal(T))
-    np.testing.assert_allclose(
-        F.scaled_dot_product_attention(q, k, v, attn_mask=~torch.from_numpy(~causal(T))), fixed, atol=1e-6
-    )
+    with torch.no_grad():
+        assert expected.holds(mha(x, x, x, attn_mask=future, need_weights=False)[0])
 
 
-def test_the_check(printed):
-    _, W, mha = _draws()
-    W_Q, W_K, W_V = (w.double().numpy() for w in W)
-    n = 6
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(20, n, C, generator=g)
-    with torch.no_grad():  # nn.MultiheadAttention with the triu mask is causal attention
-        theirs = mha(x, x, x, attn_mask=torch.from_numpy(~causal(n)), need_weights=False)[0].numpy()
-    np.testing.assert_allclose(
-        theirs, multihead_attention(x.double().numpy(), mha.state_dict(), 2, causal(n))["output"], atol=1e-5
-    )
-    worst = 0.0
-    for j in range(1, n):
-        y = x.clone()
-        y[:, j] = torch.randn(20, C, generator=g)
-        a, b = (
-            attention(z @ W_Q, z @ W_K, z @ W_V, allowed=~causal(n))[0]
-            for z in (x.double().numpy(), y.double().numpy())
-        )
-        worst = max(worst, np.abs(b[:, :j] - a[:, :j]).max())
-    buggy = line_after(printed, "SDPA, the triu mask (buggy): earlier outputs moved by")
-    assert abs(numbers(buggy)[0] - worst) < 0.05 * worst and buggy.endswith("FAILS")
-    for name in ("SDPA, ~mask (fixed)", "nn.MultiheadAttention, the triu mask"):
-        line = line_after(printed, f"{name}: earlier outputs moved by")
-        assert numbers(line)[0] < 1e-6 and line.endswith("passes")
+def test_the_check(printed, values):
+    x, mha, future, changed = values["x"].numpy(), values["mha"], values["future"].numpy(), values["changed"]
+    worst, tolerance = values["worst"], values["tolerance"]
+    layers = [  # in the snippet's order: SDPA with the triu mask, with ~mask, nn.MultiheadAttention
+        lambda a: _sdpa_layer(a, values, allowed=future),  # True: may attend
+        lambda a: _sdpa_layer(a, values, allowed=~future),
+        lambda a: multihead_attention(a, mha, allowed=~future),  # True: blocked
+    ]
+    ranges = []
+    for index, (name, layer) in enumerate(zip(worst, layers, strict=True)):
+        before = layer(x)
+        edits = {j: y.numpy() for (layer_name, j), y in changed.items() if layer_name == name}
+        assert sorted(edits) == list(range(1, x.shape[1]))  # every token after the first, changed
+        pairs = []
+        for j, y in edits.items():
+            assert (y[:, :j] == x[:, :j]).all() and (y[:, j + 1 :] == x[:, j + 1 :]).all()
+            pairs.append((layer(y).map(lambda a, j=j: a[:, :j]), before.map(lambda a, j=j: a[:, :j])))
+            if index > 0:  # causal: an earlier output does not depend on a later token
+                np.testing.assert_allclose(pairs[-1][0].value, pairs[-1][1].value, rtol=0, atol=1e-12)
+        ranges.append(assert_largest_difference(worst[name], *pairs))
+    buggy, fixed, multihead = worst.values()
+    assert ranges[0][0] > tolerance and buggy > tolerance  # earlier outputs move: fails on every machine
+    # The causal layers' float32 outputs move by rounding at most (checked above), and the page
+    # promises that stays below the tolerance.
+    assert fixed < tolerance and multihead < tolerance
+    assert_shows(printed, significant([buggy, fixed, multihead], 2))

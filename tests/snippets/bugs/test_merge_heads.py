@@ -1,50 +1,63 @@
-"""Where each merged row comes from, worked out by hand from row-major order; and the two-head
-attention recomputed in float64 NumPy from the snippet's random draws."""
+"""bugs/merge_heads.py: where each merged row comes from, worked out by hand from row-major order;
+and the two-head attention recomputed exactly in float64 from the snippet's own inputs and weights,
+each float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
 
 import numpy as np
-import torch
 
-from tests.printed import block_after, line_after, numbers
-from tests.reference import attention
+from tests.snippets.bugs.helpers import (
+    assert_largest_difference,
+    assert_shows,
+    attention,
+    exact,
+    matmul,
+    significant,
+)
 
-H, T, C = 2, 4, 8
+
+def test_the_merged_rows(printed, values):
+    labels, H, T, d_k = values["labels"], values["H"], values["T"], values["d_k"]
+    assert len({label for head in labels for label in head}) == H * T  # each (head, token) its own label
+    np.testing.assert_array_equal(values["values"][0, :, :, 0], labels)  # (B, H, T, d_k), d_k = 1
+    # The bug: a (H, T, d_k) array read in row-major order, entry n is head n // (T d_k), token
+    # (n // d_k) % T. Reshaped to (T, H d_k), row t holds entries t H d_k to (t + 1) H d_k - 1.
+    buggy = [
+        [labels[n // (T * d_k)][(n // d_k) % T] for n in range(t * H * d_k, (t + 1) * H * d_k)]
+        for t in range(T)
+    ]
+    # The fix: row t holds token t of every head, head by head.
+    fixed = [[labels[c // d_k][t] for c in range(H * d_k)] for t in range(T)]
+    np.testing.assert_array_equal(values["merged"][0], buggy)
+    np.testing.assert_array_equal(values["permuted"][0], fixed)
+    assert_shows(printed, [(label, 0.0) for label in np.ravel(buggy + fixed)])
 
 
-def test_the_merged_rows(printed):
-    # A (H, T) array read in row-major order: entry n is head n // T, token n % T. Reshaped to
-    # (T, H), row t holds entries H*t and H*t + 1, labelled 10 * head + token.
-    buggy = [[10 * ((H * t + c) // T) + (H * t + c) % T for c in range(H)] for t in range(T)]
-    fixed = [[10 * h + t for h in range(H)] for t in range(T)]  # token t, every head
-    label = "reshaped to (B, T, H * d_k) directly, the bug; row t is token t:"
-    np.testing.assert_array_equal(block_after(printed, label, rows=T), buggy)
-    np.testing.assert_array_equal(
-        block_after(printed, "permuted to (B, T, H, d_k) first, the fix:", rows=T), fixed
+def _multi_head(x, values, fixed: bool):
+    """Two-head self-attention of x (B, T, C) in exact arithmetic, the heads merged with or
+    without moving the head axis back after the tokens; float32 rounding bounded."""
+    B, T, C = x.value.shape
+    H = values["H"]
+    d = C // H  # head h reads features h d to (h + 1) d of each token: (B, T, C) -> (B, H, T, d)
+    q, k, v = (
+        matmul(x, exact(values[name])).map(lambda a: a.reshape(B, T, H, d).transpose(0, 2, 1, 3))
+        for name in ("W_Q", "W_K", "W_V")
     )
-
-
-def _multi_head(x, W, fixed):
-    B, T_x, _ = x.shape
-    d_k = C // H
-    # Head h reads features h*d_k to (h+1)*d_k of each token: (B, T, C) -> (B, H, T, d_k).
-    q, k, v = ((x @ w).reshape(B, T_x, H, d_k).transpose(0, 2, 1, 3) for w in W)
-    values, _ = attention(q, k, v)  # (B, H, T, d_k)
+    out, _ = attention(q, k, v)  # (B, H, T, d)
     if fixed:
-        values = values.transpose(0, 2, 1, 3)
-    return values.reshape(B, T_x, C)
+        out = out.map(lambda a: a.transpose(0, 2, 1, 3))
+    return out.map(lambda a: a.reshape(B, T, C))
 
 
-def test_the_check_fails_on_the_bug_and_passes_on_the_fix(printed):
-    torch.manual_seed(0)
-    W = [(torch.randn(C, C) / C**0.5).double().numpy() for _ in range(3)]
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(20, 8, C, generator=g).double().numpy()
-    perm = torch.randperm(8, generator=g).numpy()
-    worst = {}
-    for fixed in (False, True):
-        moved = _multi_head(x[:, perm], W, fixed) - _multi_head(x, W, fixed)[:, perm]
-        worst[fixed] = np.abs(moved).max()
-    assert worst[True] < 1e-12
-    buggy = line_after(printed, "buggy: largest |f(shuffled x) - shuffled f(x)|")
-    assert abs(numbers(buggy)[0] - worst[False]) < 0.05 * worst[False] and buggy.endswith("FAILS")
-    fixed = line_after(printed, "fixed: largest |f(shuffled x) - shuffled f(x)|")
-    assert numbers(fixed)[0] < 1e-5 and fixed.endswith("passes")
+def test_the_check_fails_on_the_bug_and_passes_on_the_fix(printed, values):
+    x, perm, tolerance = values["x"].numpy(), values["perm"].numpy(), values["tolerance"]
+    assert sorted(perm) == list(range(x.shape[1]))  # a shuffle of the tokens
+    buggy, fixed = values["worst"].values()
+    ranges = []
+    for worst, permute in ((buggy, False), (fixed, True)):
+        shuffled_first = _multi_head(exact(x[:, perm]), values, fixed=permute)
+        shuffled_after = _multi_head(exact(x), values, fixed=permute).map(lambda a: a[:, perm])
+        ranges.append(assert_largest_difference(worst, (shuffled_first, shuffled_after)))
+        if permute:  # self-attention without positions is permutation-equivariant
+            np.testing.assert_allclose(shuffled_first.value, shuffled_after.value, rtol=0, atol=1e-12)
+    assert ranges[0][0] > tolerance and buggy > tolerance  # fails on every machine
+    assert fixed < tolerance  # rounding alone, which the page promises stays below it
+    assert_shows(printed, significant([buggy, fixed], 2))

@@ -1,44 +1,64 @@
-"""The head scaled by 1/sqrt(C) and by 1/sqrt(d_k), recomputed in float64 NumPy (tests/reference.py)
-from the snippet's random draws."""
+"""bugs/scale_by_width.py: the head scaled by 1/sqrt(C) and by 1/sqrt(d_k), recomputed exactly in
+float64 from the snippet's own inputs and weights, each float32 result within its rounding bound
+(tests/snippets/bugs/helpers.py)."""
 
-import numpy as np
-import torch
-
-from tests.printed import line_after, numbers
-from tests.reference import attention, causal
-
-C, HEAD_SIZE, T = 32, 8, 6
-
-
-def _weights():
-    torch.manual_seed(0)
-    W_Q, W_K, W_V = (torch.randn(C, HEAD_SIZE) / C**0.5 for _ in range(3))
-    x = torch.randn(1, T, C)
-    return [w.double().numpy() for w in (W_Q, W_K, W_V)], x.double().numpy()
+from tests.reference import causal
+from tests.snippets.bugs.helpers import (
+    assert_largest_difference,
+    assert_shows,
+    attention,
+    exact,
+    matmul,
+    rounded,
+    significant,
+)
 
 
-def _head(x, W, scale):
-    W_Q, W_K, W_V = W
-    return attention(x @ W_Q, x @ W_K, x @ W_V, allowed=causal(x.shape[1]), scale=scale)
+def _head(x, values, scale):
+    """One causal head from the input x, in exact arithmetic with the float32 rounding bounded."""
+    X = exact(x)
+    q, k, v = (matmul(X, exact(values[name])) for name in ("W_Q", "W_K", "W_V"))
+    return attention(q, k, v, allowed=causal(x.shape[1]), scale=scale)
 
 
-def test_the_printed_weights_are_those_of_each_scale(printed):
-    W, x = _weights()
-    _, buggy = _head(x, W, scale=C**-0.5)
-    _, fixed = _head(x, W, scale=HEAD_SIZE**-0.5)
-    np.testing.assert_allclose(numbers(line_after(printed, "  buggy:")), buggy[0, -1], atol=6e-4)
-    np.testing.assert_allclose(numbers(line_after(printed, "  fixed:")), fixed[0, -1], atol=6e-4)
-    # The bug makes the weights flatter: the largest weight is smaller.
-    assert buggy[0, -1].max() < fixed[0, -1].max() - 0.05
+def _scales(values, x):
+    """The bug's 1/sqrt(C), C the width of x, and the right 1/sqrt(d_k), d_k the width of a key."""
+    return [x.shape[-1] ** -0.5, values["W_K"].shape[1] ** -0.5]
 
 
-def test_the_check_fails_on_the_bug_and_passes_on_the_fix(printed):
-    W, _ = _weights()
-    x = torch.randn(20, 8, C, generator=torch.Generator().manual_seed(1)).double().numpy()
-    wrong, _ = _head(x, W, scale=C**-0.5)
-    right, _ = _head(x, W, scale=HEAD_SIZE**-0.5)
-    worst = np.abs(wrong - right).max()
-    buggy = line_after(printed, "buggy: largest difference from PyTorch")
-    assert abs(numbers(buggy)[0] - worst) < 0.05 * worst and buggy.endswith("FAILS")
-    fixed = line_after(printed, "fixed: largest difference from PyTorch")
-    assert numbers(fixed)[0] < 1e-5 and fixed.endswith("passes")
+def test_the_weights_of_each_scale(printed, values):
+    x = values["x"]
+    weights = list(values["weights"].values())  # buggy, fixed
+    reference = [_head(x, values, scale)[1] for scale in _scales(values, x)]
+    for computed, expected in zip(weights, reference, strict=True):
+        assert expected.holds(computed)
+    # A softmax at a higher temperature is flatter: in every row that sees keys with different
+    # scores, the largest weight gets smaller and the smallest larger (d/dT of log w_max <= 0).
+    buggy, fixed = (expected.value[0] for expected in reference)
+    allowed = causal(x.shape[1])
+    for row in range(1, x.shape[1]):  # row 0 sees one key only: weight 1 either way
+        seen = allowed[row]
+        assert buggy[row, seen].max() < fixed[row, seen].max(), row
+        assert buggy[row, seen].min() > fixed[row, seen].min(), row
+    last_rows = [number for w in weights for number in rounded(w[0, -1], 3)]
+    assert_shows(printed, last_rows + significant(list(values["worst"].values()), 2))
+
+
+def test_the_check_fails_on_the_bug_and_passes_on_the_fix(values):
+    xs, tolerance = values["xs"], values["tolerance"]
+    # The snippet's q, k and v are xs W_Q, xs W_K and xs W_V in float32; PyTorch's SDPA on them is
+    # their exact attention, up to rounding.
+    XS = exact(xs)
+    for name in "qkv":
+        assert matmul(XS, exact(values[f"W_{name.upper()}"])).holds(values[name]), name
+    expected, _ = attention(*(exact(values[name]) for name in "qkv"), allowed=causal(xs.shape[1]))
+    assert expected.holds(values["expected"])
+    buggy, fixed = values["worst"].values()
+    buggy_scale, fixed_scale = _scales(values, xs)
+    buggy_range = assert_largest_difference(buggy, (_head(xs, values, buggy_scale)[0], expected))
+    assert_largest_difference(fixed, (_head(xs, values, fixed_scale)[0], expected))
+    # The bug's difference is no rounding: the check fails on every machine.
+    assert buggy_range[0] > tolerance and buggy > tolerance
+    # The fix differs from PyTorch by rounding only (checked above), and the page promises that
+    # this difference stays below its tolerance.
+    assert fixed < tolerance

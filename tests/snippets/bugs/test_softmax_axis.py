@@ -1,36 +1,63 @@
-"""The U-Net attention's weights with the softmax over the queries and over the keys, recomputed in
-float64 NumPy from the snippet's random draws."""
+"""bugs/softmax_axis.py: the U-Net attention's weights with the softmax over the queries and over the
+keys, recomputed exactly in float64 from the snippet's own inputs, each float32 result within its
+rounding bound (tests/snippets/bugs/helpers.py)."""
 
 import numpy as np
-import torch
 
-from tests.printed import block_after, line_after, numbers
-from tests.reference import softmax
-
-T, H, D_K = 4, 2, 8
-
-
-def _weights(q, k, axis):
-    scores = np.einsum("bihd,bjhd->bijh", q, k) / np.sqrt(D_K)  # (B, T, T, H)
-    return softmax(scores, axis=axis)
-
-
-def test_the_printed_weights_are_normalised_over_the_queries(printed):
-    torch.manual_seed(0)
-    q, k, _ = (torch.randn(1, T, H, D_K).double().numpy() for _ in range(3))
-    buggy = _weights(q, k, axis=1)[0, :, :, 0]
-    np.testing.assert_allclose(block_after(printed, "buggy weights of head 0:", rows=T), buggy, atol=6e-4)
-    np.testing.assert_allclose(numbers(line_after(printed, "row sums:")), buggy.sum(axis=1), atol=6e-4)
-    np.testing.assert_allclose(numbers(line_after(printed, "column sums:")), np.ones(T), atol=6e-4)
-    assert np.abs(buggy.sum(axis=1) - 1).max() > 0.1  # the bug shows on these draws
+from tests.snippets.bugs.helpers import (
+    assert_largest_difference,
+    assert_shows,
+    exact,
+    matmul,
+    plus,
+    rounded,
+    scaled,
+    significant,
+    softmax,
+    total,
+)
 
 
-def test_the_check_fails_on_the_bug_and_passes_on_the_fix(printed):
-    g = torch.Generator().manual_seed(1)
-    q, k, _ = (torch.randn(20, 8, H, D_K, generator=g).double().numpy() for _ in range(3))
-    worst = np.abs(_weights(q, k, axis=1).sum(axis=2) - 1).max()
-    assert np.allclose(_weights(q, k, axis=2).sum(axis=2), 1.0)  # over the keys, rows sum to one
-    buggy = line_after(printed, "buggy: largest |row sum - 1|")
-    assert abs(numbers(buggy)[0] - worst) < 0.05 * worst and buggy.endswith("FAILS")
-    fixed = line_after(printed, "fixed: largest |row sum - 1|")
-    assert numbers(fixed)[0] < 1e-5 and fixed.endswith("passes")
+def _weights(q, k, over: str):
+    """softmax(q k^T / sqrt(d_k)) of (B, T, H, d_k) inputs, over the queries or the keys, as (B, H, i, j)."""
+    heads_first = (0, 2, 1, 3)  # (B, H, T, d_k)
+    q, k = (exact(a).map(lambda a: a.transpose(heads_first)) for a in (q, k))
+    scores = scaled(matmul(q, k.mT), q.value.shape[-1] ** -0.5)  # (B, H, i, j)
+    if over == "keys":
+        return softmax(scores)
+    return softmax(scores.mT).mT  # the queries i on the last axis, then back
+
+
+def test_the_printed_weights_are_normalised_over_the_queries(printed, values):
+    w = values["w"].double().numpy()  # head 0 of the bug: row i is query i, column j key j
+    reference = _weights(values["q"], values["k"], over="queries").map(lambda a: a[0, 0])
+    assert reference.holds(w)
+    # Over the queries, each column sums to one; each of the float32 weights is off by its bound.
+    assert (np.abs(w.sum(axis=0) - 1) <= reference.error.sum(axis=0) + 1e-15).all()
+    # The rows do not: some row sum is off from one by more than rounding and than the printed
+    # precision (three decimals), on any machine.
+    row_sums = reference.value.sum(axis=1)
+    assert (np.abs(row_sums - 1) - reference.error.sum(axis=1)).max() > 5e-4
+    assert_shows(
+        printed,
+        rounded(w, 3)
+        + rounded(w.sum(axis=1), 3)
+        + rounded(w.sum(axis=0), 3)
+        + significant(list(values["worst"].values()), 2),
+    )
+
+
+def test_the_check_fails_on_the_bug_and_passes_on_the_fix(values):
+    tolerance = values["tolerance"]
+    buggy, fixed = values["worst"].values()
+    ranges, row_sums = [], []
+    for worst, over in ((buggy, "queries"), (fixed, "keys")):
+        row_sums.append(total(_weights(values["qs"], values["ks"], over=over)))  # over the keys j
+        off = plus(row_sums[-1], exact(-1.0))
+        ranges.append(assert_largest_difference(worst, (off, exact(np.zeros(off.value.shape)))))
+    # Over the keys, the exact rows sum to one: the fix's difference is rounding alone.
+    np.testing.assert_allclose(row_sums[1].value, 1.0, rtol=0, atol=1e-12)
+    # The bug's is no rounding: the check fails on every machine.
+    assert ranges[0][0] > tolerance and buggy > tolerance
+    # The page promises the fix passes.
+    assert fixed < tolerance

@@ -1,7 +1,7 @@
-"""The fully-masked-row probe under the installed torch: each printed value measured again here, on
-other inputs, and named by comparing it with two float64 references (the reference attention, which
-gives a query that sees no key zero weights, and a plain softmax over scores of -inf, which gives
-nan); and the committed table's row for this version equal to what the probe prints now."""
+"""The fully-masked-row probe under the installed torch: each value it found (its ``results``) measured
+again here, on other inputs, and named by comparing it with two float64 references (the reference
+attention, which gives a query that sees no key zero weights, and a plain softmax over scores of -inf,
+which gives nan); and the committed table's row for this version equal to what the probe prints now."""
 
 import contextlib
 import json
@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from scripts.torch_versions import TABLE, parse
-from tests.printed import line_after
 from tests.reference import attention, plain_attention
+from tests.snippets.bugs import helpers
 
 BACKENDS = {"default": None, "math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
 
@@ -29,12 +29,12 @@ def name(got, zeros, nan):
     return "other"
 
 
-def test_the_probe_ran_on_the_installed_torch(printed):
-    assert line_after(printed, "torch:").strip() == torch.__version__
+def test_the_probe_ran_on_the_installed_torch(values):
+    assert values["results"]["torch"] == torch.__version__
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sdpa(printed, backend):
+def test_sdpa(values, backend):
     rng = np.random.default_rng(1)
     q, k, v = rng.standard_normal((3, 1, 2, 4, 8))  # (B, H, L, E), as many keys as queries
     allowed = np.array([[0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=bool)
@@ -43,10 +43,12 @@ def test_sdpa(printed, backend):
         out = F.scaled_dot_product_attention(*tensors[:3], attn_mask=tensors[3]).numpy()
         chosen = SDPBackend(torch._fused_sdp_choice(*tensors[:3], attn_mask=tensors[3]))
     reference, _ = attention(q, k, v, allowed)
-    np.testing.assert_allclose(out[:, :, 1:], reference[:, :, 1:], atol=1e-5)  # the other queries
+    # The other queries: the exact attention of the float32 inputs, up to float32 rounding.
+    bounded, _ = helpers.attention(*(helpers.exact(t) for t in tensors[:3]), allowed=allowed)
+    assert bounded.map(lambda a: a[:, :, 1:]).holds(out[:, :, 1:])
     expected = name(out[:, :, 0], reference[:, :, 0], plain_attention(q, k, v, allowed)[0][:, :, 0])
-    assert line_after(printed, f"sdpa_{backend}:").strip() == expected
-    kernel = line_after(printed, f"sdpa_{backend}_kernel:")
+    assert values["results"][f"sdpa_{backend}"] == expected
+    kernel = values["results"][f"sdpa_{backend}_kernel"]
     assert ("_math" in kernel, "flash" in kernel) == (
         chosen == SDPBackend.MATH,
         chosen == SDPBackend.FLASH_ATTENTION,
@@ -62,7 +64,7 @@ def heads(a, H):
 @pytest.mark.parametrize("need_weights", [True, False], ids=["weights", "no_weights"])
 @pytest.mark.parametrize("path", ["grad", "no_grad"])
 @pytest.mark.parametrize("mask_name", ["attn_mask", "key_padding_mask"])
-def test_multihead_attention(printed, monkeypatch, mask_name, path, need_weights):
+def test_multihead_attention(values, monkeypatch, mask_name, path, need_weights):
     torch.manual_seed(1)
     B, T, C, H = 2, 5, 6, 2
     mha = torch.nn.MultiheadAttention(C, H, batch_first=True).eval()
@@ -103,19 +105,30 @@ def test_multihead_attention(printed, monkeypatch, mask_name, path, need_weights
         o, weights = fn(q, k, v, allowed)
         results[kind] = (o.transpose(0, 2, 1, 3).reshape(B, T, C) @ W_o.T, weights.mean(axis=1))
     others = ~np.isin(np.arange(B * T).reshape(B, T), np.arange(B * T).reshape(B, T)[fully_masked])
-    np.testing.assert_allclose(out.detach().numpy()[others], results["zeros"][0][others] + b_o, atol=1e-5)
+    # The queries that see a key: the exact attention of the module, up to float32 rounding.
+    bounded = helpers.multihead_attention(x.numpy(), mha, allowed)
+    np.testing.assert_allclose(
+        bounded.value[others], results["zeros"][0][others] + b_o, rtol=1e-12, atol=1e-12
+    )
+    assert bounded.map(lambda a: a[others]).holds(out.detach()[others])
 
-    label = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
+    case = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
+    found = values["results"]
     rows = out.detach().numpy()[fully_masked] - mha.out_proj.bias.detach().numpy()  # the attention's part
     expected = name(rows, results["zeros"][0][fully_masked], results["nan"][0][fully_masked])
-    assert line_after(printed, f"{label}_output:").strip() == expected
+    assert found[f"{case}_output"] == expected
     if w is None:
-        assert line_after(printed, f"{label}_weights:").strip() == "None"
+        assert found[f"{case}_weights"] == "None"
     else:
         rows = w.detach().numpy()[fully_masked]
         expected = name(rows, results["zeros"][1][fully_masked], results["nan"][1][fully_masked])
-        assert line_after(printed, f"{label}_weights:").strip() == expected
-    assert ("_native_multi_head_attention" in line_after(printed, f"{label}_kernel:")) == bool(fast)
+        assert found[f"{case}_weights"] == expected
+    assert ("_native_multi_head_attention" in found[f"{case}_kernel"]) == bool(fast)
+
+
+def test_the_probe_prints_what_it_found(printed, values):
+    """Its output is the table's data: parsed as tests/torch_versions.py parses it, it is ``results``."""
+    assert parse(printed) == values["results"]
 
 
 def test_the_committed_table_holds_what_the_probe_prints_now(printed):
