@@ -127,7 +127,7 @@ def test_multihead_attention(values, monkeypatch, mask_name, path, need_weights)
 
 
 def test_the_probe_prints_what_it_found(printed, values):
-    """Its output is the table's data: parsed as tests/torch_versions.py parses it, it is ``results``."""
+    """Its output is the table's data: parsed as scripts/torch_versions.py parses it, it is ``results``."""
     assert parse(printed) == values["results"]
 
 
