@@ -22,5 +22,7 @@ print("|f(X + Y) - f(X) - f(Y)| =", gap(f(X + Y), f(X) + f(Y)))
 
 # Scaling the input down flattens the weights: f(lam X) / lam tends to the mean token.
 mean_token = X.mean(dim=0).expand(3, 4)  # (4,) -> (3, 4): every token gets the mean
+scaled = {}  # lam: f(lam X) / lam
 for lam in (1.0, 0.1, 0.01, 0.001):
-    print(f"lam = {lam:<6} |f(lam X) / lam - mean token| = {gap(f(lam * X) / lam, mean_token)}")
+    scaled[lam] = f(lam * X) / lam
+    print(f"lam = {lam:<6} |f(lam X) / lam - mean token| = {gap(scaled[lam], mean_token)}")

@@ -12,9 +12,10 @@ logits = weights.log()
 shift = -torch.randn(1)  # the blog post's term: ONE random number, the same for every logit
 print("the blog post's shift:", shift)
 print("   c         max |softmax(logits + c) - weights|")
+changes = {}  # c: the largest change of a weight
 for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
-    change = (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
-    print(f"{c:9.3g}   {change:.1e}")
+    changes[c] = (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
+    print(f"{c:9.3g}   {changes[c]:.1e}")
 
 noise = torch.randn(d_in)  # by contrast, a different random number for each logit
 change = (torch.softmax(logits + noise, dim=-1) - weights).abs().max().item()

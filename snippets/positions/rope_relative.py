@@ -14,8 +14,10 @@ def score(m, n):
     return (q_m @ k_n.T).item()
 
 
+scores = {}  # (m, n): the score of a query at m and a key at n
 for m, n in [(3, 1), (13, 11), (1003, 1001), (1, 3)]:
-    print(f"m = {m:4}, n = {n:4}: {score(m, n):.5f}")
+    scores[m, n] = score(m, n)
+    print(f"m = {m:4}, n = {n:4}: {scores[m, n]:.5f}")
 
 q_far = apply_rotary(q, torch.tensor([1000]))
 print("norm of q:          ", round(q.norm().item(), 5))

@@ -8,9 +8,10 @@ T, C = 64, 32
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)
 print("PE:", tuple(PE.shape))
 print("position 1, first four features:", PE[1, :4])
+wavelengths = {}  # pair: positions per turn
 for i in (0, C // 2 - 1):  # the fastest and the slowest pair
-    wavelength = 2 * math.pi * 10000 ** (2 * i / C)
-    print(f"pair {i}: one turn every {wavelength:.1f} positions")
+    wavelengths[i] = 2 * math.pi * 10000 ** (2 * i / C)
+    print(f"pair {i}: one turn every {wavelengths[i]:.1f} positions")
 # --8<-- [end:encoding]
 
 # --8<-- [start:plot]

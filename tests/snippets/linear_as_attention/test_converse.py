@@ -2,29 +2,47 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
-import torch
 
-from attn_ref.examples import THREE_TOKENS
-from tests.printed import number_after
 from tests.reference import attention
+from tests.snippets.linear_as_attention.helpers import (
+    EPS64,
+    as_numpy,
+    assert_printed_in_order,
+    exact,
+    significant,
+)
 
 
-def test_converse_recomputed_weights_are_not_linear(printed):
-    X = np.array(THREE_TOKENS)
-    Y = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64).numpy()
+def f(Z: np.ndarray) -> np.ndarray:
+    """Self-attention with identity projections, in float64 NumPy."""
+    return attention(Z, Z, Z)[0]
 
-    def f(Z):
-        return attention(Z, Z, Z)[0]
 
-    for label, expected in (
-        ("|f(2X) - 2 f(X)| =", np.abs(f(2 * X) - 2 * f(X)).max()),
-        ("|f(X + Y) - f(X) - f(Y)| =", np.abs(f(X + Y) - f(X) - f(Y)).max()),
-    ):
-        assert expected > 0.1
-        assert abs(number_after(printed, label) - expected) <= 0.051 * expected
-    for lam in (1.0, 0.1, 0.01, 0.001):
-        expected = np.abs(f(lam * X) / lam - X.mean(axis=0)).max()
-        shown = number_after(printed, f"lam = {lam:<6} |f(lam X) / lam - mean token| =")
-        assert abs(shown - expected) <= 0.051 * expected
-    assert number_after(printed, "lam = 0.001") < 1e-5  # the limit of the proof: the mean token
+def test_converse_recomputed_weights_are_not_linear(values, printed):
+    X, Y = as_numpy(values["X"]), as_numpy(values["Y"])
+    scaling, additivity = np.abs(f(2 * X) - 2 * f(X)).max(), np.abs(f(X + Y) - f(X) - f(Y)).max()
+    assert scaling > 0.1 and additivity > 0.1
+    mean_token = X.mean(axis=0)
+    np.testing.assert_array_equal(as_numpy(values["mean_token"]), np.broadcast_to(mean_token, X.shape))
+    scaled = values["scaled"]  # lam: f(lam X) / lam, from the largest lam to the smallest
+    assert list(scaled) == sorted(scaled, reverse=True)
+    gaps = []
+    for lam, result in scaled.items():
+        np.testing.assert_allclose(
+            as_numpy(result), f(lam * X) / lam, rtol=0, atol=64 * EPS64 * np.abs(X).max()
+        )
+        gaps.append(np.abs(as_numpy(result) - mean_token).max())
+        # softmax(lam^2 Z) lies within a factor e^(+-lam^2 max|Z|) of the uniform 1/T, so
+        # f(lam X) / lam lies within (e^(2 lam^2 max|Z|) - 1) max|X| of the mean token.
+        Z = X @ X.T / np.sqrt(X.shape[-1])
+        assert gaps[-1] <= np.expm1(2 * lam**2 * np.abs(Z).max()) * np.abs(X).max()
+    assert all(a > b for a, b in itertools.pairwise(gaps))  # each smaller lam comes closer, ...
+    assert gaps[-1] < 1e-5  # ... the last to 1e-5: the limit of the proof is the mean token
+    # What is printed: the two gaps, then each lam and its distance to the mean token.
+    expected = [significant(scaling, 2), significant(additivity, 2)]
+    for lam, gap in zip(scaled, gaps, strict=True):
+        expected += [exact(lam), significant(gap, 2)]
+    assert_printed_in_order(printed, expected)

@@ -3,29 +3,47 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from attn_ref.examples import LINEAR_SEED
-from tests.printed import block_after, line_starting, number_after
 from tests.reference import softmax
-from tests.snippets.linear_as_attention.helpers import D_IN, EPS32, EPS64
+from tests.snippets.linear_as_attention.helpers import (
+    EPS32,
+    EPS64,
+    as_numpy,
+    assert_printed_in_order,
+    decimals,
+    significant,
+)
 
 
-def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(printed):
-    torch.manual_seed(LINEAR_SEED)
-    x = torch.randn(D_IN).double().numpy()
-    shift = -torch.randn(1).item()
-    noise = torch.randn(D_IN).double().numpy()
-    weights = np.abs(x) / np.abs(x).sum()
-    assert abs(number_after(printed, "the blog post's shift:") - shift) < 1e-4
-    rows = block_after(printed, line_starting(printed, "   c "), rows=5)  # c and the change it makes
-    assert rows.shape == (5, 2)
-    for c, change in rows:
-        # Only rounding: logits + c is rounded to the spacing of floats near c (float64 here).
-        size = 1 + abs(c) + np.abs(np.log(weights)).max()
-        assert np.abs(softmax(np.log(weights) + c) - weights).max() <= 4 * EPS64 * size
-        assert change <= 4 * EPS32 * size
-    expected = np.abs(softmax(np.log(weights) + noise) - weights).max()
-    assert (
-        abs(number_after(printed, "one random number per logit: max change") - expected) <= 0.051 * expected
+def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(values, printed):
+    x = as_numpy(values["x"])
+    d_in = x.shape[0]
+    weights = np.abs(x) / np.abs(x).sum()  # the blog post's weights, in float64
+    np.testing.assert_allclose(as_numpy(values["weights"]), weights, rtol=(d_in + 2) * EPS32, atol=0)
+    log_weights = np.log(weights)
+    np.testing.assert_allclose(
+        as_numpy(values["logits"]),
+        log_weights,
+        rtol=0,
+        atol=(d_in + 4) * EPS32 * (1 + np.abs(log_weights).max()),
+    )
+    shift, changes = values["shift"], values["changes"]  # c: the largest change of a weight
+    assert shift.numel() == 1 and shift.item() in changes  # ONE number, the same for every logit
+    for c, change in changes.items():
+        # Only rounding: logits + c is rounded to the spacing of floats near c.
+        size = 1 + abs(c) + np.abs(log_weights).max()
+        assert np.abs(softmax(log_weights + c) - weights).max() <= 4 * EPS64 * size  # in float64
+        assert change <= 4 * EPS32 * size  # the snippet's, in float32
+    # A different random number for each logit does change the weights, far beyond rounding.
+    noise = as_numpy(values["noise"])
+    expected = np.abs(softmax(log_weights + noise) - weights).max()
+    rounding = 8 * (d_in + 4) * EPS32 * (1 + np.abs(log_weights).max() + np.abs(noise).max())
+    assert abs(values["change"] - expected) <= rounding
+    assert expected > 1e3 * rounding
+    # What is printed: the shift, each c and its change, then the change that noise makes.
+    assert_printed_in_order(
+        printed,
+        [decimals(shift.item(), 4)]
+        + [item for c, change in changes.items() for item in (significant(c, 3), significant(change, 2))]
+        + [significant(values["change"], 2)],
     )

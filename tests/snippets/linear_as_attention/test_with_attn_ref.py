@@ -4,21 +4,58 @@ weights |x| / ||x||_1 and is exact up to rounding."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-from tests.printed import line_after, line_starting, list_after, number_after, numbers
-from tests.snippets.linear_as_attention.helpers import bound, float64_data
+from tests.snippets.linear_as_attention.helpers import (
+    EPS64,
+    as_numpy,
+    assert_printed_in_order,
+    bound,
+    decimals,
+    printed_flags,
+)
 
 
-def test_with_attn_ref_masks_zeros_reproduces_the_weights_and_is_exact_to_rounding(printed):
-    _, x, W = float64_data()
-    x[0, [1, 5]] = 0.0
-    x[3] = 0.0
-    assert list_after(printed, "mask of row 0:") == (x[0] != 0).tolist()
-    wanted = np.abs(x[0]) / np.abs(x[0]).sum()
-    np.testing.assert_allclose(numbers(line_after(printed, "weights of row 0:")), wanted, atol=5.1e-5)
-    np.testing.assert_allclose(numbers(line_after(printed, "|x_0| / ||x_0||_1:")), wanted, atol=5.1e-5)
-    # The error in units of eps ||x||_1 max|W|, per row, within the page's estimate (row 3 is 0).
-    spread = bound(x, W, 1.0) / (16 * np.maximum(np.abs(x).sum(-1), 1e-300) * np.abs(W).max())
-    for dtype in ("float64", "float32"):
-        assert 0 <= number_after(printed, f"torch.{dtype}: error") <= 16 * spread.max()
-        assert line_starting(printed, f"torch.{dtype}:").endswith("row 3 is 0: True")
+def test_with_attn_ref_masks_zeros_and_reproduces_the_weights(values):
+    x = as_numpy(values["x"])
+    zero_rows = ~x.any(axis=-1)
+    assert zero_rows.any() and (x[~zero_rows] == 0).any()  # the batch has both kinds of zeros
+    # Zero features are masked; a row of zeros is not (its values are zero: any weights will do).
+    mask = values["mask"][:, 0].numpy()
+    np.testing.assert_array_equal(mask, (x != 0) | zero_rows[:, None])
+    # The weights of the other rows are |x| / ||x||_1 (an orthonormal key: condition number 1).
+    weights = as_numpy(values["weights"])[:, 0][~zero_rows]
+    rows = x[~zero_rows]
+    spread = bound(rows, np.ones(1), 1.0) / (16 * np.abs(rows).sum(-1))  # 1 + spread of the logits
+    tolerance = 16 * rows.shape[-1] * EPS64 * spread.max()
+    expected = np.abs(rows) / np.abs(rows).sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights, expected, rtol=0, atol=tolerance)
+    assert (weights[rows == 0] == 0).all()  # exp(-inf) = 0
+
+
+def test_with_attn_ref_is_exact_to_rounding_in_both_dtypes(values):
+    x, W = as_numpy(values["x"]), as_numpy(values["W"])
+    outputs = values["outputs"]  # dtype: y
+    assert set(outputs) == {torch.float64, torch.float32}
+    for dtype, y in outputs.items():
+        error = np.abs(as_numpy(y) - x @ W.T).max(-1)  # per row; the bound is 0 for the zero row
+        assert (error <= bound(x, W, torch.finfo(dtype).eps)).all(), dtype
+        assert (y[~x.any(axis=-1)] == 0).all(), dtype  # zero values: exactly zero
+
+
+def test_with_attn_ref_prints_what_it_computed(values, printed):
+    x, y_exact, scale = (as_numpy(values[name]) for name in ("x", "y_exact", "scale"))
+    outputs = values["outputs"]
+    in_eps = [
+        (np.abs(as_numpy(y) - y_exact) / scale).max() / torch.finfo(dtype).eps for dtype, y in outputs.items()
+    ]
+    assert_printed_in_order(
+        printed,
+        [decimals(w, 4) for w in as_numpy(values["weights"])[0, 0]]
+        + [decimals(a, 4) for a in np.abs(x[0]) / np.abs(x[0]).sum()]
+        + [decimals(e, 1) for e in in_eps],
+    )
+    # The mask of row 0, then, for each dtype, whether the zero row gave zero.
+    zero_rows = ~x.any(axis=-1)
+    expected = values["mask"][0, 0].tolist() + [bool((y[zero_rows] == 0).all()) for y in outputs.values()]
+    assert printed_flags(printed) == expected

@@ -3,14 +3,33 @@ the same for every t (a hand derivation)."""
 
 import numpy as np
 
-from tests.printed import line_after, numbers
+from tests.snippets.positions.helpers import (
+    EPS32,
+    EPS64,
+    as_numpy,
+    assert_printed_in_order,
+    decimals,
+    exact,
+    frequencies,
+    sinusoidal,
+)
 
-D = 16
+
+def test_every_distance_is_the_closed_form(values):
+    PE = as_numpy(values["PE"])
+    T, C = PE.shape
+    # The encoding, stored in float32: each entry (at most 1 in size) is off by at most eps / 2.
+    np.testing.assert_allclose(PE, sinusoidal(T, C), rtol=0, atol=EPS32 / 2 + 4 * EPS64 * T)
+    # So a difference is off by eps per entry, and a distance by at most sqrt(C) eps.
+    tolerance = np.sqrt(C) * EPS32 + 8 * C * EPS64 * T
+    for r, dist in values["distances"].items():
+        assert dist.shape == (T - r,)  # one per t
+        expected = np.sqrt((2 - 2 * np.cos(r * frequencies(C))).sum())
+        assert (np.abs(as_numpy(dist) - expected) <= tolerance).all(), r
 
 
-def test_min_and_max_are_the_closed_form(printed):
-    w = 10000.0 ** (-np.arange(0, D, 2) / D)
-    for r in (1, 5, 50):
-        expected = np.sqrt((2 - 2 * np.cos(r * w)).sum())
-        low, high = numbers(line_after(printed, f"r = {r:2}:"))
-        assert abs(low - expected) < 2e-6 and abs(high - expected) < 2e-6
+def test_prints_each_shift_with_its_smallest_and_largest_distance(values, printed):
+    expected = []
+    for r, dist in values["distances"].items():
+        expected += [exact(r), decimals(dist.min().item(), 6), decimals(dist.max().item(), 6)]
+    assert_printed_in_order(printed, expected)

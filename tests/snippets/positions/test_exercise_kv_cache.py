@@ -1,29 +1,42 @@
-"""Token-by-token scores with and without the position offset, recomputed in float64 NumPy."""
+"""Token-by-token scores with and without the position offset, recomputed in float64 NumPy with the
+paper's rotation (Su et al., 2021, equation 34)."""
 
 import numpy as np
-import torch
 
-from tests.printed import number_after
-
-T, D = 6, 8
-THETA = 10000.0 ** (-np.arange(0, D, 2) / D)
-
-
-def _rotate(x: np.ndarray, position: int) -> np.ndarray:
-    a = position * THETA
-    out = np.empty_like(x)
-    out[0::2] = x[0::2] * np.cos(a) - x[1::2] * np.sin(a)
-    out[1::2] = x[0::2] * np.sin(a) + x[1::2] * np.cos(a)
-    return out
+from tests.snippets.positions.helpers import (
+    EPS32,
+    as_numpy,
+    assert_printed_in_order,
+    decimals,
+    dot_rounding,
+    rotate,
+    rotation_rounding,
+    significant,
+)
 
 
-def test_the_offset_matters(printed):
-    torch.manual_seed(0)
-    Q, K = torch.randn(T, D).double().numpy(), torch.randn(T, D).double().numpy()
-    keys = np.array([_rotate(K[j], j) for j in range(T)])
-    forgot = max(
-        np.abs(_rotate(Q[t], 0) @ keys[: t + 1].T - _rotate(Q[t], t) @ keys[: t + 1].T).max()
-        for t in range(T)
+def test_the_offset_matters(values, printed):
+    Q, K = as_numpy(values["Q"]), as_numpy(values["K"])
+    T = len(Q)
+    positions = np.arange(T)
+    keys = rotate(K, positions)  # each key rotated at its own position
+    full = rotate(Q, positions) @ keys.T  # (T, T): query t at t, key j at j
+    forgot = rotate(Q, np.zeros(T)) @ keys.T  # every query at position 0
+    tolerance = dot_rounding(
+        rotate(Q, positions), keys, rotation_rounding(Q, EPS32), rotation_rounding(K, EPS32), EPS32
     )
-    assert number_after(printed, "with the offset, largest difference:") < 1e-5
-    assert abs(number_after(printed, "forgetting it, largest difference:") - forgot) < 0.006
+    # All at once, and one token at a time with its offset: the same scores, up to rounding.
+    np.testing.assert_array_less(np.abs(as_numpy(values["full"]) - full), tolerance)
+    rows, wrong_rows = values["rows"], values["forgot"]
+    assert len(rows) == len(wrong_rows) == T
+    for t in range(T):
+        assert (np.abs(as_numpy(rows[t]) - full[t, : t + 1]) <= tolerance[t, : t + 1]).all(), t
+        assert (np.abs(as_numpy(wrong_rows[t]) - forgot[t, : t + 1]) <= tolerance[t, : t + 1]).all(), t
+    causal = np.tri(T, dtype=bool)
+    assert values["right"] <= 2 * tolerance[causal].max()
+    # Forgetting the offset changes the scores far beyond rounding.
+    wrong = np.abs(forgot - full)[causal].max()
+    assert abs(values["wrong"] - wrong) <= 2 * tolerance[causal].max()
+    assert wrong > 4 * tolerance[causal].max()
+    # What is printed: the two largest differences.
+    assert_printed_in_order(printed, [significant(values["right"], 2), decimals(values["wrong"], 2)])

@@ -1,28 +1,54 @@
-"""Llama's complex form, recomputed with NumPy's complex128: (x_2i + i x_2i+1) e^(i t theta_i)."""
+"""Llama's complex form, recomputed with NumPy's complex128: (x_2i + i x_2i+1) e^(i t theta_i), the same
+as the paper's rotation (Su et al., 2021, equation 34)."""
 
 import numpy as np
-import torch
 
-from tests.printed import line_after, number_after, numbers
+from tests.snippets.positions.helpers import (
+    EPS32,
+    EPS64,
+    as_numpy,
+    assert_printed_in_order,
+    decimals,
+    frequencies,
+    rotate,
+    rotation_rounding,
+    significant,
+)
 
-T, D = 6, 8
 
-
-def _rotated() -> np.ndarray:
-    torch.manual_seed(0)
-    x = torch.randn(T, D).double().numpy()
-    theta = 10000.0 ** (-np.arange(0, D, 2) / D)
-    z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * np.arange(T)[:, None] * theta)
+def complex_form(x: np.ndarray) -> np.ndarray:
+    """Each pair (x_2i, x_2i+1) of row t as one complex number, times e^(i t theta_i), back to pairs."""
+    T, d = x.shape
+    z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * np.arange(T)[:, None] * frequencies(d))
     out = np.empty_like(x)
     out[:, 0::2], out[:, 1::2] = z.real, z.imag
     return out
 
 
-def test_both_forms_print_the_numpy_rotation(printed):
-    expected = _rotated()[1, :4]
-    for label in ("position 1, complex form:", "position 1, apply_rotary:"):
-        np.testing.assert_allclose(numbers(line_after(printed, label)), expected, atol=5e-5)
+def test_both_forms_are_the_rotation(values):
+    x = as_numpy(values["x"])
+    T, d = x.shape
+    expected = rotate(x, np.arange(T))
+    np.testing.assert_allclose(complex_form(x), expected, rtol=0, atol=rotation_rounding(x, EPS64).max())
+    # apply_rotary: float64 angles, then float32 cos, sin and products.
+    rotary_error = rotation_rounding(x, EPS32)
+    assert (np.abs(as_numpy(values["rotated"]) - expected) <= rotary_error).all()
+    # The complex form as the snippet writes it: its angles t theta_i are float32 too (theta_i
+    # from a power and a division, then one product: 4 eps relative), turning each pair by up to
+    # 4 eps t theta_i radians more.
+    angles = np.arange(T)[:, None] * frequencies(d)
+    pair_size = np.abs(x[:, 0::2]) + np.abs(x[:, 1::2])
+    angle_error = np.repeat(pair_size * 4 * EPS32 * angles, 2, axis=1)
+    complex_error = 1.5 * rotary_error + angle_error
+    assert (np.abs(as_numpy(values["x_rot"]) - expected) <= complex_error).all()
+    # So they agree to float32 rounding.
+    assert values["diff"] <= (rotary_error + complex_error).max()
 
 
-def test_they_agree_to_float32_rounding(printed):
-    assert number_after(printed, "largest difference:") < 1e-6
+def test_prints_position_1_in_both_forms_and_their_difference(values, printed):
+    assert_printed_in_order(
+        printed,
+        [decimals(e, 4) for e in values["x_rot"][1, :4].tolist()]
+        + [decimals(e, 4) for e in values["rotated"][1, :4].tolist()]
+        + [significant(values["diff"], 2)],
+    )

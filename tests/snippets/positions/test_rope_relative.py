@@ -1,41 +1,77 @@
 """Scores of a rotated query and key, recomputed with the paper's rotation matrix (Su et al.,
-2021, equation 15) in float64 NumPy."""
+2021, equation 15) in float64 NumPy: they depend on m - n only, and rotations keep norms."""
 
 import numpy as np
-import torch
 
-from tests.printed import line_after, number_after, numbers
+from tests.snippets.positions.helpers import (
+    EPS32,
+    EPS64,
+    as_numpy,
+    assert_printed_in_order,
+    decimals,
+    dot_rounding,
+    exact,
+    rotation_rounding,
+)
 
-D = 8
 
-
-def _rotation(m: int) -> np.ndarray:
-    R = np.zeros((D, D))
-    for i in range(D // 2):
-        a = m * 10000 ** (-2 * i / D)
+def rotation(m: int, d: int) -> np.ndarray:
+    """The block-diagonal R(m) of equation 15: one 2 x 2 rotation by m theta_i per pair."""
+    R = np.zeros((d, d))
+    for i in range(d // 2):
+        a = m * 10000 ** (-2 * i / d)
         R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
     return R
 
 
-def _q_k():
-    torch.manual_seed(0)
-    return torch.randn(D).double().numpy(), torch.randn(D).double().numpy()
+def score_and_rounding(q: np.ndarray, k: np.ndarray, m: int, n: int) -> tuple[float, float]:
+    """(R(m) q) . (R(n) k) in float64, and how far float32's may lie from it."""
+    d = q.shape[-1]
+    q_m, k_n = rotation(m, d) @ q, rotation(n, d) @ k
+    error = dot_rounding(
+        q_m[None], k_n[None], rotation_rounding(q, EPS32)[None], rotation_rounding(k, EPS32)[None], EPS32
+    )
+    return float(q_m @ k_n), float(error[0, 0])
 
 
-def test_scores_against_the_rotation_matrix(printed):
-    q, k = _q_k()
-    for m, n in [(3, 1), (13, 11), (1003, 1001), (1, 3)]:
-        expected = (_rotation(m) @ q) @ (_rotation(n) @ k)
-        printed_score = numbers(line_after(printed, f"m = {m:4}, n = {n:4}:"))[0]
-        assert abs(printed_score - expected) < 2e-5, (m, n)
+def test_scores_depend_on_the_offset_only(values):
+    q, k = as_numpy(values["q"])[0], as_numpy(values["k"])[0]
+    scores = values["scores"]  # (m, n): score
+    reference = {pair: score_and_rounding(q, k, *pair) for pair in scores}
+    for pair, score in scores.items():
+        expected, error = reference[pair]
+        assert abs(score - expected) <= error, pair
+    # The same offset m - n gives the same score (up to rounding); the opposite offset does not.
+    by_offset: dict[int, list] = {}
+    for (m, n), (expected, error) in reference.items():
+        by_offset.setdefault(m - n, []).append((expected, error))
+    assert len(by_offset) > 1
+    float64_rounding = (
+        8 * len(q) * EPS64 * max(max(pair) for pair in scores) * np.linalg.norm(q) * np.linalg.norm(k)
+    )
+    for offset, group in by_offset.items():
+        assert np.ptp([expected for expected, _ in group]) <= float64_rounding, offset
+        if -offset in by_offset:  # the query before the key instead of after it
+            (other, other_error), (this, this_error) = by_offset[-offset][0], group[0]
+            assert abs(other - this) > 2 * (other_error + this_error), offset
 
 
-def test_the_same_offset_gives_the_same_score_and_the_opposite_one_does_not(printed):
-    q, k = _q_k()
-    assert abs((_rotation(3) @ q) @ (_rotation(1) @ k) - (_rotation(1) @ q) @ (_rotation(3) @ k)) > 0.1
+def test_norms(values):
+    q, q_far = as_numpy(values["q"])[0], as_numpy(values["q_far"])[0]
+    error = rotation_rounding(q, EPS32)
+    assert (np.abs(q_far - q) > error).any()  # turned, far along ...
+    assert abs(np.linalg.norm(q_far) - np.linalg.norm(q)) <= np.linalg.norm(error)  # ... the same length
 
 
-def test_norms(printed):
-    q, _ = _q_k()
-    assert abs(number_after(printed, "norm of q: ") - np.linalg.norm(q)) < 1e-5
-    assert abs(number_after(printed, "norm of q at 1000: ") - np.linalg.norm(_rotation(1000) @ q)) < 1e-5
+def test_prints_each_score_and_both_norms(values, printed):
+    q, q_far = as_numpy(values["q"])[0], as_numpy(values["q_far"])[0]
+    d = len(q)
+    expected = []
+    for (m, n), score in values["scores"].items():
+        expected += [exact(m), exact(n), decimals(score, 5)]
+    norm_rounding = d * EPS32 * np.linalg.norm(q)  # torch's float32 norm against NumPy's float64
+    expected += [
+        decimals(np.linalg.norm(q), 5, norm_rounding),
+        decimals(np.linalg.norm(q_far), 5, norm_rounding),
+    ]
+    assert_printed_in_order(printed, expected)

@@ -1,0 +1,137 @@
+"""What the tests of snippets/positions/ share: the formulas of the papers in float64 NumPy, machine
+epsilons, and how to compare printed numbers with the kept ones.
+
+Each test reads its snippet's inputs and results from the ``values`` fixture and checks them against
+these formulas, written out independently of attn_ref, with tolerances derived from the rounding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+from tests.printed import numbers
+
+EPS32 = float(np.finfo(np.float32).eps)
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor kept by a snippet, as a float64 array."""
+    return tensor.detach().double().numpy()
+
+
+def frequencies(d: int, base: float = 10000.0) -> np.ndarray:
+    """theta_i = base^(-2i/d), i = 0 .. d/2 - 1: the sinusoidal encoding's and RoPE's frequencies."""
+    return base ** (-np.arange(0, d, 2) / d)
+
+
+def sinusoidal(T: int, C: int) -> np.ndarray:
+    """PE[t, 2i] = sin(t theta_i), PE[t, 2i + 1] = cos(t theta_i) (Vaswani et al., 2017, section 3.5)."""
+    angles = np.arange(T)[:, None] * frequencies(C)
+    pe = np.empty((T, C))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
+    return pe
+
+
+def rotate(x: np.ndarray, positions, interleaved: bool = True) -> np.ndarray:
+    """RoPE (Su et al., 2021, equation 34): pair i of the row at position p turned by p theta_i.
+
+    ``x`` is ``(..., T, d)``; ``positions`` broadcasts to ``(..., T)``. Pairs are features
+    (2i, 2i + 1) when ``interleaved``, else (i, i + d/2).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    first, second = (
+        (np.arange(0, d, 2), np.arange(1, d, 2)) if interleaved else (np.arange(d // 2), np.arange(d // 2, d))
+    )
+    a = np.asarray(positions, dtype=np.float64)[..., None] * frequencies(d)
+    out = np.empty_like(x)
+    out[..., first] = x[..., first] * np.cos(a) - x[..., second] * np.sin(a)
+    out[..., second] = x[..., first] * np.sin(a) + x[..., second] * np.cos(a)
+    return out
+
+
+def rotation_rounding(x: np.ndarray, eps: float, interleaved: bool = True) -> np.ndarray:
+    """How far each entry of a rotation computed in precision ``eps`` may lie from the exact one.
+
+    The angles are float64 (apply_rotary's, and the tests'); cos and sin are rounded to ``eps``,
+    then u cos - v sin and u sin + v cos each round two products and a sum: at most 2 eps (|u| + |v|).
+    """
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    d = x.shape[-1]
+    pairs = x[..., 0::2] + x[..., 1::2] if interleaved else x[..., : d // 2] + x[..., d // 2 :]
+    out = np.empty_like(x)
+    if interleaved:
+        out[..., 0::2] = out[..., 1::2] = 2 * eps * pairs
+    else:
+        out[..., : d // 2] = out[..., d // 2 :] = 2 * eps * pairs
+    return out
+
+
+def dot_rounding(q: np.ndarray, k: np.ndarray, dq: np.ndarray, dk: np.ndarray, eps: float) -> np.ndarray:
+    """How far q . k computed in precision ``eps`` from inputs off by at most ``dq`` and ``dk`` may lie
+    from the exact q . k, for rows ``q`` (..., L, d) and ``k`` (..., S, d): the inputs' errors, then
+    d products and sums, each rounded."""
+    q, k = np.abs(q), np.abs(k)
+    d = q.shape[-1]
+    return (
+        dq @ k.swapaxes(-1, -2)
+        + q @ dk.swapaxes(-1, -2)
+        + dq @ dk.swapaxes(-1, -2)
+        + d * eps * (q @ k.swapaxes(-1, -2))
+    )
+
+
+# What a number looks like once printed: (value, how far the printed digits may lie from it).
+Printed = tuple[float, float]
+
+
+def decimals(value: float, n: int, slack: float = 0.0) -> Printed:
+    """``value`` printed with ``n`` decimals (``.nf``, ``round(value, n)``, a tensor's 4 decimals)."""
+    return float(value), 0.5 * 10.0**-n + slack
+
+
+def significant(value: float, n: int, slack: float = 0.0) -> Printed:
+    """``value`` printed with ``n`` significant digits (``.{n-1}e``, ``.{n}g``)."""
+    size = abs(float(value))
+    unit = 10.0 ** (np.floor(np.log10(size)) - n + 1) if size > 0 else 0.0
+    return float(value), 0.5 * unit + slack
+
+
+def exact(value: float) -> Printed:
+    """A number printed in full: a count, an exact small number, inf."""
+    return float(value), 0.0
+
+
+def assert_printed_in_order(printed: str, expected: Iterable[Printed]) -> None:
+    """The numbers ``printed`` shows include the ``expected`` ones, in this order.
+
+    No label is looked up: other printed numbers (a label's ``position 1``, a row index) are
+    skipped, so the page's wording may change; only the order of the values matters.
+    """
+    shown = numbers(printed)
+    remaining = iter(shown)
+    for i, (value, tolerance) in enumerate(expected):
+        found = any(s == value or abs(s - value) <= tolerance * (1 + 1e-9) for s in remaining)
+        assert found, f"expected value #{i}, {value} ± {tolerance}, not printed in order in {shown}"
+
+
+def allclose_decided(a, b, atol: float = 1e-8, rtol: float = 1e-5) -> bool | None:
+    """The outcome of ``torch.allclose(a, b, atol=atol)`` where it is far from the edge of its
+    tolerance (every entry within a quarter of it, or some entry beyond four times it); else None."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    ratio = np.abs(a - b) / (atol + rtol * np.abs(b))
+    if (ratio < 0.25).all():
+        return True
+    if (ratio > 4).any():
+        return False
+    return None
+
+
+def printed_flags(printed: str) -> list[bool]:
+    """Every ``True`` and ``False`` printed, in order."""
+    return [word == "True" for word in re.findall(r"\b(?:True|False)\b", printed)]
