@@ -79,9 +79,9 @@ for T_long in (2_048, 32_768, 131_072):
 
 # %%
 x = torch.tensor([2.0, 1.0, 4.0, 3.0, 6.0, 0.0], dtype=torch.float64)
-weights, state = online_softmax(x, trace=True)
+weights, online_state = online_softmax(x, trace=True)
 print(" j  x_j    m  rescale       ℓ")
-for j, s in enumerate(state.trace):
+for j, s in enumerate(online_state.trace):
     print(f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}")
 print(f"stable:     m = {x.max():.1f}, ℓ = {(x - x.max()).exp().sum():.4f}")
 print(f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}")

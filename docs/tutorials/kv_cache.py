@@ -258,12 +258,14 @@ figure_to_svg(
 # %%
 g = torch.Generator().manual_seed(1)
 S, H, d_k = 6, 2, 8
-q = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
-k, v = torch.randn(2, 1, H, S, d_k, generator=g)  # S keys and values: S - 1 cached, then the new token's
-trap = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-_, trap_weights = scaled_dot_product_attention(q, k, v, is_causal=True)  # attn_ref returns the weights too
+query = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
+# S keys and values: S - 1 cached, then the new token's
+keys, values = torch.randn(2, 1, H, S, d_k, generator=g)
+trap = F.scaled_dot_product_attention(query, keys, values, is_causal=True)
+# attn_ref returns the weights too
+_, trap_weights = scaled_dot_product_attention(query, keys, values, is_causal=True)
 print("is_causal=True, weights of head 0:", trap_weights[0, 0, 0].numpy().round(3))
-print("the output is value 0, unchanged:", torch.allclose(trap, v[:, :, :1]))
+print("the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1]))
 
 # %% [markdown]
 # The query sees only key 0, and its output is value 0. The right answer for a single
@@ -271,8 +273,8 @@ print("the output is value 0, unchanged:", torch.allclose(trap, v[:, :, :1]))
 # every key.
 
 # %%
-right = F.scaled_dot_product_attention(q, k, v)  # no mask
-_, right_weights = scaled_dot_product_attention(q, k, v)
+right = F.scaled_dot_product_attention(query, keys, values)  # no mask
+_, right_weights = scaled_dot_product_attention(query, keys, values)
 print("no mask, weights of head 0:       ", right_weights[0, 0, 0].numpy().round(3))
 print(f"largest |wrong - right| output: {(trap - right).abs().max():.2f}")
 
@@ -288,8 +290,8 @@ print(causal_mask(L, S).int().numpy())
 print("bottom-right, causal_mask(L, S, lower_right=True):")
 print(lower_right.int().numpy())
 chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
-theirs = F.scaled_dot_product_attention(chunk, k, v, attn_mask=lower_right)
-wrong = F.scaled_dot_product_attention(chunk, k, v, is_causal=True)
+theirs = F.scaled_dot_product_attention(chunk, keys, values, attn_mask=lower_right)
+wrong = F.scaled_dot_product_attention(chunk, keys, values, is_causal=True)
 print(f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().max():.2f}")
 
 # %% [markdown]

@@ -1,11 +1,12 @@
 """The tutorial "From nn.Linear to self-attention", as the build executed it.
 
-Every number the tutorial prints that matters is checked here against float64 NumPy
-written out independently (plain sums, a softmax with no max shift), against
-``tests/reference.py``, or against a hand calculation. The random parameters of the
-tutorial are inputs, not results: they are read from the kernel's variables, and the
-test recomputes everything that follows from them. The sentences that describe printed
-numbers are checked too: what they claim is asserted on the independent computation.
+What the tutorial computed is read from its kernel's variables (``values``), and checked against
+float64 NumPy written out independently (plain sums, a softmax with no max shift), against
+``tests/reference.py``, against PyTorch, or against a hand calculation. Its random parameters are
+inputs, not results: they are read from the kernel's variables too, and everything that follows
+from them is recomputed here. The claims the page makes about those numbers are asserted on the
+independent computation. That the page shows the computed values is checked without its labels
+(tests/tutorials/shown.py): the numbers, token names and verdicts its cells printed, in order.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -23,49 +23,16 @@ import torch
 from attn_ref.examples import THREE_TOKENS
 from attn_ref.plotting import attention_heatmap
 from tests import reference
-from tests.conftest import ExecutedTutorial
-from tests.printed import block_after, flag, line_starting, number_after, numbers
-from tests.site_tools import TUTORIALS
+from tests.tutorials.shown import assert_printed, displayed, half_unit, printed_by_cell, sci_rtol, verdicts
 
-NOTEBOOK = TUTORIALS / "linear_to_self_attention.py"
 TOKENS = ["t0", "t1", "t2"]  # counted from 0, as in the notation table
-ATOL = 6e-5  # the tutorial prints four decimals
+FOUR = half_unit(4)  # the tutorial prints four decimals
 X = np.array(THREE_TOKENS, dtype=np.float64)  # (T, C) = (3, 4)
+U = 2.0**-24  # float32's unit roundoff
 
 
-@dataclass(frozen=True)
-class Run:
-    """The executed tutorial, what it printed, and its random parameters in float64."""
-
-    tutorial: ExecutedTutorial
-    printed: str
-    lines: list[str]
-    probe: dict[str, np.ndarray]
-
-
-@pytest.fixture(scope="module")
-def run(tutorial: ExecutedTutorial) -> Run:
-    values = tutorial.values
-    parameters = {
-        "layer_weight": values["layer"].weight,
-        "layer_bias": values["layer"].bias,
-        "rand_q": values["rand_q"].weight,
-        "rand_k": values["rand_k"].weight,
-        "rand_v": values["rand_v"].weight,
-        "square": values["square"].weight,
-    }
-    printed = tutorial.printed()
-    probe = {name: tensor.detach().double().numpy() for name, tensor in parameters.items()}
-    return Run(tutorial, printed, printed.splitlines(), probe)
-
-
-def _identity_part(run: Run) -> str:
-    """What the tutorial printed before its random head (both parts print "weights:")."""
-    return run.printed[: run.printed.index("W_Q = rand_q.weight.T")]
-
-
-def _random_part(run: Run) -> str:
-    return run.printed[run.printed.index("W_Q = rand_q.weight.T") :]
+def as64(tensor) -> np.ndarray:
+    return torch.as_tensor(tensor).detach().double().numpy()
 
 
 def _softmax_rows(z: np.ndarray) -> np.ndarray:
@@ -82,185 +49,143 @@ def _hand_attention(Q: np.ndarray, K: np.ndarray, V: np.ndarray, scale: float) -
 IDENTITY = _hand_attention(X, X, X, scale=1 / math.sqrt(4))  # W_Q = W_K = W_V = I, d_k = 4
 
 
-def _random_head(run: Run) -> dict[str, np.ndarray]:
-    # nn.Linear stores W^T: W_Q = rand_q.weight.T, of shape (C, d_k) = (4, 2).
-    Wq, Wk, Wv = (run.probe[name].T for name in ("rand_q", "rand_k", "rand_v"))
+@pytest.fixture(scope="module")
+def head(values) -> dict[str, np.ndarray]:
+    """The random head, d_k = 2, from the layers' own weights (nn.Linear stores W^T)."""
+    Wq, Wk, Wv = (as64(values[name].weight).T for name in ("rand_q", "rand_k", "rand_v"))
     return _hand_attention(X @ Wq, X @ Wk, X @ Wv, scale=1 / math.sqrt(2)) | {"V": X @ Wv, "W_Q": Wq}
 
 
-def _markdown(run: Run) -> str:
-    return "\n".join(c.source for c in run.tutorial.notebook.cells if c.cell_type == "markdown")
+def test_the_notebook_ran_cleanly(tutorial):
+    assert "".join(printed_by_cell(tutorial, "stderr")) == ""
 
 
-def test_notebook_shape_and_clean_run(run):
-    assert run.tutorial.printed("stderr") == ""
-    first = run.tutorial.notebook.cells[0]
-    assert first.cell_type == "markdown"
-    assert first.source.startswith("# From nn.Linear to self-attention")
-    assert "](../../notation/)" in first.source
-    headings = re.findall(r"^## (.+)$", _markdown(run), flags=re.M)
-    assert headings[-3:] == ["Where the original notebook goes wrong", "Exercises", "References"]
-    # Headings are plain text: no TeX for the table of contents and the navigation to show raw.
-    assert not [h for h in re.findall(r"^#+ (.+)$", _markdown(run), flags=re.M) if "$" in h or "\\" in h]
-
-
-def test_the_lesson_is_not_interrupted_and_the_original_is_named():
-    source = NOTEBOOK.read_text()
-    assert "admonition" not in source  # corrections are gathered at the end, not in warning boxes
-    # "seed" only for random seeds: the original is "the original notebook".
-    assert not re.findall(r"\bthe seed\b|\bseed's|\*seed\*", source, flags=re.I)
-    assert source.count("the original notebook") >= 5
-    assert "../../concepts/mental_model/#the-variance-argument" in source
-    assert "https://arxiv.org/abs/1706.03762" in source
-
-
-def test_one_head_without_bias_and_the_bias_pytorch_adds(run):
-    prose = " ".join(_markdown(run).split())
-    assert prose.count("One head of self-attention is three") == 2  # the opening and the summary
-    assert (
-        "here without bias, as in the formula; `nn.MultiheadAttention`, for one, adds a bias by default"
-        in prose
-    )
+def test_one_head_without_bias_and_the_bias_pytorch_adds(values):
     layer = torch.nn.MultiheadAttention(4, num_heads=1)  # its defaults
     assert layer.in_proj_bias is not None and layer.out_proj.bias is not None
     for name in ("proj_q", "proj_k", "proj_v", "rand_q", "rand_k", "rand_v"):  # the page's layers: no bias
-        assert run.tutorial.values[name].bias is None
+        assert values[name].bias is None
 
 
-def test_each_correction_is_linked_from_the_lesson_and_every_link_lands(run, built_site):
-    markdown = _markdown(run)
-    corrections = re.findall(r'<a id="(original-[a-z-]+)"></a>', markdown)
-    assert len(corrections) == 4
-    for anchor in corrections:
-        assert f"](#{anchor})" in markdown, f"{anchor} is not linked from the lesson"
-    html = (built_site.path / "tutorials" / "linear_to_self_attention" / "index.html").read_text()
-    article = re.search(r"<article.*?</article>", html, re.S)[0]
-    targets = set(re.findall(r'href="#([^"]+)"', article))
-    assert {"where-the-original-notebook-goes-wrong", "exercises", *corrections} <= targets
-    assert [t for t in targets if f'id="{t}"' not in article] == []
-
-
-def test_source_types_no_result_of_the_worked_example():
-    # The 3-token weights are pinned by attn_ref's doctest; the page must print them, never type them.
-    source = NOTEBOOK.read_text()
-    assert "THREE_TOKENS" in source
-    for value in IDENTITY["weights"].ravel():
-        assert f"{value:.4f}" not in source
-
-
-def test_linear_layer_prints_its_parameters_and_the_formula(run):
-    weight, b = run.probe["layer_weight"], run.probe["layer_bias"]
+def test_linear_layer_is_its_formula(tutorial, values):
+    layer = values["layer"]
+    weight, b = as64(layer.weight), as64(layer.bias)
     assert weight.shape == (1, 3) and b.shape == (1,)  # nn.Linear's weight is W^T: (out, in)
     W = weight.T  # (in_features, out_features) = (3, 1)
-    np.testing.assert_allclose(
-        block_after(run.printed, "W = layer.weight.T, shape (3, 1):", rows=3), W, atol=ATOL
-    )
-    np.testing.assert_allclose(numbers(line_starting(run.printed, "b:")), b, atol=ATOL)
-
+    np.testing.assert_array_equal(as64(values["W"]), W)
     x = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(as64(values["x"]), x)
     y_hand = x[0] * W[0, 0] + x[1] * W[1, 0] + x[2] * W[2, 0] + b[0]
-    for label in ("layer(x): ", "x @ W + b:"):  # the layer and the formula, four decimals
-        np.testing.assert_allclose(numbers(line_starting(run.printed, label)), [y_hand], atol=ATOL)
-    assert "shapes: (3,) -> (1,)" in run.lines
-    assert "batch: (1, 3) -> (1, 1)" in run.lines
+    assert values["y_float64"].item() == pytest.approx(y_hand, rel=1e-15, abs=1e-16)
+    # A float32 sum of three products and a bias is within 4 roundings of its terms' size.
+    terms = abs(x[0] * W[0, 0]) + abs(x[1] * W[1, 0]) + abs(x[2] * W[2, 0]) + abs(b[0])
+    for name in ("y", "y_manual"):
+        assert tuple(values[name].shape) == (1,)
+        assert abs(values[name].item() - y_hand) <= 5 * U * terms, name
+    assert tuple(values["batch"].shape) == (1, 3) and tuple(layer(values["batch"]).shape) == (1, 1)
+    # What the cells print: the weight, the bias, y by the layer and by the formula, four decimals.
+    assert_printed(tutorial, [*W.ravel(), *b], atol=FOUR, gaps=True)
+    assert_printed(tutorial, [values["y"].item(), values["y_manual"].item()], atol=FOUR, gaps=True)
 
-    # The float32 results sit within a rounding step or two of the float64 value (the prose).
-    assert line_starting(run.printed, "x @ W + b, float64:") == f"x @ W + b, float64: {y_hand:.9g}"
-    step = np.finfo(np.float32).eps * abs(y_hand)
-    float32 = [
-        float(line_starting(run.printed, p).split(":")[1]) for p in ("nn.Linear,", "x @ W + b, float32:")
-    ]
-    for value in float32:
-        assert abs(value - y_hand) <= 2 * step + 1e-9 * abs(y_hand)  # printed to 9 digits
-    steps = number_after(run.printed, "float32 layer minus float64 formula, in rounding steps:")
-    assert abs(steps) <= 2
-    assert abs(steps - (float32[0] - y_hand) / step) < 0.1
-    assert flag(run.printed, "torch.allclose(y, y_manual):")
+
+def test_comparing_floating_point_results(tutorial, values):
     # IEEE-754 doubles: 0.1 + 0.2 rounds up, 0.2 + 0.3 is exactly 0.5.
-    assert "(0.1 + 0.2) + 0.3 = 0.6000000000000001" in run.lines
-    assert "0.1 + (0.2 + 0.3) = 0.6" in run.lines
+    assert (0.1 + 0.2) + 0.3 == 0.6000000000000001 and 0.1 + (0.2 + 0.3) == 0.6
+    assert_printed(tutorial, [0.1, 0.2, 0.3, 0.6000000000000001, 0.1, 0.2, 0.3, 0.6])
+    y, y_manual, y64, step = (values[name] for name in ("y", "y_manual", "y_float64", "step"))
+    assert step == pytest.approx(np.finfo(np.float32).eps * abs(y64.item()), rel=1e-12)
+    # The three results, to 9 significant digits, and the distance in rounding steps, to 0.1.
+    shown = [y.item(), y_manual.item(), y64.item(), (y.item() - y64.item()) / step]
+    assert_printed(tutorial, shown, rtol=[5e-9, 5e-9, 5e-9, 0], atol=[0, 0, 0, 0.05 + 1e-9], gaps=True)
+    assert torch.allclose(y, y_manual)  # both within a few roundings of y: far inside its tolerance
 
 
-def test_attention_steps_match_float64_hand_computation(run):
-    printed = _identity_part(run)
-    np.testing.assert_allclose(block_after(run.printed, "X:", rows=3), X)
-    assert flag(run.printed, "Q, K and V all equal X:")  # identity projections
-    np.testing.assert_allclose(block_after(printed, "scores = Q K^T:", rows=3), IDENTITY["scores"])
-    assert "d_k = 4, sqrt(d_k) = 2.0000" in run.lines
-    np.testing.assert_allclose(block_after(printed, "scores / sqrt(d_k):", rows=3), IDENTITY["scaled"])
-    np.testing.assert_allclose(block_after(printed, "weights:", rows=3), IDENTITY["weights"], atol=ATOL)
-    np.testing.assert_allclose(numbers(line_starting(printed, "row sums:")), np.ones(3), atol=ATOL)
-    np.testing.assert_allclose(
-        block_after(printed, "output = weights V:", rows=3), IDENTITY["output"], atol=ATOL
-    )
+def test_attention_steps_match_float64_hand_computation(tutorial, values):
+    np.testing.assert_array_equal(values["X_np"], X)
+    for name in ("Q_np", "K_np", "V_np"):  # X @ I: exact
+        np.testing.assert_array_equal(values[name], X)
+    steps = {"scores_np": "scores", "scaled_np": "scaled", "weights_np": "weights", "output_np": "output"}
+    for name, step in steps.items():
+        np.testing.assert_allclose(values[name], IDENTITY[step], rtol=1e-13, atol=1e-15, err_msg=name)
+    np.testing.assert_allclose(values["weights_np"].sum(axis=-1), 1.0, atol=1e-15)
+    assert_printed(tutorial, X, atol=FOUR)
+    assert_printed(tutorial, [4, 2.0], atol=[0, FOUR])  # d_k and its square root
+    for step in ("scores", "scaled", "weights", "output"):
+        assert_printed(tutorial, IDENTITY[step], atol=FOUR)
+    assert_printed(tutorial, np.ones(3), atol=FOUR)  # the row sums
 
 
-def test_reading_the_weights_says_what_was_printed(run):
+def test_reading_the_weights(tutorial, values):
     weights = IDENTITY["weights"]
+    assert values["tokens"] == TOKENS
+    strongest = []  # per query, the query's name and the keys of its largest weight
     for query, row in zip(TOKENS, weights, strict=True):
-        strongest = [key for key, w in zip(TOKENS, row, strict=True) if np.isclose(w, row.max())]
-        line = f"{query}: largest weight {row.max():.4f}, to {' and '.join(strongest)}"
-        assert line in run.lines
-    # The prose: token 1 keeps most of its attention for itself; tokens 0 and 2 give two keys
+        top = [key for key, w in zip(TOKENS, row, strict=True) if np.isclose(w, row.max())]
+        # The ties are exact (equal scores, x_0 . x_0 = x_0 . x_2 ...) and the rest far apart.
+        assert all(abs(w - row.max()) < 1e-12 or row.max() - w > 1e-3 for w in row)
+        strongest += [query, *top]
+    names = [re.findall(r"\bt\d\b", text) for text in printed_by_cell(tutorial)]
+    assert any(found[i : i + len(strongest)] == strongest for found in names for i in range(len(found))), (
+        strongest
+    )
+    assert_printed(tutorial, weights.max(axis=1), atol=FOUR, gaps=True)
+    # The page: token 1 keeps most of its attention for itself; tokens 0 and 2 give two keys
     # equal weights, each less than half of the row, and the third key keeps a share.
     assert weights[1, 1] > 0.5
     for row, tied, other in ((0, (0, 2), 1), (2, (1, 2), 0)):
         assert np.isclose(weights[row, tied[0]], weights[row, tied[1]])
         assert weights[row, tied[0]] < 0.5 and weights[row, other] > 0
-    prose = " ".join(_markdown(run).split())
-    assert "Token 1 keeps most of its attention for itself. Tokens 0 and 2 each have two keys" in prose
-    # Tokens are counted from 0 (t = 0, ..., T - 1 in the notation table): there is no token 3.
-    assert not re.search(r"\btoken 3\b", NOTEBOOK.read_text(), flags=re.I)
-    assert "give those two keys equal weights. Each of those two keys gets less than half of the row" in prose
-    assert "evenly" not in prose
 
 
-def test_pytorch_agrees_with_the_float64_computation(run):
-    values = run.tutorial.values
-    np.testing.assert_allclose(values["weights_pt"].double().numpy(), IDENTITY["weights"], atol=1e-6)
-    np.testing.assert_allclose(values["output_pt"].double().numpy(), IDENTITY["output"], atol=1e-6)
-    np.testing.assert_allclose(values["weights_ref"].double().numpy(), IDENTITY["weights"], atol=1e-6)
-    torch_output = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(X),) * 3)
-    np.testing.assert_allclose(values["output_sdpa"].double().numpy(), torch_output.numpy(), atol=1e-6)
-    labels = ("NumPy weights:", "NumPy output:", "F.sdpa output:", "attn_ref weights:", "attn_ref output:")
-    gaps = {label: float(line_starting(run.printed, f"  {label}").split(":")[1]) for label in labels}
-    assert all(0 <= gap < 1e-6 for gap in gaps.values())  # "all four agree": float32 rounding
-    # The prose: NumPy (float64) and F.sdpa (another order) differ in the last bits; attn_ref,
-    # scaling the scores after the product as the hand-written steps do, matches them exactly.
-    assert gaps["NumPy weights:"] > 0 and gaps["NumPy output:"] > 0
-    assert gaps["attn_ref weights:"] == 0 and gaps["attn_ref output:"] == 0
-    X32 = torch.tensor(THREE_TOKENS)  # (3, 4), float32; identity projections
-    sdpa = torch.nn.functional.scaled_dot_product_attention(X32, X32, X32)
-    by_hand = torch.softmax(X32 @ X32.T / 2.0, dim=-1) @ X32  # divided after the product, sqrt(4) = 2
-    expected = (sdpa.double() - by_hand.double()).abs().max().item()
-    assert expected > 0 and f"{gaps['F.sdpa output:']:.1e}" == f"{expected:.1e}"
-    # F.sdpa's order: its math path, Q and K each scaled by d_k^(-1/4) = 1/sqrt(2) before the product.
+def test_pytorch_agrees_with_the_float64_computation(tutorial, values):
+    for name, truth in (
+        ("weights_pt", IDENTITY["weights"]),
+        ("output_pt", IDENTITY["output"]),
+        ("weights_ref", IDENTITY["weights"]),
+        ("output_ref", IDENTITY["output"]),
+        ("output_sdpa", IDENTITY["output"]),
+    ):
+        np.testing.assert_allclose(as64(values[name]), truth, atol=1e-6, err_msg=name)
+    sdpa64 = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(X),) * 3)
+    np.testing.assert_allclose(as64(values["output_sdpa"]), sdpa64.numpy(), atol=1e-6)
+
+    def gap(a, b):
+        return float(np.abs(as64(a) - as64(b)).max())
+
+    gaps = [
+        gap(values["weights_np"], values["weights_pt"]),
+        gap(values["output_np"], values["output_pt"]),
+        gap(values["output_sdpa"], values["output_pt"]),
+        gap(values["weights_ref"], values["weights_pt"]),
+        gap(values["output_ref"], values["output_pt"]),
+        gap(values["output_sdpa"], values["prescaled"]),
+    ]
+    assert all(0 <= g < 1e-6 for g in gaps)  # "all four agree": float32 rounding
+    # NumPy computes in float64: its weights are not float32 numbers, so the gaps are not zero.
+    assert gaps[0] > 0 and gaps[1] > 0
+    assert_printed(tutorial, gaps, rtol=sci_rtol(1))
+    # F.sdpa's order: its math path, Q and K each scaled by d_k^(-1/4) before the product. The same
+    # operations in the same order give the same bits, on any machine.
+    X32 = torch.tensor(THREE_TOKENS)
     with torch.profiler.profile() as profiler:
         torch.nn.functional.scaled_dot_product_attention(X32, X32, X32)
     assert "aten::_scaled_dot_product_attention_math" in {event.name for event in profiler.events()}
-    scaled = X32 * (1 / math.sqrt(2))
-    in_its_order = torch.softmax(scaled @ scaled.T, dim=-1) @ X32
-    assert torch.equal(sdpa, in_its_order)
-    assert line_starting(run.printed, "F.sdpa minus Q, K scaled first:").endswith(" 0.0e+00")
+    assert torch.equal(values["output_sdpa"], values["prescaled"])
+    assert values["f"] == 4**-0.25
 
 
-def test_heatmaps_are_drawn(run):
-    plotting_cells = [
-        c for c in run.tutorial.notebook.cells if c.cell_type == "code" and "attention_heatmap(" in c.source
+def test_heatmaps_are_drawn(tutorial):
+    cells = [c for c in tutorial.code_cells if any("text/html" in o.get("data", {}) for o in c.outputs)]
+    figures = [
+        svg for svg in displayed(tutorial, "text/html") if svg.startswith('<svg role="img" aria-label="')
     ]
-    assert len(plotting_cells) == 2
-    for cell in plotting_cells:
-        assert "vmax=1.0" in cell.source  # the prose: both heatmaps share one colour scale
-        figures = [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
-        assert len(figures) == 1, cell.source
-        assert figures[0].startswith('<svg role="img" aria-label="')
-        assert figures[0].count("<image ") == 2  # one heatmap: the weights and a colour bar
-        assert "plot" in cell.metadata.get("tags", [])  # its code collapsed on the page
+    assert len(figures) == 2  # the identity weights, then the random head's
+    assert all(figure.count("<image ") == 2 for figure in figures)  # one heatmap: weights, colour bar
+    assert all("plot" in c.metadata.get("tags", []) for c in cells)  # their code collapsed on the page
 
 
-def test_heatmap_key_labels_do_not_overlap(run):
-    tokens = run.tutorial.values["tokens"]
-    assert tokens == TOKENS
+def test_heatmap_key_labels_do_not_overlap(values):
+    tokens = values["tokens"]
     # The plotting cells' call (the title sits above the axes and moves no tick label).
     ax = attention_heatmap(IDENTITY["weights"], tokens, vmax=1.0)
     ax.figure.canvas.draw()
@@ -270,104 +195,153 @@ def test_heatmap_key_labels_do_not_overlap(run):
     assert all(left.x1 < right.x0 for left, right in itertools.pairwise(boxes))
 
 
-def test_random_projections_match_float64_hand_computation(run):
-    head = _random_head(run)
+def test_random_projections_match_float64_hand_computation(tutorial, values, head):
     assert head["W_Q"].shape == (4, 2)  # (C, d_k)
-    np.testing.assert_allclose(
-        block_after(run.printed, "W_Q = rand_q.weight.T, shape (4, 2):", rows=4), head["W_Q"], atol=ATOL
-    )
-    after = _random_part(run)
-    np.testing.assert_allclose(block_after(after, "scores = Q K^T:", rows=3), head["scores"], atol=ATOL)
-    np.testing.assert_allclose(block_after(after, "weights:", rows=3), head["weights"], atol=ATOL)
+    np.testing.assert_array_equal(as64(values["W_Q"]), head["W_Q"])
+    assert values["d_k"] == 2  # the last axis of Q, not C
+    for name, step in (("scores_r", "scores"), ("weights_r", "weights"), ("output_r", "output")):
+        np.testing.assert_allclose(as64(values[name]), head[step], atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(as64(values["sdpa_r"]), head["output"], atol=1e-6)
+    assert_printed(tutorial, head["W_Q"], atol=FOUR)
+    assert_printed(tutorial, head["scores"], atol=FOUR)
+    assert_printed(tutorial, head["weights"], atol=FOUR)
     w = head["weights"]
-    assert f"weights from {w.min():.4f} to {w.max():.4f}; uniform: {1 / 3:.4f}" in run.lines
-    assert np.abs(w - 1 / 3).max() < 0.1  # the prose: "close to uniform"
-    assert np.abs(head["scores"]).max() < 1.5  # the prose: "the scores are small"
-
+    assert values["low"] == pytest.approx(w.min(), abs=1e-6) and values["high"] == pytest.approx(
+        w.max(), abs=1e-6
+    )
+    assert_printed(tutorial, [values["low"], values["high"], 1 / 3], atol=FOUR)
+    assert np.abs(w - 1 / 3).max() < 0.1  # the page: "close to uniform"
+    assert np.abs(head["scores"]).max() < 1.5  # the page: "the scores are small"
+    # Symmetry: the identity's scores exactly, nothing else by far more than rounding.
     S = IDENTITY["scores"]
-    symmetric = {
-        "scores": (np.allclose(S, S.T), np.allclose(head["scores"], head["scores"].T)),
-        "weights": (np.allclose(IDENTITY["weights"], IDENTITY["weights"].T), np.allclose(w, w.T)),
-    }
-    assert symmetric == {"scores": (True, False), "weights": (False, False)}  # what the prose says
-    for name, (identity, random) in symmetric.items():
-        assert f"{name} symmetric? identity: {identity}, random: {random}" in run.lines
-    assert flag(run.printed, "matches F.sdpa:")
+    np.testing.assert_allclose(S, S.T, atol=1e-12)
+    for matrix in (head["scores"], IDENTITY["weights"], w):
+        assert np.abs(matrix - matrix.T).max() > 1e-3
 
 
-def test_the_original_notebooks_mistakes_are_shown_with_the_computed_truth(run):
-    assert "two layers made without a seed have equal weights: False" in run.lines
-    assert "seeding with 0 again gives back the first layer: True" in run.lines
+def test_the_original_notebooks_mistakes_are_shown_with_the_computed_truth(tutorial, values, head):
+    # Unseeded layers draw different weights; seeding with 0 again draws the first layer again.
+    assert not torch.equal(values["first"].weight, values["second"].weight)
+    assert torch.equal(values["again"].weight, values["layer"].weight)
+    assert torch.equal(values["again"].bias, values["layer"].bias)
 
     printed_w, printed_b, printed_y = (-0.4424, 0.4990, -0.0855), -0.3704, -0.0713  # the original's
+    np.testing.assert_array_equal(as64(values["W_printed"]).ravel(), np.float32(printed_w))
+    assert values["y_printed"] == printed_y and as64(values["b_printed"]).tolist() == [np.float32(printed_b)]
+    shown = []
     for x in ((3.0, 4.0, 5.0), (1.0, 2.0, 3.0)):
         value = x[0] * printed_w[0] + x[1] * printed_w[1] + x[2] * printed_w[2] + printed_b
-        matches = abs(value - printed_y) < 5e-5
-        assert f"x = {list(x)}: x W + b = {value:.4f}, its y: {matches}" in run.lines
-    # Only the input the original's code used reproduces the y it printed.
-    assert "x = [1.0, 2.0, 3.0]: x W + b = -0.0713, its y: True" in run.lines
-    assert "x = [3.0, 4.0, 5.0]: x W + b = -0.1291, its y: False" in run.lines
+        shown += [*x, value]
+    # Only the input the original's code used reproduces the y it printed (it printed 4 decimals).
+    assert abs(shown[3] - printed_y) > 0.01 and abs(shown[7] - printed_y) < 5e-5 - 1e-6
+    assert_printed(tutorial, shown, atol=[0, 0, 0, FOUR] * 2, gaps=True)
 
-    assert "y == y_manual gives a tensor: tensor([True])" in run.lines
-    error = run.lines[run.lines.index("with two outputs, the check raises RuntimeError:") + 1]
-    assert "more than one value is ambiguous" in error
-    assert "torch.testing.assert_close passes with two outputs" in run.lines
-    prose = " ".join(_markdown(run).split())
-    assert "with two outputs the `assert` raises a `RuntimeError` instead of checking anything" in prose
+    # An exact == between tensors gives a tensor; with two elements assert cannot read it.
+    assert isinstance(values["y"] == values["y_manual"], torch.Tensor)
+    two_outputs, x = values["two_outputs"], values["x"]
+    with pytest.raises(RuntimeError):
+        assert two_outputs(x) == x @ values["W2"] + values["b2"]
+    torch.testing.assert_close(two_outputs(x), x @ values["W2"] + values["b2"])
 
     # The original's scale 1/sqrt(C) = 1/2 differs from 1/sqrt(d_k) = 1/sqrt(2) on the random head.
-    head = _random_head(run)
     by_width = _softmax_rows(head["scores"] / 2.0) @ head["V"]
+    np.testing.assert_allclose(as64(values["by_width"]), by_width, atol=1e-6)
     off = np.abs(by_width - head["output"]).max()
-    assert off > 1e-5
-    assert "1/sqrt(C) matches F.sdpa: False" in run.lines
-    assert abs(numbers(line_starting(run.printed, "largest difference:"))[0] - off) < 1e-4
-    assert f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {math.sqrt(8):.4f}" in run.lines
-    # The original's line is quoted with its dtype.
-    assert "torch.sqrt(torch.tensor(d_model, dtype=torch.float32))" in NOTEBOOK.read_text()
+    assert off > 1e-3  # far beyond torch.allclose's tolerance on these outputs
+    assert_printed(tutorial, [off], atol=FOUR + 2e-6)
+    assert values["ratio"] == math.sqrt(8)
+    assert_printed(tutorial, [512, 64, math.sqrt(8)], atol=[0, 0, FOUR], gaps=True)
 
 
-def test_exercise_solutions_are_collapsed_and_correct(run):
-    solutions = [c for c in run.tutorial.code_cells if "solution" in c.metadata.get("tags", [])]
-    assert len(solutions) == 4
+def test_every_solution_ran_and_printed(tutorial):
+    solutions = [c for c in tutorial.code_cells if "solution" in c.metadata.get("tags", [])]
+    assert solutions and all(any(o.output_type == "stream" for o in c.outputs) for c in solutions)
 
-    # 1. Doubling every score: softmax(2z) = softmax(z)^2, renormalised.
+
+def test_exercise_1_every_score_doubled(tutorial, values):
     doubled = reference.softmax(2 * IDENTITY["scaled"])
-    np.testing.assert_allclose(
-        block_after(run.printed, "weights of the doubled scores:", rows=3), doubled, atol=ATOL
-    )
+    np.testing.assert_allclose(values["doubled"], doubled, rtol=1e-13)
     squared = IDENTITY["weights"] ** 2 / (IDENTITY["weights"] ** 2).sum(axis=-1, keepdims=True)
-    assert np.allclose(doubled, squared)
-    assert flag(run.printed, "equal to the squared weights, renormalised:")
-    own = f"t1 on itself: {IDENTITY['weights'][1, 1]:.4f} -> {doubled[1, 1]:.4f}"
-    assert own in run.lines
-    # Doubling undoes the division by sqrt(d_k) = sqrt(4): printed, not typed in the comment.
-    undone = np.array_equal(2 * IDENTITY["scaled"], IDENTITY["scores"])
-    assert undone and f"sqrt(d_k) = {math.sqrt(4):g}; 2 * scaled_np is the unscaled scores: True" in run.lines
-    assert "sqrt(d_k) = 2," not in NOTEBOOK.read_text()
+    np.testing.assert_allclose(doubled, squared, rtol=1e-12)  # softmax(2z) = softmax(z)^2, renormalised
+    assert_printed(tutorial, doubled, atol=FOUR)
+    assert_printed(tutorial, [IDENTITY["weights"][1, 1], doubled[1, 1]], atol=FOUR, gaps=True)
+    # Doubling undoes the division by sqrt(d_k) = sqrt(4) = 2: exact in binary floating point.
+    assert values["root"] == 2.0 and np.array_equal(2 * values["scaled_np"], values["scores_np"])
+    assert_printed(tutorial, [2], gaps=True)
 
-    # 2. Overflow: float32's largest value is (2 - 2^-23) * 2^127, about e^88.72; e^101 is beyond it.
+
+def test_exercise_2_overflow(tutorial, values):
+    # float32's largest value is (2 - 2^-23) * 2^127, about e^88.72; the row's exponents pass 100.
     largest = (2 - 2**-23) * 2.0**127
-    assert f"the largest float32 is e to the power {math.log(largest):.2f}" in run.lines
-    assert math.log(largest) < 100
-    assert "exp(row):       tensor([inf, inf, inf])" in run.lines
-    assert "naive softmax:  tensor([nan, nan, nan])" in run.lines
+    assert math.log(largest) < 100 and values["largest"] == largest
+    assert_printed(tutorial, [math.log(largest)], atol=half_unit(2))
+    row = values["row"]
+    np.testing.assert_allclose(as64(row), IDENTITY["scaled"][0] + 100, atol=1e-5)
+    assert torch.isinf(row.exp()).all()
+    assert torch.isnan(row.exp() / row.exp().sum()).all()  # inf / inf
+    stable = as64(values["shifted"] / values["shifted"].sum())
     e = math.e
-    stable = numbers(line_starting(run.printed, "stable softmax:"))
-    np.testing.assert_allclose(stable, [e / (2 * e + 1), 1 / (2 * e + 1), e / (2 * e + 1)], atol=ATOL)
+    np.testing.assert_allclose(stable, [e / (2 * e + 1), 1 / (2 * e + 1), e / (2 * e + 1)], atol=1e-6)
+    np.testing.assert_allclose(stable, IDENTITY["weights"][0], atol=1e-6)  # the first row of weights
+    assert_printed(tutorial, [np.inf] * 3 + [np.nan] * 3 + stable.tolist(), atol=FOUR)
 
-    # 3. The transposition: nn.Linear computes X @ weight.T; X @ weight is another matrix.
-    square = run.probe["square"]
-    assert flag(run.printed, "proj(X) equals X @ weight.T:")
-    assert flag(run.printed, "proj(X) equals X @ weight:  ") == bool(np.allclose(X @ square.T, X @ square))
-    assert not np.allclose(X @ square.T, X @ square)  # the prose: the wrong orientation gives other numbers
-    error = run.lines[run.lines.index("X @ weight, with weight (2, 4):") + 1]
-    assert "cannot be multiplied (3x4 and 2x4)" in error
 
-    # 4. Reversing the tokens reverses the outputs (no mask, no positions).
+def test_exercise_3_the_transposition(values):
+    square, X32 = values["square"], values["X_pt"]
+    W = as64(square.weight)
+    np.testing.assert_allclose(as64(square(X32)), X @ W.T, atol=1e-6)  # nn.Linear computes X @ weight.T
+    assert np.abs(X @ W.T - X @ W).max() > 1e-3  # the wrong orientation gives other numbers
+    assert values["right"] is True and values["wrong"] is False
+    with pytest.raises(RuntimeError):
+        X32 @ values["narrow"].weight  # (3, 4) @ (2, 4)
+
+
+def test_exercise_4_reversing_the_tokens(values):
     order = [2, 1, 0]
+    assert values["order"] == order
     output_rev, weights_rev = reference.attention(X[order], X[order], X[order])
-    assert np.allclose(output_rev, IDENTITY["output"][order])
-    assert np.allclose(weights_rev, IDENTITY["weights"][order][:, order])
-    assert flag(run.printed, "the old output rows, reversed:")
-    assert flag(run.printed, "the old weights, rows and columns reversed:")
+    np.testing.assert_allclose(values["weights_rev"], weights_rev, rtol=1e-12)
+    np.testing.assert_allclose(values["output_rev"], output_rev, rtol=1e-12)
+    np.testing.assert_allclose(output_rev, IDENTITY["output"][order], rtol=1e-12)
+    np.testing.assert_allclose(weights_rev, IDENTITY["weights"][order][:, order], rtol=1e-12)
+
+
+def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):
+    """The True/False the page prints, in order, are what the tests above establish independently.
+
+    ``None`` marks the one verdict that is a float comparison's exact outcome (``y == y_manual``):
+    whether nn.Linear and the formula agree to the last bit depends on the machine, as the page says.
+    """
+    expected = [
+        True,  # torch.allclose(y, y_manual)
+        True,  # Q, K and V all equal X
+        True,  # identity: scores symmetric
+        False,  # random: scores not symmetric
+        False,  # identity: weights not symmetric
+        False,  # random: weights not symmetric
+        True,  # the random head matches F.sdpa
+        False,  # two unseeded layers: different weights
+        True,  # seeding with 0 again: the first layer
+        False,  # x = (3, 4, 5) does not give the original's y
+        True,  # x = (1, 2, 3) does
+        None,  # y == y_manual, bit for bit: machine-dependent
+        False,  # 1/sqrt(C) does not match F.sdpa
+        True,  # exercise 1: the squared weights, renormalised
+        True,  # exercise 1: 2 * scaled_np is the unscaled scores
+        True,  # exercise 3: proj(X) == X @ weight.T
+        False,  # exercise 3: proj(X) != X @ weight
+        True,  # exercise 4: the outputs reversed
+        True,  # exercise 4: the weights reversed
+    ]
+    shown = verdicts(tutorial)
+    assert len(shown) == len(expected)
+    assert [s for s, e in zip(shown, expected, strict=True) if e is not None] == [
+        e for e in expected if e is not None
+    ]
+
+
+def test_links_inside_the_page_land(built_site):
+    html = (built_site.path / "tutorials" / "linear_to_self_attention" / "index.html").read_text()
+    article = re.search(r"<article.*?</article>", html, re.S)[0]
+    targets = set(re.findall(r'href="#([^"]+)"', article))
+    assert targets and [t for t in targets if f'id="{t}"' not in article] == []
