@@ -90,7 +90,7 @@ print(f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_f
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 
 # %% [markdown]
-# The float32 results sit within a rounding step or two of the float64 value (the
+# The float32 results sit a few rounding steps at most from the float64 value (the
 # distance is printed in units of float32's spacing near $y$), as rounding predicts. So the right check allows for it. `torch.allclose` compares with a relative and
 # an absolute tolerance, for tensors of any size; `torch.testing.assert_close` does the same
 # and, when it fails, says by how much. An exact `==` is the wrong tool
