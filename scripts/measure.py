@@ -106,7 +106,7 @@ def sequential_seconds(work: Path) -> float:
     start = time.perf_counter()
     for source in sorted(TUTORIALS.glob("*.py")):
         started = time.perf_counter()
-        tutorial_execution.execute(source, work / source.with_suffix(".ipynb").name)
+        tutorial_execution.execute(source, work / source.with_suffix(".ipynb").name, ROOT)
         row(f"  tutorial {source.stem}, in a fresh kernel", f"{time.perf_counter() - started:.1f} s")
     for page in sorted((ROOT / "docs").rglob("*.md")):
         blocks = [textwrap.dedent(body) for _, _, body in EXEC_BLOCK.findall(page.read_text())]

@@ -27,6 +27,7 @@ of what a tutorial prints. A change to any of them gives a new execution; nothin
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import tempfile
@@ -97,7 +98,7 @@ def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
             running[source] = Future()
             running[source].set_result(target)
         else:
-            running[source] = pool.submit(execute, source, target)
+            running[source] = pool.submit(execute, source, target, root)
     pool.shutdown(wait=False)
     return running
 
@@ -110,8 +111,11 @@ def prune(root: Path, keep: set[Path]) -> None:
                 shutil.rmtree(kept)
 
 
-def execute(source: Path, target: Path) -> Path:
-    """Run ``source`` top to bottom in a fresh kernel; write the notebook and its variables."""
+def execute(source: Path, target: Path, root: Path) -> Path:
+    """Run ``source`` top to bottom in a fresh kernel; write the notebook and its variables.
+
+    The kernel imports ``attn_ref`` from ``root``, the project being built, whatever else is installed.
+    """
     notebook = jupytext.read(source)
     for number, cell in enumerate(notebook.cells):
         cell.id = f"cell-{number}"  # stable ids: the same file every time
@@ -133,7 +137,12 @@ def execute(source: Path, target: Path) -> Path:
             timeout=600,
             record_timing=False,
             resources={"metadata": {"path": folder}},  # the kernel's working folder: empty
-        ).execute()
+        ).execute(
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+            }
+        )
     notebook.cells.pop()
     for cell in notebook.cells:
         if cell.cell_type == "code":

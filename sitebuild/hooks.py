@@ -78,6 +78,10 @@ def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files
     return content
 
 
+def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:
+    return html.named_dialogs(output)
+
+
 def on_post_build(config: MkDocsConfig) -> None:
     site = Path(config.site_dir)
     for path, text in build.files.items():

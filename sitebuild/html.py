@@ -118,6 +118,18 @@ def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
     return apply(html, plot_edits + _exclude_code_from_search(found) + _drop_lookless_spans(found)), files
 
 
+def named_dialogs(page: str) -> str:
+    """The whole page, each dialog without a name named after its purpose: Material's search box is a
+    ``role="dialog"`` with no ``aria-label``, which a screen reader announces as an unnamed dialog."""
+    edits = []
+    for element in elements(page):
+        if element.attrs.get("role") == "dialog" and "aria-label" not in element.attrs:
+            name = "Search" if "md-search" in element.classes else element.tag
+            at = element.start + 1 + len(element.tag)
+            edits.append((at, at, f' aria-label="{name}"'))
+    return apply(page, edits)
+
+
 def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[list, dict[str, str]]:
     """Each inline plot (``<svg role="img" aria-label=...>``) replaced by an ``<img>`` of an SVG file."""
     edits, files = [], {}

@@ -46,16 +46,20 @@ class BuiltSite:
         return [page for page in html_pages(self.path) if page.name == "index.html"]
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A folder that every worker of this test run shares (under pytest-xdist, ``make test``)."""
+    run_folder = tmp_path_factory.getbasetemp()
+    return run_folder.parent if worker_id != "master" else run_folder  # a worker's folder sits in the run's
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> BuiltSite:
     """The site, built once per test run with ``mkdocs build --strict``.
 
-    Under pytest-xdist (``make test`` runs one worker per core) the first worker to get here
-    builds it, in a folder of this run that every worker shares; the others wait and use it.
+    The first worker to get here builds it; the others wait and use it. The build executes the
+    tutorials that are not kept yet, under the same lock as `executed_tutorials`.
     """
-    run_folder = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
-        run_folder = run_folder.parent  # each worker's folder sits in the run's folder
+    run_folder = _run_folder(tmp_path_factory, worker_id)
     site_dir, log_file = run_folder / "site", run_folder / "site-build.log"
     with FileLock(run_folder / "site.lock"):
         if not log_file.is_file():
@@ -94,16 +98,26 @@ class ExecutedTutorial:
 
 
 @pytest.fixture(scope="session")
-def executed_tutorials(built_site: BuiltSite) -> dict[str, ExecutedTutorial]:
-    """Every tutorial, read from the notebook the build published and the values it kept."""
-    executed = {}
-    for source in sorted(TUTORIALS.glob("*.py")):
-        kept = tutorial_execution.executed_notebook(source, ROOT)
-        published = built_site.path / "tutorials" / f"{source.stem}.ipynb"
-        assert published.read_bytes() == kept.read_bytes(), f"{published} is not the executed notebook"
-        values = pickle.loads(tutorial_execution.saved_values(kept).read_bytes())
-        executed[source.stem] = ExecutedTutorial(nbformat.read(published, as_version=4), values)
-    return executed
+def executed_tutorials(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> dict[str, ExecutedTutorial]:
+    """Every tutorial as the build executes it (the same kept executions the site is built from:
+    tests/test_site.py checks that the downloads are these notebooks), and the values it kept.
+
+    It needs no built site: a tutorial not executed yet is executed here, under the build's lock,
+    so that a tutorial's test can run on its own in seconds once the tutorial is kept.
+    """
+    sources = sorted(TUTORIALS.glob("*.py"))
+    with FileLock(_run_folder(tmp_path_factory, worker_id) / "site.lock"):
+        running = tutorial_execution.execute_all(sources, ROOT)
+        kept = {source: running[source].result() for source in sources}
+    return {
+        source.stem: ExecutedTutorial(
+            nbformat.read(notebook, as_version=4),
+            pickle.loads(tutorial_execution.saved_values(notebook).read_bytes()),
+        )
+        for source, notebook in kept.items()
+    }
 
 
 @pytest.fixture(scope="session")
@@ -139,8 +153,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (``--no-loadscope-reorder`` keeps this order) the first worker builds the site while the others
     run the tests that need no site, instead of waiting for it.
     """
-    needs_site = [item for item in items if "built_site" in item.fixturenames]
+    needs_site = [item for item in items if {"built_site", "executed_tutorials"} & set(item.fixturenames)]
     for item in needs_site:
         item.add_marker(pytest.mark.site)
-    others = [item for item in items if "built_site" not in item.fixturenames]
+    others = [item for item in items if item not in needs_site]
     items[:] = needs_site[:1] + others + needs_site[1:]

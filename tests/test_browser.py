@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 
-from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot, search_first_hit, taking_screenshots
+from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot, search_first_hit
 from tests.budgets import FIRST_VISIT_BUDGET, SEARCHES
 from tests.conftest import ROOT, BuiltSite
 from tests.forked import run_python
@@ -100,6 +101,26 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
   .reduce((total, entry) => total + entry.transferSize, 0)"""
 
 
+# axe-core's rules for WCAG 2.1 levels A and AA, and two of its best practices: every landmark of a
+# kind has a distinct name, and every dialog a name.
+AXE_OPTIONS = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}}
+AXE_BEST_PRACTICES = {"runOnly": {"type": "rule", "values": ["landmark-unique", "aria-dialog-name"]}}
+
+
+def accessibility_violations(page) -> list[str]:
+    """axe-core's findings on the page as it is now: one line per rule and element."""
+    axe = Axe()
+    found = []
+    for options in (AXE_OPTIONS, AXE_BEST_PRACTICES):
+        for violation in axe.run(page, options={**options, "resultTypes": ["violations"]}).response[
+            "violations"
+        ]:
+            found += [
+                f"{violation['id']}: {' '.join(map(str, node['target']))}" for node in violation["nodes"]
+            ]
+    return found
+
+
 @dataclass
 class Look:
     """What one load of a page showed: everything the tests below check."""
@@ -113,6 +134,7 @@ class Look:
     scripts: list[str]
     console_errors: list[str]
     copied: list[str | None]
+    violations: dict[str, list[str]]  # colour scheme: axe-core's findings (desktop load only)
 
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
@@ -128,14 +150,16 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         scripts=list(tab.scripts),
         console_errors=list(tab.console_errors),
         copied=[],
+        violations={},
     )
     name = page_path.strip("/").replace("/", "_") or "home"
     if mode == "desktop":
         screenshot(tab.page, f"{name}-light")
-        if taking_screenshots():
-            tab.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
-            tab.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
-            screenshot(tab.page, f"{name}-dark")
+        look.violations["light"] = accessibility_violations(tab.page)
+        tab.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
+        tab.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+        screenshot(tab.page, f"{name}-dark")
+        look.violations["dark"] = accessibility_violations(tab.page)
         look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
     else:
         screenshot(tab.page, f"{name}-{mode}")
@@ -202,6 +226,12 @@ def _source_text(page_path: str) -> str:
             included = re.findall(r'--8<-- "([^":]+)', text)
             return text + "".join((ROOT / path).read_text() for path in included)
     return ""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_accessibility_violation(looks, page_path, scheme):
+    """axe-core finds nothing against WCAG 2.1 A and AA, nor against its two best practices above."""
+    assert looks(page_path, "desktop").violations[scheme] == []
 
 
 def test_copied_python_runs_in_page_order(looks, page_path, tmp_path):

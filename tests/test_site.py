@@ -8,6 +8,7 @@ import yaml
 from fontTools.ttLib import TTFont
 
 from scripts.math_font import characters_in_math
+from sitebuild import execution as tutorial_execution
 from tests.budgets import PAGE_BUDGET
 from tests.conftest import ROOT
 from tests.site_tools import EXEC_BLOCK, TUTORIALS
@@ -66,6 +67,12 @@ def test_tutorial_page_offers_its_notebook(built_site, name):
     page = (built_site.path / "tutorials" / name / "index.html").read_text()
     assert re.search(rf'<a [^>]*download[^>]*href="\.\./{name}\.ipynb"', page)
     assert (built_site.path / "tutorials" / f"{name}.ipynb").is_file()
+
+
+@pytest.mark.parametrize("name", TUTORIAL_NAMES)
+def test_the_download_is_the_executed_tutorial(built_site, name):
+    kept = tutorial_execution.executed_notebook(TUTORIALS / f"{name}.py", ROOT)
+    assert (built_site.path / "tutorials" / f"{name}.ipynb").read_bytes() == kept.read_bytes()
 
 
 @pytest.mark.parametrize("name", TUTORIAL_NAMES)

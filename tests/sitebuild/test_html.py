@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sitebuild.html import apply, elements, rendered_page
+from sitebuild.html import apply, elements, named_dialogs, rendered_page
 
 PLOT = (
     '<svg role="img" aria-label="Heatmap of &quot;weights&quot;" width="300pt" height="150pt" viewBox="0 0 300 150">'
@@ -63,3 +63,11 @@ def test_elements_know_their_parents_and_where_they_end():
 def test_overlapping_edits_are_refused():
     with pytest.raises(ValueError, match="overlapping"):
         apply("abcdef", [(0, 3, "x"), (2, 4, "y")])
+
+
+def test_an_unnamed_dialog_gets_a_name_and_a_named_one_keeps_its_own():
+    page = '<div class="md-search" data-md-component="search" role="dialog"><p>x</p></div><div role="dialog" aria-label="A">'
+    assert named_dialogs(page) == (
+        '<div aria-label="Search" class="md-search" data-md-component="search" role="dialog"><p>x</p></div>'
+        '<div role="dialog" aria-label="A">'
+    )
