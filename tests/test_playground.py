@@ -106,8 +106,8 @@ def check_attention(state: dict, queries, keys, values, mask, rounds: int = 0, s
     ``rounds`` and ``sizes``: when the queries and keys were computed as X @ W with C terms, the
     reference's and the state's may differ by C EPS64 |X| @ |W| each (``sizes``: those |X| @ |W|).
     """
-    q, k, v = (torch.tensor(x, dtype=torch.float64) for x in (queries, keys, values))
-    allowed = torch.tensor(mask, dtype=torch.bool)
+    q, k, v = (torch.as_tensor(x, dtype=torch.float64) for x in (queries, keys, values))
+    allowed = torch.as_tensor(mask, dtype=torch.bool)
     output, weights = scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=state["scale"])
     dots = q @ k.T  # (L, S)
     size_q, size_k = sizes or (np.abs(as64(q)), np.abs(as64(k)))

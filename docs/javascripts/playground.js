@@ -170,7 +170,8 @@
   function lookupView(root, initial) {
     const id = `pg${counter++}`;
     const S = initial.keys.length;
-    const first = () => copy({ queries: initial.queries, keys: initial.keys, values: initial.values, mask: initial.mask, scale: initial.scale });
+    const { queries, keys, values, mask, scale } = initial;
+    const first = () => copy({ queries, keys, values, mask, scale });
     const inputs = first();
     const colour = (j) => `--pg-c: var(--pg-key-${j + 1})`;
     const last = subscript(S - 1);
@@ -200,7 +201,7 @@
     const hull = svg("polygon", { class: "pg-hull" }, valuePlane.root);
     const pulls = inputs.values.map((_, j) => svg("line", { class: "pg-pull", style: colour(j) }, valuePlane.root));
     const valueLabels = inputs.values.map((_, j) =>
-      svg("text", { class: "pg-value-label", style: colour(j), "aria-hidden": "true", text: `v${subscript(j)}` }, valuePlane.root),
+      svg("text", { class: "pg-value-label", style: colour(j), text: `v${subscript(j)}` }, valuePlane.root),
     );
     const outputMark = svg("path", { class: "pg-output", "aria-hidden": "true" }, valuePlane.root);
 
@@ -208,9 +209,9 @@
     // Keyboard order: the query, each key, each value.
     const queryHandle = { list: "queries", j: 0, el: handle(queryPlane.stage, "Query q", "pg-q") };
     const handles = [
-      ...inputs.keys.map((_, j) => ({ list: "keys", j, el: handle(queryPlane.stage, `Key ${j}`, "pg-k", colour(j)) })),
+      ...keys.map((_, j) => ({ list: "keys", j, el: handle(queryPlane.stage, `Key ${j}`, "pg-k", colour(j)) })),
       queryHandle,
-      ...inputs.values.map((_, j) => ({ list: "values", j, el: handle(valuePlane.stage, `Value ${j}`, "pg-v", colour(j)) })),
+      ...values.map((_, j) => ({ list: "values", j, el: handle(valuePlane.stage, `Value ${j}`, "pg-v", colour(j)) })),
     ];
     queryHandle.el.classList.add("pg-first"); // where the skip link lands
     for (const part of [queryPlane.stage, valuePlane.stage, ...handles.map((h) => h.el)]) {
@@ -224,7 +225,15 @@
     const stepOf = (scale) => Math.round(-TAU_STEPS.perOctave * Math.log2(scale));
     const slider = el(
       "input",
-      { type: "range", id: `${id}-tau`, min: TAU_STEPS.min, max: TAU_STEPS.max, step: 1, value: stepOf(inputs.scale), list: `${id}-ticks` },
+      {
+        type: "range",
+        id: `${id}-tau`,
+        min: TAU_STEPS.min,
+        max: TAU_STEPS.max,
+        step: 1,
+        value: stepOf(inputs.scale),
+        list: `${id}-ticks`,
+      },
       controls,
     );
     const sqrtStep = Math.round(TAU_STEPS.perOctave * Math.log2(Math.sqrt(d_k)));
@@ -238,9 +247,12 @@
 
     // The scores before the softmax, and the weights after it, with one mask toggle per key.
     const table = el("table", { class: "pg-table" }, root);
-    el("caption", { text: "The scores before the softmax (q\u00b7k\u2c7c, then divided by \u03c4) and the weights after it. Untick a key to mask it." }, table);
+    const caption = "The scores before the softmax (q\u00b7k\u2c7c, then divided by \u03c4) and the weights after it.";
+    el("caption", { text: `${caption} Untick a key to mask it.` }, table);
     const head = el("tr", {}, el("thead", {}, table));
-    for (const title of ["key", "q\u00b7k\u2c7c", "\u00f7 \u03c4", "weight"]) el("th", { scope: "col", text: title }, head);
+    for (const title of ["key", "q\u00b7k\u2c7c", "\u00f7 \u03c4", "weight"]) {
+      el("th", { scope: "col", text: title }, head);
+    }
     const body = el("tbody", {}, table);
     const rows = inputs.keys.map((_, j) => {
       const row = el("tr", { style: colour(j) }, body);
@@ -285,10 +297,10 @@
         h.el.setAttribute("aria-valuetext", `x ${fmt(x)}, y ${fmt(y)}`);
       }
       queryArrow.setAttribute("d", arrowPath(...q));
-      placeLabel(queryLabel, q, 16);
+      placeLabel(queryLabel, q, 18);
       keys.forEach((k, j) => {
         keyArrows[j].arrow.setAttribute("d", arrowPath(...k));
-        placeLabel(keyArrows[j].label, k, 12);
+        placeLabel(keyArrows[j].label, k, 16);
       });
 
       const active = values.filter((_, j) => allowed[j]);
@@ -305,7 +317,7 @@
         pull.setAttribute("y2", sy(v[1]));
         pull.style.strokeWidth = 0.5 + 6 * w[j];
         pull.style.opacity = allowed[j] ? 0.25 + 0.75 * w[j] : 0;
-        placeLabel(valueLabels[j], v, 12);
+        placeLabel(valueLabels[j], v, 16);
         for (const part of [keyArrows[j].group, handles[j].el, handles[S + 1 + j].el, valueLabels[j]]) {
           part.classList.toggle("pg-off", !allowed[j]);
         }
@@ -320,7 +332,8 @@
 
       slider.value = stepOf(state.scale);
       const atSqrt = Number(slider.value) === sqrtStep ? ` = \u221ad\u2096` : "";
-      tauReadout.textContent = `\u03c4 = ${fmt(tau)}${atSqrt}, so each score is multiplied by 1/\u03c4 = ${fmt(state.scale, 3)}`;
+      const multiplier = `1/\u03c4 = ${fmt(state.scale, 3)}`;
+      tauReadout.textContent = `\u03c4 = ${fmt(tau)}${atSqrt}, so each score is multiplied by ${multiplier}`;
       slider.setAttribute("aria-valuetext", `\u03c4 = ${fmt(tau)}${atSqrt ? ", the square root of d k" : ""}`);
       say(
         none
@@ -362,7 +375,8 @@
       area.addEventListener("pointerdown", (event) => {
         const [px, py] = toPlane(event);
         const distance = (h) => Math.hypot(inputs[h.list][h.j][0] - px, inputs[h.list][h.j][1] - py);
-        const grabbed = event.target.closest(".pg-handle") && near.reduce((a, b) => (distance(b) < distance(a) ? b : a));
+        const nearest = () => near.reduce((a, b) => (distance(b) < distance(a) ? b : a));
+        const grabbed = event.target.closest(".pg-handle") && nearest();
         const h = grabbed || (area === queryPlane.stage && event.pointerType === "mouse" ? queryHandle : null);
         if (!h || event.button !== 0) return;
         event.preventDefault();
@@ -399,7 +413,7 @@
     const value = cleaned === "" ? NaN : Number(cleaned);
     if (cleaned === "") return { error: " is empty" };
     if (!Number.isFinite(value)) return { error: `: \u201c${text.trim()}\u201d is not a number` };
-    if (Math.abs(value) > LIMIT) return { error: `: ${text.trim()} is beyond \u00b1${LIMIT}, too large to keep the scores exact` };
+    if (Math.abs(value) > LIMIT) return { error: `: ${text.trim()} is beyond \u00b1${LIMIT}, the view's limit` };
     return { value };
   }
 
@@ -442,7 +456,8 @@
       el("legend", {}, box).innerHTML = caption; // the script's own markup, for the subscripts
       table(box, "", rowTitles, columnTitles, (cell, r, c) => {
         const label = describe(r, c);
-        const field = el("input", { type: "text", inputmode: "decimal", autocomplete: "off", spellcheck: "false", "aria-label": label }, cell);
+        const attributes = { type: "text", inputmode: "decimal", autocomplete: "off", spellcheck: "false" };
+        const field = el("input", { ...attributes, "aria-label": label }, cell);
         field.addEventListener("input", () => {
           const { value, error } = parse(field.value);
           if (error) invalid.set(field, `${label}${error}; the view keeps ${fmtInput(inputs[name][r][c])} meanwhile.`);
@@ -455,10 +470,11 @@
         fields.push({ field, name, r, c });
       }, inputs[name][0].length);
     }
-    editor("tokens", "Tokens <var>X</var>: one row per token", tokenNames, featureNames(C), (t, c) => `token ${t}, feature ${c}`);
+    const tokenField = (t, c) => `token ${t}, feature ${c}`;
+    editor("tokens", "Tokens <var>X</var>: one row per token", tokenNames, featureNames(C), tokenField);
     const rowTitles = featureNames(C).map(() => ""); // a matrix, read as one: its fields name their places
-    editor("W_Q", "<var>W</var><sub>Q</sub>: queries <var>Q</var> = <var>X W</var><sub>Q</sub>", rowTitles, null, (r, c) => `W_Q, row ${r}, column ${c}`);
-    editor("W_K", "<var>W</var><sub>K</sub>: keys <var>K</var> = <var>X W</var><sub>K</sub>", rowTitles, null, (r, c) => `W_K, row ${r}, column ${c}`);
+    editor("W_Q", "<var>W</var><sub>Q</sub>", rowTitles, null, (r, c) => `W_Q, row ${r}, column ${c}`);
+    editor("W_K", "<var>W</var><sub>K</sub>", rowTitles, null, (r, c) => `W_K, row ${r}, column ${c}`);
     fields[0].field.classList.add("pg-first"); // where the skip link lands
 
     const options = el("p", { class: "pg-options" }, root);
@@ -484,7 +500,10 @@
       queries: cells("Queries <var>Q</var> = <var>X W</var><sub>Q</sub>", featureNames(d_k)),
       keys: cells("Keys <var>K</var> = <var>X W</var><sub>K</sub>", featureNames(d_k)),
       dots: cells("Dot products <var>Q K</var><sup>T</sup>: row = query, column = key", keyTitles),
-      scores: cells(`Scores <var>Q K</var><sup>T</sup> \u00f7 \u221a${d_k}, before the softmax (\u2212\u221e: masked)`, keyTitles),
+      scores: cells(
+        `Scores <var>Q K</var><sup>T</sup> \u00f7 \u221a${d_k}, before the softmax (\u2212\u221e: masked)`,
+        keyTitles,
+      ),
       weights: cells("Weights: the softmax of each row of scores", keyTitles, "pg-heat"),
       output: cells("Output = weights \u00b7 <var>V</var>, with <var>V</var> = <var>X</var>", featureNames(C)),
     };
@@ -536,9 +555,8 @@
       errors.hidden = invalid.size === 0;
       errors.textContent = [...invalid.values()].join(" ");
 
-      say(
-        weights.map((row, i) => `Token ${i} attends with weights ${row.map((w) => fmt(w)).join(", ")}; its output is ${pair(output[i])}.`).join(" "),
-      );
+      const rows = weights.map((row, i) => `Token ${i} attends with weights ${row.map((w) => fmt(w)).join(", ")}`);
+      say(rows.map((row, i) => `${row}; its output is ${pair(output[i])}.`).join(" "));
       publish(root, { ...state, dots, scores, weights, output });
     }
 
