@@ -70,13 +70,16 @@
   const SETTLE_MS = 250;
   function announcer(parent) {
     const region = el("p", { class: "pg-status", "aria-live": "polite" }, parent);
-    let timer = 0;
+    let [started, timer] = [false, 0];
     const say = (text, warning = false) => {
-      clearTimeout(timer);
-      timer = setTimeout(() => {
+      const write = () => {
         region.classList.toggle("pg-warning", warning);
         region.textContent = text;
-      }, SETTLE_MS);
+      };
+      clearTimeout(timer);
+      if (started) timer = setTimeout(write, SETTLE_MS);
+      else write(); // the first text at once, as the view is drawn: nothing has changed yet
+      started = true;
     };
     return { region, say };
   }
