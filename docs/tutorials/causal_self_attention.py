@@ -75,9 +75,13 @@ from attn_ref.examples import BATCH_SEED, BATCH_SHAPE, HEAD_SIZE
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 torch.set_grad_enabled(False)  # nothing is trained here
-np.set_printoptions(precision=3, suppress=True)  # tensors print as NumPy arrays: narrower
+np.set_printoptions(
+    precision=3, suppress=True
+)  # tensors print as NumPy arrays: narrower
 print("torch", torch.__version__)
-B, T, C = BATCH_SHAPE  # batch, time (tokens per sequence), channels (features per token)
+B, T, C = (
+    BATCH_SHAPE  # batch, time (tokens per sequence), channels (features per token)
+)
 head_size = HEAD_SIZE  # d_k
 torch.manual_seed(BATCH_SEED)
 x = torch.randn(B, T, C)  # (B, T, C)
@@ -148,7 +152,10 @@ query = nn.Linear(C, head_size, bias=False)  # second, as in the original notebo
 value = nn.Linear(C, head_size, bias=False)  # third: the original notebook has none
 k, q, v = key(x), query(x), value(x)  # each (B, T, C) @ (C, d_k) -> (B, T, d_k)
 print("query.weight:", tuple(query.weight.shape), " q, k, v:", tuple(q.shape))
-print("q equals x @ W_Q, with W_Q = query.weight.T:", torch.allclose(q, x @ query.weight.T))
+print(
+    "q equals x @ W_Q, with W_Q = query.weight.T:",
+    torch.allclose(q, x @ query.weight.T),
+)
 
 # %% [markdown]
 # ## Scores, scaled by the square root of the head size
@@ -175,7 +182,9 @@ raw_scores = q @ k.transpose(-2, -1)  # (B, T, d_k) @ (B, d_k, T) -> (B, T, T)
 scores = raw_scores / math.sqrt(head_size)  # (B, T, T)
 print("scores:", tuple(scores.shape))
 print(f"variance of x {x.var():.3f}, of q {q.var():.3f}, of k {k.var():.3f}")
-print(f"std of the raw scores {raw_scores.std():.3f}, of the scaled scores {scores.std():.3f}")
+print(
+    f"std of the raw scores {raw_scores.std():.3f}, of the scaled scores {scores.std():.3f}"
+)
 
 # %% [markdown]
 # ## The causal mask
@@ -191,16 +200,23 @@ print(f"std of the raw scores {raw_scores.std():.3f}, of the scaled scores {scor
 
 # %%
 allowed = causal_mask(T)  # (T, T), True where query i may see key j, i.e. j <= i
-masked = scores.masked_fill(~allowed, float("-inf"))  # (B, T, T): the mask broadcasts over B
+masked = scores.masked_fill(
+    ~allowed, float("-inf")
+)  # (B, T, T): the mask broadcasts over B
 wei = torch.softmax(masked, dim=-1)  # (B, T, T)
 print("weights of sequence 0:")
 print(wei[0].numpy())
 print("largest weight above the diagonal, any sequence:", wei[:, ~allowed].max().item())
 print("every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T)))
-print("first row of every sequence is [1, 0, ..., 0]:", torch.equal(wei[:, 0], wei_avg[0].expand(B, T)))
+print(
+    "first row of every sequence is [1, 0, ..., 0]:",
+    torch.equal(wei[:, 0], wei_avg[0].expand(B, T)),
+)
 
 # %% tags=["plot"]
-ax = attention_heatmap(wei[0], title="Causal attention weights, sequence 0")
+ax = attention_heatmap(
+    wei[0], title="Causal attention weights, sequence 0", mask=allowed
+)
 alt = f"Heatmap of the {T} by {T} weights of sequence 0, zero above the diagonal"
 display(HTML(figure_to_svg(ax.figure, alt=alt)))
 
@@ -245,14 +261,23 @@ def future_weight(weights):  # largest total weight a query gives to later keys
 for fill in (-1.0, -10.0, -1e4, -math.inf):
     leak = future_weight(torch.softmax(scores.masked_fill(~allowed, fill), -1))
     print(f"fill {fill:g}: weight on future keys {leak:.3g}")
-bert = torch.zeros(T, T).masked_fill(~allowed, -1e4)  # (T, T): 0 where allowed, -10 000 elsewhere
+bert = torch.zeros(T, T).masked_fill(
+    ~allowed, -1e4
+)  # (T, T): 0 where allowed, -10 000 elsewhere
 for factor in (1, 1_000, 10_000):
     added = future_weight(torch.softmax(scores * factor + bert, -1))
-    inf = future_weight(torch.softmax((scores * factor).masked_fill(~allowed, -math.inf), -1))
-    print(f"scores x {factor}: future weight {added:.3g} with -1e4 added, {inf:.3g} with -inf")
+    inf = future_weight(
+        torch.softmax((scores * factor).masked_fill(~allowed, -math.inf), -1)
+    )
+    print(
+        f"scores x {factor}: future weight {added:.3g} with -1e4 added, {inf:.3g} with -inf"
+    )
 print("largest finite float16:", torch.finfo(torch.float16).max)
 print("-1e9 in float16:", torch.tensor(-1e9).half().item())
-print("float16 with -inf, weight on future keys:", future_weight(torch.softmax(masked.half(), -1)))
+print(
+    "float16 with -inf, weight on future keys:",
+    future_weight(torch.softmax(masked.half(), -1)),
+)
 
 # %% [markdown]
 # ## The output, checked against PyTorch
@@ -273,7 +298,9 @@ out = wei @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
 print("wei:", tuple(wei.shape), " v:", tuple(v.shape), " out:", tuple(out.shape))
 print("output at position 0 equals v at position 0:", torch.equal(out[:, 0], v[:, 0]))
 reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-out_ref, wei_ref = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, T, d_k), (B, T, T)
+out_ref, wei_ref = scaled_dot_product_attention(
+    q, k, v, is_causal=True
+)  # (B, T, d_k), (B, T, T)
 print(f"largest |out - PyTorch|: {(out - reference).abs().max():.1e}")
 print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 
@@ -299,7 +326,9 @@ favourites = []
 for init_seed in range(5):  # other random projections W_K, W_Q; the same tokens
     torch.manual_seed(init_seed)
     W_K, W_Q = torch.randn(2, C, head_size)
-    favourites.append((x[b] @ W_K @ (x[b, i] @ W_Q)).argmax().item())  # (T,): query 7's scores
+    favourites.append(
+        (x[b] @ W_K @ (x[b, i] @ W_Q)).argmax().item()
+    )  # (T,): query 7's scores
 print("favourite book, random seeds 0 to 4:", favourites)
 
 # %% [markdown]
@@ -324,14 +353,18 @@ print("favourite book, random seeds 0 to 4:", favourites)
 def causal_self_attention(x):  # (B, T, C) -> (B, T, d_k), with the layers above
     q, k, v = query(x), key(x), value(x)  # each (B, T, d_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
-    weights = torch.softmax(scores.masked_fill(~causal_mask(x.shape[1]), float("-inf")), dim=-1)
+    weights = torch.softmax(
+        scores.masked_fill(~causal_mask(x.shape[1]), float("-inf")), dim=-1
+    )
     return weights @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
 
 
 print("same as the step-by-step output:", torch.equal(causal_self_attention(x), out))
 changed = 5
 x_changed = x.clone()
-x_changed[0, changed] = torch.randn(C, generator=torch.Generator().manual_seed(0))  # a new token 5
+x_changed[0, changed] = torch.randn(
+    C, generator=torch.Generator().manual_seed(0)
+)  # a new token 5
 moved = (causal_self_attention(x_changed) - out).abs().amax(dim=-1)  # (B, T)
 print("sequence 0, change at positions 0 to 7:", moved[0].numpy())
 print("positions 0 to 4 exactly unchanged:", (moved[0, :changed] == 0).all().item())
@@ -357,8 +390,12 @@ lengths = [8, 5, 3, 6]  # real tokens per sequence; the rest is padding
 mask = allowed & padding_mask(lengths, T)  # (T, T) & (B, 1, T) -> (B, T, T)
 print("mask:", tuple(mask.shape), f" sequence 2, {lengths[2]} real tokens:")
 print(mask[2].int().numpy())
-out_pad, wei_pad = scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, T, d_k), (B, T, T)
-moved_real = max((out_pad[s, :n] - out_ref[s, :n]).abs().max().item() for s, n in enumerate(lengths))
+out_pad, wei_pad = scaled_dot_product_attention(
+    q, k, v, attn_mask=mask
+)  # (B, T, d_k), (B, T, T)
+moved_real = max(
+    (out_pad[s, :n] - out_ref[s, :n]).abs().max().item() for s, n in enumerate(lengths)
+)
 print("largest change of a real token's output from the padding mask:", moved_real)
 
 # %% [markdown]
@@ -388,25 +425,44 @@ print("largest change of a real token's output from the padding mask:", moved_re
 # are poisoned too.
 
 # %%
-mask_left = allowed & padding_mask(lengths, T).flip(-1)  # (B, T, T): real tokens are the last n
+mask_left = allowed & padding_mask(lengths, T).flip(
+    -1
+)  # (B, T, T): real tokens are the last n
 no_key = ~mask_left.any(dim=-1)  # (B, T): True for a query whose keys are all masked
-print("queries with no key, per sequence:", [torch.nonzero(row).flatten().tolist() for row in no_key])
+print(
+    "queries with no key, per sequence:",
+    [torch.nonzero(row).flatten().tolist() for row in no_key],
+)
 out_left, wei_left = scaled_dot_product_attention(q, k, v, attn_mask=mask_left)
-reference_left = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask_left)
-plain = torch.softmax(scores.masked_fill(~mask_left, float("-inf")), dim=-1)  # (B, T, T)
+reference_left = torch.nn.functional.scaled_dot_product_attention(
+    q, k, v, attn_mask=mask_left
+)
+plain = torch.softmax(
+    scores.masked_fill(~mask_left, float("-inf")), dim=-1
+)  # (B, T, T)
 finite = torch.softmax(scores.masked_fill(~mask_left, -1e9), dim=-1)  # (B, T, T)
 print(f"sequence 2, query 0, torch {torch.__version__}, first four entries:")
-compared = {"attn_ref weights": wei_left, "attn_ref output": out_left, "PyTorch SDPA output": reference_left}
+compared = {
+    "attn_ref weights": wei_left,
+    "attn_ref output": out_left,
+    "PyTorch SDPA output": reference_left,
+}
 compared |= {"plain softmax weights": plain, "weights with a -1e9 fill": finite}
 for name, tensor in compared.items():
     print(f"  {name}:", tensor[2, 0, :4].numpy())
 out_plain = plain @ v  # (B, T, d_k), nan where a query has no key
-next_layer, _ = scaled_dot_product_attention(out_plain, out_plain, out_plain, attn_mask=mask_left)
-next_layer_zeros, _ = scaled_dot_product_attention(out_left, out_left, out_left, attn_mask=mask_left)
+next_layer, _ = scaled_dot_product_attention(
+    out_plain, out_plain, out_plain, attn_mask=mask_left
+)
+next_layer_zeros, _ = scaled_dot_product_attention(
+    out_left, out_left, out_left, attn_mask=mask_left
+)
 real = slice(T - lengths[2], T)  # the real tokens of sequence 2, at the end
 print("one layer later, nan in the real tokens of sequence 2:")
 print("  after the plain softmax:", next_layer[2, real].isnan().any(dim=-1).numpy())
-print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1).numpy())
+print(
+    "  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1).numpy()
+)
 
 # %% [markdown]
 # Zeros are the safer convention. Even so, the outputs of padded queries mean nothing,
@@ -426,8 +482,12 @@ print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1
 
 # %% tags=["deeper"]
 for s, n in enumerate(lengths):
-    alone, _ = scaled_dot_product_attention(q[s, T - n :], k[s, T - n :], v[s, T - n :], is_causal=True)
-    with_pad, causal_only = ((o[s, T - n :] - alone).abs().max().item() for o in (out_left, out))
+    alone, _ = scaled_dot_product_attention(
+        q[s, T - n :], k[s, T - n :], v[s, T - n :], is_causal=True
+    )
+    with_pad, causal_only = (
+        (o[s, T - n :] - alone).abs().max().item() for o in (out_left, out)
+    )
     print(
         f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, {causal_only:.1e} causal only"
     )
@@ -457,14 +517,25 @@ for s, n in enumerate(lengths):
 # %% tags=["deeper"]
 torch.manual_seed(0)
 mha = nn.MultiheadAttention(head_size, num_heads=1, batch_first=True)
-mha_out, _ = mha(q, k, v, attn_mask=~mask_left)  # True = may not attend; need_weights=True
+mha_out, _ = mha(
+    q, k, v, attn_mask=~mask_left
+)  # True = may not attend; need_weights=True
 mha_out_sdpa, _ = mha(q, k, v, attn_mask=~mask_left, need_weights=False)
-print("nan for a query with no key, need_weights=True: ", mha_out[no_key].isnan().any().item())
-print("nan for a query with no key, need_weights=False:", mha_out_sdpa[no_key].isnan().any().item())
+print(
+    "nan for a query with no key, need_weights=True: ",
+    mha_out[no_key].isnan().any().item(),
+)
+print(
+    "nan for a query with no key, need_weights=False:",
+    mha_out_sdpa[no_key].isnan().any().item(),
+)
 fast = nn.MultiheadAttention(head_size, num_heads=2, batch_first=True).eval()  # even H
 blocked = (~mask_left).repeat_interleave(2, dim=0)  # (B * H, T, T): one mask per head
 fast_out, _ = fast(q, q, q, attn_mask=blocked, need_weights=False)  # the fast path
-print("nan for a query with no key, fast path:         ", fast_out[no_key].isnan().any().item())
+print(
+    "nan for a query with no key, fast path:         ",
+    fast_out[no_key].isnan().any().item(),
+)
 
 # %% [markdown]
 # ## Where the original notebook goes wrong
@@ -474,15 +545,21 @@ print("nan for a query with no key, fast path:         ", fast_out[no_key].isnan
 # model it does not have. The cell recomputes what each point needs.
 
 # %%
-wei_original = torch.softmax(raw_scores.masked_fill(~allowed, float("-inf")), dim=-1)  # unscaled
+wei_original = torch.softmax(
+    raw_scores.masked_fill(~allowed, float("-inf")), dim=-1
+)  # unscaled
 print("row 7 unscaled, in %:", (100 * wei_original[0, 7]).numpy().round(2))
 print("row maxima, unscaled:", wei_original[0].amax(dim=-1).numpy())
 print("row maxima, scaled:  ", wei[0].amax(dim=-1).numpy())
 left_out = wei_original[0, 7, [1, 2, 4, 5]]  # the books its list leaves out
-print(f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, mean {left_out.mean():.2%}")
+print(
+    f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, mean {left_out.mean():.2%}"
+)
 out_original = wei_original @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
 print("its wei:", tuple(wei_original.shape), " its out:", tuple(out_original.shape))
-print(f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)).abs().max():.2f}")
+print(
+    f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)).abs().max():.2f}"
+)
 
 # %% [markdown]
 # <a id="no-division"></a>**No division by the square root of the head size.** Its text
@@ -533,15 +610,25 @@ print(f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)
 
 
 # %% tags=["solution"]
-def head_with_mask(x, allowed):  # the head above, with the mask (True = may attend) as an argument
+def head_with_mask(
+    x, allowed
+):  # the head above, with the mask (True = may attend) as an argument
     scores = query(x) @ key(x).transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
     return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ value(x)
 
 
-leaky = torch.tril(torch.ones(T, T), diagonal=1).bool()  # key j <= i + 1: one step too far
+leaky = torch.tril(
+    torch.ones(T, T), diagonal=1
+).bool()  # key j <= i + 1: one step too far
 encoder = torch.ones(T, T, dtype=torch.bool)  # no mask: every query sees every key
-for name, m in (("diagonal=1", leaky), ("no mask", encoder), ("causal_mask", causal_mask(T))):
-    moved_m = (head_with_mask(x_changed, m) - head_with_mask(x, m)).abs().amax(dim=-1)  # (B, T)
+for name, m in (
+    ("diagonal=1", leaky),
+    ("no mask", encoder),
+    ("causal_mask", causal_mask(T)),
+):
+    moved_m = (
+        (head_with_mask(x_changed, m) - head_with_mask(x, m)).abs().amax(dim=-1)
+    )  # (B, T)
     print(
         f"{name}: moved {torch.nonzero(moved_m[0]).flatten().tolist()}; other sequences",
         moved_m[1:].max().item(),
@@ -570,7 +657,10 @@ for factor in (0, 1, 10, 1000):
 q_big = x @ (query.weight.T * math.sqrt(head_size))  # X (sqrt(d_k) W_Q): (B, T, d_k)
 scores_big = q_big @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
 wei_big = torch.softmax(scores_big.masked_fill(~allowed, -math.inf), dim=-1)
-print("largest |difference| from the unscaled weights:", (wei_big - wei_original).abs().max().item())
+print(
+    "largest |difference| from the unscaled weights:",
+    (wei_big - wei_original).abs().max().item(),
+)
 # (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the division can learn
 # the same functions. What changes is the start (sharper weights at initialisation) and so
 # the path training takes from there.

@@ -85,8 +85,12 @@ y_float64 = x.double() @ W.double() + b.double()  # in float64
 print(f"nn.Linear, float32: {y.item():.9g}")
 print(f"x @ W + b, float32: {y_manual.item():.9g}")
 print(f"x @ W + b, float64: {y_float64.item():.9g}")
-step = torch.finfo(torch.float32).eps * abs(y_float64.item())  # about one float32 rounding step here
-print(f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_float64.item()) / step:.1f}")
+step = torch.finfo(torch.float32).eps * abs(
+    y_float64.item()
+)  # about one float32 rounding step here
+print(
+    f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_float64.item()) / step:.1f}"
+)
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 
 # %% [markdown]

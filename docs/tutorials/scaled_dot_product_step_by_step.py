@@ -41,7 +41,12 @@ from IPython.display import Markdown
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from attn_ref import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from attn_ref import (
+    MultiHeadAttention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
@@ -157,9 +162,13 @@ print("output.shape =", tuple(output.shape))
 print(output[0].numpy())
 ours, ours_w = scaled_dot_product_attention(Q, K, V)  # attn_ref
 theirs = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's
-same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(weights, ours_w, atol=1e-6)
+same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(
+    weights, ours_w, atol=1e-6
+)
 print("attn_ref agrees (allclose, atol=1e-6):", same)
-print("PyTorch agrees (allclose, atol=1e-6):", torch.allclose(output, theirs, atol=1e-6))
+print(
+    "PyTorch agrees (allclose, atol=1e-6):", torch.allclose(output, theirs, atol=1e-6)
+)
 gap = (output - theirs).abs().max()
 print(f"largest |difference| from PyTorch: {gap:.1e}")
 

@@ -43,7 +43,9 @@ for exponent in range(0, 15, 2):
         for _ in range(10):
             key = key_with_condition_number(kappa).to(dtype)
             q, k, v, mask = linear_as_attention(x.to(dtype), W.to(dtype), key)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]  # (B, d_out)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[
+                :, 0
+            ]  # (B, d_out)
             errors.append(((y.double() - y_exact).abs() / scale).max().item())
         points.extend((kappa, e) for e in errors)
         row.append(f"{max(errors) / eps:.1g}")
@@ -51,12 +53,16 @@ for exponent in range(0, 15, 2):
 # --8<-- [end:measure]
 
 # --8<-- [start:plot]
-fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")  # narrow: legible on a phone
+fig, ax = plt.subplots(
+    figsize=(4.6, 3.6), layout="constrained"
+)  # narrow: legible on a phone
 for dtype, points in results.items():
     conds, errors = zip(*points, strict=True)
     eps, name = torch.finfo(dtype).eps, str(dtype).removeprefix("torch.")
     ax.loglog(conds, errors, ".", label=f"{name}, measured")
-    ax.loglog([1, max(conds)], [eps, eps * max(conds)], "--", label=f"{name}, eps cond(k)")
+    ax.loglog(
+        [1, max(conds)], [eps, eps * max(conds)], "--", label=f"{name}, eps cond(k)"
+    )
 ax.set(xlabel="cond(k)", ylabel="error / (||x||_1 max|W|)")
 ax.legend()
 # --8<-- [end:plot]

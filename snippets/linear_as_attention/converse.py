@@ -25,4 +25,6 @@ mean_token = X.mean(dim=0).expand(3, 4)  # (4,) -> (3, 4): every token gets the 
 scaled = {}  # lam: f(lam X) / lam
 for lam in (1.0, 0.1, 0.01, 0.001):
     scaled[lam] = f(lam * X) / lam
-    print(f"lam = {lam:<6} |f(lam X) / lam - mean token| = {gap(scaled[lam], mean_token)}")
+    print(
+        f"lam = {lam:<6} |f(lam X) / lam - mean token| = {gap(scaled[lam], mean_token)}"
+    )

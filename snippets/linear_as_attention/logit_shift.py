@@ -6,10 +6,14 @@ from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
 torch.manual_seed(LINEAR_SEED)
 _, d_in, _ = LINEAR_SHAPE
 x = torch.randn(d_in)
-weights = x.abs() / x.abs().sum()  # (d_in,), the blog post's attention weights for one row
+weights = (
+    x.abs() / x.abs().sum()
+)  # (d_in,), the blog post's attention weights for one row
 logits = weights.log()
 
-shift = -torch.randn(1)  # the blog post's term: ONE random number, the same for every logit
+shift = -torch.randn(
+    1
+)  # the blog post's term: ONE random number, the same for every logit
 print("the blog post's shift:", shift)
 print("   c         max |softmax(logits + c) - weights|")
 changes = {}  # c: the largest change of a weight

@@ -35,8 +35,14 @@ attn_weights, _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
 y_exact = x.double() @ fc_weight.double().T  # x W^T, in float64
 # The blog post's four asserts, as checks:
 print("allclose(_y, y1):", torch.allclose(_y, y1))
-print("allclose(softmax(logits), attn_weights):", torch.allclose(torch.softmax(logits, dim=-1), attn_weights))
-print("allclose(logits_rec, logits, atol=1e-3):", torch.allclose(logits_rec, logits, atol=1e-3))
+print(
+    "allclose(softmax(logits), attn_weights):",
+    torch.allclose(torch.softmax(logits, dim=-1), attn_weights),
+)
+print(
+    "allclose(logits_rec, logits, atol=1e-3):",
+    torch.allclose(logits_rec, logits, atol=1e-3),
+)
 print("allclose(y2, y1, atol=1e-3):", torch.allclose(y2, y1, atol=1e-3))
 # The largest errors, measured in float64:
 for name, y in (("y1", y1), ("_y", _y), ("y2", y2)):
@@ -56,11 +62,18 @@ def run_seed(seed):
     _, _y, _, _, y2 = post_construction(x, fc_weight, k)
     y1 = x @ fc_weight.T
     error = (y2.double() - x.double() @ fc_weight.double().T).abs().max().item()
-    return torch.linalg.cond(k).max().item(), error, torch.allclose(_y, y1), torch.allclose(y2, y1, atol=1e-3)
+    return (
+        torch.linalg.cond(k).max().item(),
+        error,
+        torch.allclose(_y, y1),
+        torch.allclose(y2, y1, atol=1e-3),
+    )
 
 
 n_seeds = 1000
-conds, errors, exact_passes, atol_passes = zip(*(run_seed(seed) for seed in range(n_seeds)), strict=True)
+conds, errors, exact_passes, atol_passes = zip(
+    *(run_seed(seed) for seed in range(n_seeds)), strict=True
+)
 conds, errors = torch.tensor(conds), torch.tensor(errors)
 atol_fails = ~torch.tensor(atol_passes)
 print(f"allclose(_y, y1) fails for {n_seeds - sum(exact_passes)} of {n_seeds} seeds")
@@ -68,7 +81,9 @@ print(f"allclose(y2, y1, atol=1e-3) fails for {atol_fails.sum()} of {n_seeds} se
 print(f"largest |y2 - x W^T| = {errors.max():.1e}, at seed {errors.argmax()}")
 print(f"cond(k) over all seeds: median {conds.median():.0f}, largest {conds.max():.0f}")
 # Where the failing seeds' keys rank among all the seeds' keys, from best (0 %) to worst conditioned:
-rank = conds.argsort().argsort() / (n_seeds - 1)  # 0 for the best-conditioned key, 1 for the worst
+rank = conds.argsort().argsort() / (
+    n_seeds - 1
+)  # 0 for the best-conditioned key, 1 for the worst
 if atol_fails.any():
     worst_tenth = (rank[atol_fails] >= 0.9).float().mean()
     print(

@@ -34,5 +34,7 @@ Y1, Y2 = self_attention(sentence), self_attention(sentence_2)
 print("outputs:", tuple(Y1.shape), "and", tuple(Y2.shape))
 print("'cat' in sentence 1:", Y1[1])
 print("'cat' in sentence 2:", Y2[1])
-print("the two 'the' of sentence 1, same output:", torch.allclose(Y1[0], Y1[4], atol=1e-6))
+print(
+    "the two 'the' of sentence 1, same output:", torch.allclose(Y1[0], Y1[4], atol=1e-6)
+)
 # --8<-- [end:context]

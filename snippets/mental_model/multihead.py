@@ -26,9 +26,16 @@ W_O = torch.eye(C)  # the output projection: the identity shows the heads as the
 
 
 def attention_with(num_heads):
-    mha = MultiHeadAttention(embed_dim=C, num_heads=num_heads, bias=False).requires_grad_(False)
+    mha = MultiHeadAttention(
+        embed_dim=C, num_heads=num_heads, bias=False
+    ).requires_grad_(False)
     # nn.Linear stores weight = W.T, shape (out, in).
-    for layer, W in [(mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, W_O)]:
+    for layer, W in [
+        (mha.q_proj, W_Q),
+        (mha.k_proj, W_K),
+        (mha.v_proj, W_V),
+        (mha.out_proj, W_O),
+    ]:
         layer.weight.copy_(W.T)
     return mha
 
@@ -52,7 +59,9 @@ import matplotlib.pyplot as plt
 
 from attn_ref.plotting import attention_heatmap
 
-fig, axes = plt.subplots(3, 1, figsize=(4.2, 8.4), layout="constrained")  # stacked: legible on a phone
+fig, axes = plt.subplots(
+    3, 1, figsize=(4.2, 8.4), layout="constrained"
+)  # stacked: legible on a phone
 panels = [(weights[0, 0], "head 0 of 2"), (weights[0, 1], "head 1 of 2")]
 panels += [(weights_1[0, 0], "one head, same matrices")]
 for ax, (w, title) in zip(axes, panels, strict=True):

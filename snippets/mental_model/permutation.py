@@ -2,7 +2,11 @@
 # Shuffle the tokens: the outputs are shuffled the same way, until a mask or positions.
 import torch
 
-from attn_ref import causal_mask, scaled_dot_product_attention, sinusoidal_positional_encoding
+from attn_ref import (
+    causal_mask,
+    scaled_dot_product_attention,
+    sinusoidal_positional_encoding,
+)
 
 torch.manual_seed(0)
 T, C = 5, 8
@@ -19,7 +23,9 @@ def close(a, b):
     return torch.allclose(a, b, atol=1e-5)
 
 
-P = torch.eye(T)[[2, 0, 4, 1, 3]]  # (T, T) permutation matrix: P @ X reorders the rows of X
+P = torch.eye(T)[
+    [2, 0, 4, 1, 3]
+]  # (T, T) permutation matrix: P @ X reorders the rows of X
 out, A = f(X)
 out_p, A_p = f(P @ X)
 print("f(P X) == P f(X), equivariant:", close(out_p, P @ out))
@@ -33,7 +39,10 @@ out_c, out_c_p = f(X, M)[0], f(P @ X, M)[0]
 print("causal, f(P X) == P f(X):", close(out_c_p, P @ out_c))
 swap = torch.eye(T)[[1, 0, 2, 3, 4]]  # swaps the first two tokens
 out_c_swap = f(swap @ X, M)[0]
-print("causal, first two swapped, last output unchanged:", close(out_c_swap[-1], out_c[-1]))
+print(
+    "causal, first two swapped, last output unchanged:",
+    close(out_c_swap[-1], out_c[-1]),
+)
 
 # Positions are added after shuffling, as in a model: position t gets PE[t].
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)

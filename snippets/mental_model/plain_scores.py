@@ -10,7 +10,12 @@ scores = X @ X.T  # (T, C) @ (C, T) -> (T, T): scores[i, j] = x_i · x_j
 print("plain scores X X^T:")
 print(scores.numpy().round(2))
 A = softmax(scores / C**0.5)  # (T, T): the weights, one row per query
-print("scores symmetric:", torch.allclose(scores, scores.T), " weights symmetric:", torch.allclose(A, A.T))
+print(
+    "scores symmetric:",
+    torch.allclose(scores, scores.T),
+    " weights symmetric:",
+    torch.allclose(A, A.T),
+)
 
 # Cauchy-Schwarz: x_i · x_j <= |x_i| |x_j| < |x_i|^2 = x_i · x_i whenever |x_j| < |x_i|.
 top, lengths = scores.argmax(dim=-1), X.norm(dim=-1)  # (T,) each

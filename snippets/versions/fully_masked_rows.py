@@ -26,7 +26,10 @@ def run(fn):
     names = []
     for event in prof.events():
         name = event.name.replace("aten::", "")
-        if any(w in name for w in ("multi_head", "scaled_dot_product", "softmax")) and name not in names:
+        if (
+            any(w in name for w in ("multi_head", "scaled_dot_product", "softmax"))
+            and name not in names
+        ):
             names.append(name)
     return result, " > ".join(names)
 
@@ -48,8 +51,12 @@ try:  # torch 2.3 and later
 except ImportError:  # torch 2.0 to 2.2
     flags = {"enable_math": False, "enable_flash": False, "enable_mem_efficient": False}
     backends = {
-        "math": lambda: torch.backends.cuda.sdp_kernel(**{**flags, "enable_math": True}),
-        "flash": lambda: torch.backends.cuda.sdp_kernel(**{**flags, "enable_flash": True}),
+        "math": lambda: torch.backends.cuda.sdp_kernel(
+            **{**flags, "enable_math": True}
+        ),
+        "flash": lambda: torch.backends.cuda.sdp_kernel(
+            **{**flags, "enable_flash": True}
+        ),
     }
 
 
@@ -74,7 +81,9 @@ for backend in ("default", "math", "flash"):
 
 # nn.MultiheadAttention: a boolean mask is True where a query may NOT see a key.
 T, C = 3, 4
-mha = torch.nn.MultiheadAttention(C, num_heads=2, batch_first=True).eval()  # biases start at 0
+mha = torch.nn.MultiheadAttention(
+    C, num_heads=2, batch_first=True
+).eval()  # biases start at 0
 x = torch.randn(B, T, C)
 attn_mask = torch.zeros(T, T, dtype=torch.bool)
 attn_mask[1] = True  # query 1 of every sequence may see no key
@@ -89,8 +98,12 @@ for mask_name, (mask, masked_rows) in cases.items():
     for path in ("grad", "no_grad"):  # under no_grad, eval mode may take the fast path
         for need_weights in (True, False):
             with torch.set_grad_enabled(path == "grad"):
-                (out, w), kernels = run(lambda: mha(x, x, x, need_weights=need_weights, **mask))  # noqa: B023
-            name = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
+                (out, w), kernels = run(
+                    lambda: mha(x, x, x, need_weights=need_weights, **mask)
+                )  # noqa: B023
+            name = (
+                f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
+            )
             results[f"{name}_output"] = kind(masked_rows(out.detach()))
             rows = None if w is None else masked_rows(w.detach())
             results[f"{name}_weights"] = kind(rows)
