@@ -183,7 +183,8 @@ scores = raw_scores / math.sqrt(head_size)  # (B, T, T)
 print("scores:", tuple(scores.shape))
 print(f"variance of x {x.var():.3f}, of q {q.var():.3f}, of k {k.var():.3f}")
 print(
-    f"std of the raw scores {raw_scores.std():.3f}, of the scaled scores {scores.std():.3f}"
+    f"std of the raw scores {raw_scores.std():.3f}, "
+    f"of the scaled scores {scores.std():.3f}"
 )
 
 # %% [markdown]
@@ -270,7 +271,8 @@ for factor in (1, 1_000, 10_000):
         torch.softmax((scores * factor).masked_fill(~allowed, -math.inf), -1)
     )
     print(
-        f"scores x {factor}: future weight {added:.3g} with -1e4 added, {inf:.3g} with -inf"
+        f"scores x {factor}: future weight {added:.3g} with -1e4 added, "
+        f"{inf:.3g} with -inf"
     )
 print("largest finite float16:", torch.finfo(torch.float16).max)
 print("-1e9 in float16:", torch.tensor(-1e9).half().item())
@@ -489,7 +491,8 @@ for s, n in enumerate(lengths):
         (o[s, T - n :] - alone).abs().max().item() for o in (out_left, out)
     )
     print(
-        f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, {causal_only:.1e} causal only"
+        f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, "
+        f"{causal_only:.1e} causal only"
     )
 
 # %% [markdown]
@@ -553,13 +556,13 @@ print("row maxima, unscaled:", wei_original[0].amax(dim=-1).numpy())
 print("row maxima, scaled:  ", wei[0].amax(dim=-1).numpy())
 left_out = wei_original[0, 7, [1, 2, 4, 5]]  # the books its list leaves out
 print(
-    f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, mean {left_out.mean():.2%}"
+    f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, "
+    f"mean {left_out.mean():.2%}"
 )
 out_original = wei_original @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
 print("its wei:", tuple(wei_original.shape), " its out:", tuple(out_original.shape))
-print(
-    f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)).abs().max():.2f}"
-)
+asymmetry = (scores - scores.transpose(-2, -1)).abs().max()
+print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
 # %% [markdown]
 # <a id="no-division"></a>**No division by the square root of the head size.** Its text
@@ -629,12 +632,14 @@ for name, m in (
     moved_m = (
         (head_with_mask(x_changed, m) - head_with_mask(x, m)).abs().amax(dim=-1)
     )  # (B, T)
+    moved_positions = torch.nonzero(moved_m[0]).flatten().tolist()  # in sequence 0
     print(
-        f"{name}: moved {torch.nonzero(moved_m[0]).flatten().tolist()}; other sequences",
+        f"{name}: moved {moved_positions}; other sequences",
         moved_m[1:].max().item(),
     )
-# With diagonal=1, query 4 sees key 5 and moves: the check catches the leak. Without a mask,
-# every position moves. The other sequences never move: each is a graph of its own.
+# With diagonal=1, query 4 sees key 5 and moves: the check catches the leak. Without a
+# mask, every position moves. The other sequences never move: each is a graph of its
+# own.
 
 # %% [markdown]
 # **2. From an average to attention.** Multiply every score of query 7 by a factor
@@ -661,9 +666,9 @@ print(
     "largest |difference| from the unscaled weights:",
     (wei_big - wei_original).abs().max().item(),
 )
-# (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the division can learn
-# the same functions. What changes is the start (sharper weights at initialisation) and so
-# the path training takes from there.
+# (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the division can
+# learn the same functions. What changes is the start (sharper weights at
+# initialisation) and so the path training takes from there.
 
 # %% [markdown]
 # ## References

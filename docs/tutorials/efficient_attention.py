@@ -161,7 +161,8 @@ out_small, state_small = tiled_attention(
 )
 for step in state_small.trace:
     print(
-        f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n{step.scores}"
+        f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n"
+        f"{step.scores}"
     )
     print("  m", step.row_max, " rescale", step.rescale, " ℓ", step.row_sum)
     print(f"  output so far, one row per query\n{step.output}")
@@ -209,7 +210,8 @@ for name, kwargs in cases.items():
     grad_error = max((a - b).abs().max() for a, b in zip(*grads, strict=True))
     error = (ours - theirs).abs().max()
     print(
-        f"{name:<34} {state.tiles_computed} tiles: outputs {error:.0e}, gradients {grad_error:.0e}"
+        f"{name:<34} {state.tiles_computed} tiles: outputs {error:.0e}, "
+        f"gradients {grad_error:.0e}"
     )
 
 # %% [markdown]
@@ -254,7 +256,8 @@ for n in (2, 8, 64):
         counted.tiles_computed + counted.tiles_skipped,
     )
     print(
-        f"n = {n:>2}: skipped {skipped:>4} of {total:>4} = {skipped / total:.3f}; (n-1)/(2n) =",
+        f"n = {n:>2}: skipped {skipped:>4} of {total:>4} = {skipped / total:.3f}; "
+        "(n-1)/(2n) =",
         (n - 1) / (2 * n),
     )
 
@@ -465,9 +468,11 @@ standard, flash, flash2 = (
 )  # GB of fp16
 print(f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)")
 print(
-    f"HBM (GB), counted, forward: standard {standard:.3g}, FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
+    f"HBM (GB), counted, forward: standard {standard:.3g}, "
+    f"FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
 )
-rows = {  # Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward + backward
+# Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward + backward
+rows = {
     "HBM R/W (GB)": (40.3, 4.4),
     "Runtime (ms)": (41.7, 7.3),
     "GFLOPs": (66.6, 75.2),
@@ -476,7 +481,8 @@ print(f"{'the paper, measured':<20} standard  FlashAttention  ratio")
 for quantity, (measured_standard, measured_flash) in rows.items():
     ratio = measured_standard / measured_flash
     print(
-        f"{quantity:<20} {measured_standard:>8.3g} {measured_flash:>15.3g} {ratio:>6.1f}"
+        f"{quantity:<20} {measured_standard:>8.3g} {measured_flash:>15.3g}"
+        f" {ratio:>6.1f}"
     )
 
 # %% [markdown]
@@ -525,9 +531,10 @@ ax.set(
 ax.legend(fontsize=8)
 figure_to_svg(
     fig,
-    alt="The ratio of HBM traffic, standard attention over tiled attention, against N, for d = 64 and "
-    "d = 128 and both loop orders: each curve rises, then levels off at its dashed line, M/(3d²) with "
-    "the keys outside and M/(2d²) with the queries outside.",
+    alt="The ratio of HBM traffic, standard attention over tiled attention, against N, "
+    "for d = 64 and d = 128 and both loop orders: each curve rises, then levels off "
+    "at its dashed line, M/(3d²) with the keys outside and M/(2d²) with the queries "
+    "outside.",
 )
 
 # %% [markdown]
@@ -656,8 +663,9 @@ empty = sum(
     for j in range(0, 10, 4)
 )
 print("tiles with no visible key:", empty, " skipped:", state.tiles_skipped)
-# None skipped: only is_causal=True (top-left aligned) skips tiles. An attn_mask is added tile
-# by tile, never inspected ahead; skipping here would need the offset S - L in the skip test.
+# None skipped: only is_causal=True (top-left aligned) skips tiles. An attn_mask is
+# added tile by tile, never inspected ahead; skipping here would need the offset S - L
+# in the skip test.
 
 # %% [markdown]
 # **3. The log-sum-exp is enough.** FlashAttention-2's backward pass keeps, for each
@@ -694,11 +702,12 @@ for name, attention in (
 ):
     mib = [peak_memory(forward_backward, attention, T) / 2**20 for T in (512, 1024)]
     print(
-        f"{name}: {mib[0]:5.2f} MiB at T = 512, {mib[1]:5.2f} MiB at T = 1024, ratio {mib[1] / mib[0]:.1f}"
+        f"{name}: {mib[0]:5.2f} MiB at T = 512, {mib[1]:5.2f} MiB at T = 1024, "
+        f"ratio {mib[1] / mib[0]:.1f}"
     )
 # Both grow faster than T (a ratio of 2 per doubling), towards T**2 (a ratio of 4): to
-# differentiate, autograd keeps every tile's scores and weights, which together make up the
-# whole (T, T) matrix again. FlashAttention recomputes them instead.
+# differentiate, autograd keeps every tile's scores and weights, which together make up
+# the whole (T, T) matrix again. FlashAttention recomputes them instead.
 
 # %% [markdown]
 # ## References

@@ -69,9 +69,8 @@ torch.manual_seed(0)
 model = TinyDecoder(
     vocab_size=len(VOCAB), context_length=512, embed_dim=64, num_layers=4, num_heads=4
 ).eval()
-print(
-    f"vocabulary: {len(VOCAB)} tokens; parameters: {sum(p.numel() for p in model.parameters()):,}"
-)
+n_parameters = sum(p.numel() for p in model.parameters())
+print(f"vocabulary: {len(VOCAB)} tokens; parameters: {n_parameters:,}")
 print(f"{model.num_layers} blocks like this one:\n{model.blocks[0]}")
 
 # %% [markdown]
@@ -92,7 +91,8 @@ print("without:       ", repr(decode(plain_tokens[0])))
 print("identical tokens:", torch.equal(cached_tokens, plain_tokens))
 difference = (cached_logits - plain_logits).abs().max()
 print(
-    f"largest |logit difference| over the {cached_logits.shape[1]} steps: {difference:.1e}"
+    f"largest |logit difference| over the {cached_logits.shape[1]} steps: "
+    f"{difference:.1e}"
 )
 best_two = cached_logits.topk(
     2, dim=-1
@@ -191,7 +191,8 @@ for t in (16, 64, 256, 512):
     )
     attention = model.num_layers * 4 * t * t * C  # the 4 t^2 C term of every layer
     print(
-        f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>6.0f} {attention / plain:>26.0%}"
+        f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>6.0f}"
+        f" {attention / plain:>26.0%}"
     )
 
 # %% [markdown]
@@ -246,7 +247,8 @@ growth = [
     np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)
 ]
 print(
-    f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it (three longest t)"
+    f"time grows like t^{growth[0]:.2f} without the cache, "
+    f"t^{growth[1]:.2f} with it (three longest t)"
 )
 
 # %% tags=["plot", "measured"]
@@ -263,8 +265,9 @@ ax.set(
 ax.legend()
 figure_to_svg(
     fig,
-    alt=f"Log-log plot of the time per token against t, from {lengths[0]} to {lengths[-1]}: "
-    f"{timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache, {timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
+    alt=f"Log-log plot of the time per token against t, from {lengths[0]} to "
+    f"{lengths[-1]}: {timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache, "
+    f"{timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
 )
 
 # %% [markdown]
@@ -335,7 +338,8 @@ chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
 theirs = F.scaled_dot_product_attention(chunk, keys, values, attn_mask=lower_right)
 wrong = F.scaled_dot_product_attention(chunk, keys, values, is_causal=True)
 print(
-    f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().max():.2f}"
+    "largest |is_causal=True - bottom-right| output: "
+    f"{(wrong - theirs).abs().max():.2f}"
 )
 
 # %% [markdown]
@@ -395,7 +399,8 @@ print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {for
 # cache stops increasing" (its paper, section 2).
 
 # %%
-models = {  # name: (layers, key/value heads H_kv, head size d_k, context length, window or None)
+# name: (layers, key/value heads H_kv, head size d_k, context length, window or None)
+models = {
     "7B class, 32 KV heads": (32, 32, 128, 4_096, None),  # Llama 2 7B
     "7B class, 8 KV heads": (32, 8, 128, 4_096, None),
     "7B class, 1 KV head": (32, 1, 128, 4_096, None),
@@ -496,10 +501,12 @@ repeated = F.scaled_dot_product_attention(
     is_causal=True,
 )  # (B, H_kv, T, d_k) -> (B, H, T, d_k) keys and values: plain multi-head attention
 print(
-    f"largest |attn_ref - PyTorch enable_gqa| output: {(ours - torch_gqa).abs().max():.1e}"
+    "largest |attn_ref - PyTorch enable_gqa| output: "
+    f"{(ours - torch_gqa).abs().max():.1e}"
 )
 print(
-    f"largest |enable_gqa - repeated heads| per head: {(heads - repeated).abs().max():.1e}"
+    "largest |enable_gqa - repeated heads| per head: "
+    f"{(heads - repeated).abs().max():.1e}"
 )
 
 # %% [markdown]
@@ -535,7 +542,8 @@ for kv_heads in (8, 2, 1):
         cache_sizes[8] / cache_sizes[kv_heads]
     )  # multi-head attention's cache over this one's
     print(
-        f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f} {same!s:>17}"
+        f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f}"
+        f" {same!s:>17}"
     )
 
 # %% [markdown]

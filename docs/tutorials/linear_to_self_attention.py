@@ -89,7 +89,8 @@ step = torch.finfo(torch.float32).eps * abs(
     y_float64.item()
 )  # about one float32 rounding step here
 print(
-    f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_float64.item()) / step:.1f}"
+    "float32 layer minus float64 formula, in rounding steps: "
+    f"{(y.item() - y_float64.item()) / step:.1f}"
 )
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 

@@ -1,4 +1,5 @@
-# Self-attention f(X) = A(X) X, with Q = K = V = X: A is recomputed from X, so f is not linear.
+# Self-attention f(X) = A(X) X, with Q = K = V = X: A is recomputed from X,
+# so f is not linear.
 import torch
 
 from attn_ref import scaled_dot_product_attention

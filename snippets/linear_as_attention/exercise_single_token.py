@@ -26,5 +26,6 @@ for T, (X, Y) in inputs.items():
     additivity = (F(X + Y) - F(X) - F(Y)).abs().max().item()
     gaps[T] = scaling, additivity
     print(
-        f"T = {T}: |F(2X) - 2F(X)| = {scaling:.1e}, |F(X+Y) - F(X) - F(Y)| = {additivity:.1e}"
+        f"T = {T}: |F(2X) - 2F(X)| = {scaling:.1e}, "
+        f"|F(X+Y) - F(X) - F(Y)| = {additivity:.1e}"
     )

@@ -35,5 +35,6 @@ for dtype in (torch.float64, torch.float32):
     outputs[dtype] = y
     error = ((y.double() - y_exact).abs() / scale).max() / torch.finfo(dtype).eps
     print(
-        f"{dtype}: error {error:.1f} eps ||x||_1 max|W|; row 3 is 0: {bool((y[3] == 0).all())}"
+        f"{dtype}: error {error:.1f} eps ||x||_1 max|W|; "
+        f"row 3 is 0: {bool((y[3] == 0).all())}"
     )

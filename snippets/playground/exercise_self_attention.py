@@ -1,4 +1,5 @@
-# The worked example: why token 0 splits its weight between tokens 0 and 2, and one change that ends the tie.
+# The worked example: why token 0 splits its weight between tokens 0 and 2,
+# and one change that ends the tie.
 import torch
 
 from attn_ref import scaled_dot_product_attention

@@ -16,7 +16,8 @@ angles = r[:, None] * theta  # (len(r), d_k/2)
 turns = torch.polar(torch.ones_like(angles), angles)
 sizes = turns.cumsum(dim=-1).abs()  # (len(r), d_k/2): |S_1|, ..., |S_{d_k/2}|
 mean_size = sizes.mean(dim=-1)  # (len(r),): the paper's "relative upper bound"
-# Its bound: |score| <= max_i |h_{i+1} - h_i| * sum_j |S_j|, h_i = z_q,i conj(z_k,i), h_{d_k/2} = 0.
+# Its bound: |score| <= max_i |h_{i+1} - h_i| * sum_j |S_j|,
+# with h_i = z_q,i conj(z_k,i) and h_{d_k/2} = 0.
 z = torch.complex(
     ones[0, 0::2], ones[0, 1::2]
 )  # (d_k/2,): the pairs of q = k as complex numbers

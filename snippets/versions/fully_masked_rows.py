@@ -1,5 +1,6 @@
 # What PyTorch returns for a query that may see no key ("a fully masked row"):
-# one line "case: value" per case, for the torch installed. Runs on torch 1.13 and later.
+# one line "case: value" per case, for the torch installed.
+# Runs on torch 1.13 and later.
 import torch
 import torch.nn.functional as F
 from torch.profiler import profile
@@ -20,7 +21,7 @@ def kind(out):
 
 
 def run(fn):
-    """fn's result, and the attention kernels that computed it (as the profiler saw them)."""
+    """fn's result, and the attention kernels that computed it, per the profiler."""
     with profile() as prof:
         result = fn()
     names = []
@@ -34,7 +35,8 @@ def run(fn):
     return result, " > ".join(names)
 
 
-# SDPA: (B, H, L, E) queries, S keys; a boolean mask is True where a query MAY see a key.
+# SDPA: (B, H, L, E) queries, S keys;
+# a boolean mask is True where a query MAY see a key.
 B, H, L, S, E = 2, 2, 3, 4, 8
 q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
 allowed = torch.ones(L, S, dtype=torch.bool)
