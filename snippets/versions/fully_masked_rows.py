@@ -101,8 +101,8 @@ for mask_name, (mask, masked_rows) in cases.items():
         for need_weights in (True, False):
             with torch.set_grad_enabled(path == "grad"):
                 (out, w), kernels = run(
-                    lambda: mha(x, x, x, need_weights=need_weights, **mask)
-                )  # noqa: B023
+                    lambda: mha(x, x, x, need_weights=need_weights, **mask)  # noqa:B023
+                )
             name = (
                 f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
             )
