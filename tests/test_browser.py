@@ -42,7 +42,7 @@ PAGE_FACTS = """() => ({
   plotScales: [...document.querySelectorAll("article img.plot")]
     .map(i => ({src: new URL(i.src).pathname, scale: i.clientWidth / Number(i.getAttribute("width"))})),
   codeWiderThanItsBlock: [...document.querySelectorAll("article pre > code")]
-    .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split("\n").find(l => l.length > 60) || c.textContent.slice(0, 60)),
+    .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split("\\n").find(l => l.length > 60) || c.textContent.slice(0, 60)),
   scrollingWithoutCue: [...document.querySelectorAll("article *")]
     .filter(e => e.scrollWidth > e.clientWidth + 1 && ["auto", "scroll"].includes(getComputedStyle(e).overflowX))
     .filter(e => !getComputedStyle(e).backgroundImage.includes("gradient"))

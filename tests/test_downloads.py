@@ -3,6 +3,7 @@ notebook runs top to bottom in a fresh virtual environment: nothing of the proje
 
 from __future__ import annotations
 
+import os
 import subprocess
 import urllib.request
 import venv
@@ -27,6 +28,7 @@ def test_a_downloaded_notebook_runs_in_a_fresh_environment(built_site, server, t
     notebook_file.write_bytes(urllib.request.urlopen(server + NOTEBOOK).read())
     notebook = nbformat.read(notebook_file, as_version=4)
     assert f"/downloads/{wheel.name}" in notebook.cells[0].source  # the command the reader is shown
+    reader = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}  # no project
     environment = tmp_path / "fresh"
     venv.create(environment, with_pip=True)
     python = environment / "bin" / "python"
@@ -41,10 +43,17 @@ def test_a_downloaded_notebook_runs_in_a_fresh_environment(built_site, server, t
         capture_output=True,
         text=True,
         check=True,
+        cwd=tmp_path,  # not the project's folder, whose attn_ref `python -c` would import first
+        env=reader,
     )
     assert where.stdout.startswith(str(environment))  # the fresh environment's, not the project's
     finished = subprocess.run(
-        [python, "-c", RUN, str(notebook_file)], capture_output=True, text=True, cwd=tmp_path, timeout=900
+        [python, "-c", RUN, str(notebook_file)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=reader,
+        timeout=900,
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert f"cells run: {sum(cell.cell_type == 'code' for cell in notebook.cells)}" in finished.stdout
