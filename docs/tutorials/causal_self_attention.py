@@ -85,7 +85,9 @@ B, T, C = (
 head_size = HEAD_SIZE  # d_k
 torch.manual_seed(BATCH_SEED)
 x = torch.randn(B, T, C)  # (B, T, C)
-print("x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy())
+print(
+    "x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy()
+)
 
 # %% [markdown]
 # ## The simplest attention: an average of the past
@@ -100,13 +102,20 @@ print("x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy()
 # %%
 tril = torch.tril(torch.ones(T, T))  # (T, T): 1 on and below the diagonal
 wei_avg = torch.zeros((T, T))  # every score zero
-wei_avg = wei_avg.masked_fill(tril == 0, float("-inf"))  # hide the later tokens
+wei_avg = wei_avg.masked_fill(
+    tril == 0, float("-inf")
+)  # hide the later tokens
 wei_avg = torch.softmax(wei_avg, dim=-1)  # (T, T)
 print("weights of the average of the past:")
 print(wei_avg.numpy())
-xbow = wei_avg @ x  # (T, T) @ (B, T, C) -> (B, T, C): one matrix serves every sequence
+xbow = (
+    wei_avg @ x
+)  # (T, T) @ (B, T, C) -> (B, T, C): one matrix serves every sequence
 running_mean = x.cumsum(dim=1) / torch.arange(1, T + 1).view(T, 1)  # (B, T, C)
-print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol=1e-6))
+print(
+    "equal to the running mean of x:",
+    torch.allclose(xbow, running_mean, atol=1e-6),
+)
 
 # %% [markdown]
 # One matrix product averages the past of every token at once. But every earlier token
@@ -148,9 +157,17 @@ print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol
 
 # %%
 key = nn.Linear(C, head_size, bias=False)  # first, as in the original notebook
-query = nn.Linear(C, head_size, bias=False)  # second, as in the original notebook
-value = nn.Linear(C, head_size, bias=False)  # third: the original notebook has none
-k, q, v = key(x), query(x), value(x)  # each (B, T, C) @ (C, d_k) -> (B, T, d_k)
+query = nn.Linear(
+    C, head_size, bias=False
+)  # second, as in the original notebook
+value = nn.Linear(
+    C, head_size, bias=False
+)  # third: the original notebook has none
+k, q, v = (
+    key(x),
+    query(x),
+    value(x),
+)  # each (B, T, C) @ (C, d_k) -> (B, T, d_k)
 print("query.weight:", tuple(query.weight.shape), " q, k, v:", tuple(q.shape))
 print(
     "q equals x @ W_Q, with W_Q = query.weight.T:",
@@ -200,15 +217,22 @@ print(
 # $$
 
 # %%
-allowed = causal_mask(T)  # (T, T), True where query i may see key j, i.e. j <= i
+allowed = causal_mask(
+    T
+)  # (T, T), True where query i may see key j, i.e. j <= i
 masked = scores.masked_fill(
     ~allowed, float("-inf")
 )  # (B, T, T): the mask broadcasts over B
 wei = torch.softmax(masked, dim=-1)  # (B, T, T)
 print("weights of sequence 0:")
 print(wei[0].numpy())
-print("largest weight above the diagonal, any sequence:", wei[:, ~allowed].max().item())
-print("every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T)))
+print(
+    "largest weight above the diagonal, any sequence:",
+    wei[:, ~allowed].max().item(),
+)
+print(
+    "every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T))
+)
 print(
     "first row of every sequence is [1, 0, ..., 0]:",
     torch.equal(wei[:, 0], wei_avg[0].expand(B, T)),
@@ -218,7 +242,9 @@ print(
 ax = attention_heatmap(
     wei[0], title="Causal attention weights, sequence 0", mask=allowed
 )
-alt = f"Heatmap of the {T} by {T} weights of sequence 0, zero above the diagonal"
+alt = (
+    f"Heatmap of the {T} by {T} weights of sequence 0, zero above the diagonal"
+)
 display(HTML(figure_to_svg(ax.figure, alt=alt)))
 
 # %% [markdown]
@@ -297,9 +323,16 @@ print(
 
 # %%
 out = wei @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
-print("wei:", tuple(wei.shape), " v:", tuple(v.shape), " out:", tuple(out.shape))
-print("output at position 0 equals v at position 0:", torch.equal(out[:, 0], v[:, 0]))
-reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+print(
+    "wei:", tuple(wei.shape), " v:", tuple(v.shape), " out:", tuple(out.shape)
+)
+print(
+    "output at position 0 equals v at position 0:",
+    torch.equal(out[:, 0], v[:, 0]),
+)
+reference = torch.nn.functional.scaled_dot_product_attention(
+    q, k, v, is_causal=True
+)
 out_ref, wei_ref = scaled_dot_product_attention(
     q, k, v, is_causal=True
 )  # (B, T, d_k), (B, T, T)
@@ -321,11 +354,16 @@ print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 # $W_K$ (with other random seeds) and shows which book query 7 then prefers.
 
 # %%
-b, i = 0, T - 1  # sequence 0, query at position 7: the original notebook's "row 7"
+b, i = (
+    0,
+    T - 1,
+)  # sequence 0, query at position 7: the original notebook's "row 7"
 print("query 7, scores: ", scores[b, i].numpy())
 print("query 7, weights:", wei[b, i].numpy())
 favourites = []
-for init_seed in range(5):  # other random projections W_K, W_Q; the same tokens
+for init_seed in range(
+    5
+):  # other random projections W_K, W_Q; the same tokens
     torch.manual_seed(init_seed)
     W_K, W_Q = torch.randn(2, C, head_size)
     favourites.append(
@@ -352,7 +390,9 @@ print("favourite book, random seeds 0 to 4:", favourites)
 
 
 # %%
-def causal_self_attention(x):  # (B, T, C) -> (B, T, d_k), with the layers above
+def causal_self_attention(
+    x,
+):  # (B, T, C) -> (B, T, d_k), with the layers above
     q, k, v = query(x), key(x), value(x)  # each (B, T, d_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
     weights = torch.softmax(
@@ -361,7 +401,10 @@ def causal_self_attention(x):  # (B, T, C) -> (B, T, d_k), with the layers above
     return weights @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
 
 
-print("same as the step-by-step output:", torch.equal(causal_self_attention(x), out))
+print(
+    "same as the step-by-step output:",
+    torch.equal(causal_self_attention(x), out),
+)
 changed = 5
 x_changed = x.clone()
 x_changed[0, changed] = torch.randn(
@@ -369,7 +412,10 @@ x_changed[0, changed] = torch.randn(
 )  # a new token 5
 moved = (causal_self_attention(x_changed) - out).abs().amax(dim=-1)  # (B, T)
 print("sequence 0, change at positions 0 to 7:", moved[0].numpy())
-print("positions 0 to 4 exactly unchanged:", (moved[0, :changed] == 0).all().item())
+print(
+    "positions 0 to 4 exactly unchanged:",
+    (moved[0, :changed] == 0).all().item(),
+)
 print("other sequences exactly unchanged:", (moved[1:] == 0).all().item())
 
 # %% [markdown]
@@ -396,9 +442,13 @@ out_pad, wei_pad = scaled_dot_product_attention(
     q, k, v, attn_mask=mask
 )  # (B, T, d_k), (B, T, T)
 moved_real = max(
-    (out_pad[s, :n] - out_ref[s, :n]).abs().max().item() for s, n in enumerate(lengths)
+    (out_pad[s, :n] - out_ref[s, :n]).abs().max().item()
+    for s, n in enumerate(lengths)
 )
-print("largest change of a real token's output from the padding mask:", moved_real)
+print(
+    "largest change of a real token's output from the padding mask:",
+    moved_real,
+)
 
 # %% [markdown]
 # With padding on the right, the real tokens come first. The causal mask already hides
@@ -430,7 +480,9 @@ print("largest change of a real token's output from the padding mask:", moved_re
 mask_left = allowed & padding_mask(lengths, T).flip(
     -1
 )  # (B, T, T): real tokens are the last n
-no_key = ~mask_left.any(dim=-1)  # (B, T): True for a query whose keys are all masked
+no_key = ~mask_left.any(
+    dim=-1
+)  # (B, T): True for a query whose keys are all masked
 print(
     "queries with no key, per sequence:",
     [torch.nonzero(row).flatten().tolist() for row in no_key],
@@ -442,14 +494,19 @@ reference_left = torch.nn.functional.scaled_dot_product_attention(
 plain = torch.softmax(
     scores.masked_fill(~mask_left, float("-inf")), dim=-1
 )  # (B, T, T)
-finite = torch.softmax(scores.masked_fill(~mask_left, -1e9), dim=-1)  # (B, T, T)
+finite = torch.softmax(
+    scores.masked_fill(~mask_left, -1e9), dim=-1
+)  # (B, T, T)
 print(f"sequence 2, query 0, torch {torch.__version__}, first four entries:")
 compared = {
     "attn_ref weights": wei_left,
     "attn_ref output": out_left,
     "PyTorch SDPA output": reference_left,
 }
-compared |= {"plain softmax weights": plain, "weights with a -1e9 fill": finite}
+compared |= {
+    "plain softmax weights": plain,
+    "weights with a -1e9 fill": finite,
+}
 for name, tensor in compared.items():
     print(f"  {name}:", tensor[2, 0, :4].numpy())
 out_plain = plain @ v  # (B, T, d_k), nan where a query has no key
@@ -461,9 +518,13 @@ next_layer_zeros, _ = scaled_dot_product_attention(
 )
 real = slice(T - lengths[2], T)  # the real tokens of sequence 2, at the end
 print("one layer later, nan in the real tokens of sequence 2:")
-print("  after the plain softmax:", next_layer[2, real].isnan().any(dim=-1).numpy())
 print(
-    "  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1).numpy()
+    "  after the plain softmax:",
+    next_layer[2, real].isnan().any(dim=-1).numpy(),
+)
+print(
+    "  after attn_ref's zeros: ",
+    next_layer_zeros[2, real].isnan().any(dim=-1).numpy(),
 )
 
 # %% [markdown]
@@ -532,9 +593,15 @@ print(
     "nan for a query with no key, need_weights=False:",
     mha_out_sdpa[no_key].isnan().any().item(),
 )
-fast = nn.MultiheadAttention(head_size, num_heads=2, batch_first=True).eval()  # even H
-blocked = (~mask_left).repeat_interleave(2, dim=0)  # (B * H, T, T): one mask per head
-fast_out, _ = fast(q, q, q, attn_mask=blocked, need_weights=False)  # the fast path
+fast = nn.MultiheadAttention(
+    head_size, num_heads=2, batch_first=True
+).eval()  # even H
+blocked = (~mask_left).repeat_interleave(
+    2, dim=0
+)  # (B * H, T, T): one mask per head
+fast_out, _ = fast(
+    q, q, q, attn_mask=blocked, need_weights=False
+)  # the fast path
 print(
     "nan for a query with no key, fast path:         ",
     fast_out[no_key].isnan().any().item(),
@@ -560,7 +627,12 @@ print(
     f"mean {left_out.mean():.2%}"
 )
 out_original = wei_original @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
-print("its wei:", tuple(wei_original.shape), " its out:", tuple(out_original.shape))
+print(
+    "its wei:",
+    tuple(wei_original.shape),
+    " its out:",
+    tuple(out_original.shape),
+)
 asymmetry = (scores - scores.transpose(-2, -1)).abs().max()
 print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
@@ -616,23 +688,33 @@ print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 def head_with_mask(
     x, allowed
 ):  # the head above, with the mask (True = may attend) as an argument
-    scores = query(x) @ key(x).transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
-    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ value(x)
+    scores = (
+        query(x) @ key(x).transpose(-2, -1) / math.sqrt(head_size)
+    )  # (B, T, T)
+    return torch.softmax(
+        scores.masked_fill(~allowed, float("-inf")), dim=-1
+    ) @ value(x)
 
 
 leaky = torch.tril(
     torch.ones(T, T), diagonal=1
 ).bool()  # key j <= i + 1: one step too far
-encoder = torch.ones(T, T, dtype=torch.bool)  # no mask: every query sees every key
+encoder = torch.ones(
+    T, T, dtype=torch.bool
+)  # no mask: every query sees every key
 for name, m in (
     ("diagonal=1", leaky),
     ("no mask", encoder),
     ("causal_mask", causal_mask(T)),
 ):
     moved_m = (
-        (head_with_mask(x_changed, m) - head_with_mask(x, m)).abs().amax(dim=-1)
+        (head_with_mask(x_changed, m) - head_with_mask(x, m))
+        .abs()
+        .amax(dim=-1)
     )  # (B, T)
-    moved_positions = torch.nonzero(moved_m[0]).flatten().tolist()  # in sequence 0
+    moved_positions = (
+        torch.nonzero(moved_m[0]).flatten().tolist()
+    )  # in sequence 0
     print(
         f"{name}: moved {moved_positions}; other sequences",
         moved_m[1:].max().item(),
@@ -648,7 +730,10 @@ for name, m in (
 
 # %% tags=["solution"]
 for factor in (0, 1, 10, 1000):
-    print(f"lambda = {factor:4}:", torch.softmax(factor * scores[0, 7], dim=-1).numpy())
+    print(
+        f"lambda = {factor:4}:",
+        torch.softmax(factor * scores[0, 7], dim=-1).numpy(),
+    )
 # lambda = 0: every score is 0, so the weights are uniform, the average of the past.
 # Large lambda: the weight moves to the largest scores, and in the limit to the single
 # largest one: a hard choice instead of a mix.
@@ -659,7 +744,9 @@ for factor in (0, 1, 10, 1000):
 # larger. Check it numerically. What does the missing division change, then?
 
 # %% tags=["solution"]
-q_big = x @ (query.weight.T * math.sqrt(head_size))  # X (sqrt(d_k) W_Q): (B, T, d_k)
+q_big = x @ (
+    query.weight.T * math.sqrt(head_size)
+)  # X (sqrt(d_k) W_Q): (B, T, d_k)
 scores_big = q_big @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
 wei_big = torch.softmax(scores_big.masked_fill(~allowed, -math.inf), dim=-1)
 print(

@@ -90,9 +90,13 @@ x = torch.tensor([2.0, 1.0, 4.0, 3.0, 6.0, 0.0], dtype=torch.float64)
 weights, online_state = online_softmax(x, trace=True)
 print(" j  x_j    m  rescale       ℓ")
 for j, s in enumerate(online_state.trace):
-    print(f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}")
+    print(
+        f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}"
+    )
 print(f"stable:     m = {x.max():.1f}, ℓ = {(x - x.max()).exp().sum():.4f}")
-print(f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}")
+print(
+    f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}"
+)
 
 # %% [markdown]
 # The rescale factor $e^{m - m'}$ is 1 whenever the maximum stays put, and below 1 at
@@ -109,7 +113,9 @@ print(
     "exp / sum(exp):", logits.exp() / logits.exp().sum()
 )  # exp(logits) is inf: inf / inf is nan
 print("online softmax:", online_softmax(logits)[0])
-print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2f}")
+print(
+    f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2f}"
+)
 
 # %% [markdown]
 # The update does not have to take one entry at a time. A block of entries has its own
@@ -188,7 +194,9 @@ print(f"largest |tiled - attn_ref|: {(out_small - expected).abs().max():.0e}")
 g = torch.Generator().manual_seed(2)
 B, H, L, S, d_k = 2, 3, 37, 45, 16
 q, k, v = (
-    torch.randn(B, H, n, d_k, generator=g, dtype=torch.float64, requires_grad=True)
+    torch.randn(
+        B, H, n, d_k, generator=g, dtype=torch.float64, requires_grad=True
+    )
     for n in (L, S, S)
 )
 boolean = torch.rand(L, S, generator=g) > 0.5
@@ -196,7 +204,9 @@ boolean[5] = False  # query 5 may see no key: its output is zero
 cases = {
     "no mask": {},
     "boolean mask, a query with no key": {"attn_mask": boolean},
-    "additive mask": {"attn_mask": torch.randn(L, S, generator=g, dtype=torch.float64)},
+    "additive mask": {
+        "attn_mask": torch.randn(L, S, generator=g, dtype=torch.float64)
+    },
     "causal, L < S": {"is_causal": True},
 }
 direction = torch.randn(B, H, L, d_k, generator=g, dtype=torch.float64)
@@ -241,9 +251,9 @@ _, state_grid = tiled_attention(
 grid = [
     ["·"] * n_blocks for _ in range(n_blocks)
 ]  # · skipped, unless a step of the trace computed it
-for (
-    step
-) in state_grid.trace:  # ◩: some key comes after some query, so the mask is added
+for step in (
+    state_grid.trace
+):  # ◩: some key comes after some query, so the mask is added
     grid[step.rows.start // block][step.cols.start // block] = (
         "◩" if step.cols[-1] > step.rows[0] else "■"
     )
@@ -304,10 +314,15 @@ methods = {
     "tiled": lambda q, k, v: tiled_attention(q, k, v, block_size=128),
     "PyTorch": pytorch_kernel,
 }
-with torch.no_grad():  # the inputs are made inside each measured call, so they count
+with (
+    torch.no_grad()
+):  # the inputs are made inside each measured call, so they count
     peaks = {
         name: np.array(
-            [peak_memory(lambda m, T: m(*random_inputs(T)), f, T) for T in lengths]
+            [
+                peak_memory(lambda m, T: m(*random_inputs(T)), f, T)
+                for T in lengths
+            ]
         )
         / 2**20
         for name, f in methods.items()
@@ -321,7 +336,8 @@ io = (
 print("    T    naive    tiled  PyTorch  4·B·H·T²  Q,K,V,O  (MiB)")
 for i, T in enumerate(lengths):
     print(
-        f"{T:>5}", *(f"{column[i]:>8.2f}" for column in (*peaks.values(), formula, io))
+        f"{T:>5}",
+        *(f"{column[i]:>8.2f}" for column in (*peaks.values(), formula, io)),
     )
 
 # %% [markdown]
@@ -346,8 +362,12 @@ print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
 # %% tags=["plot", "measured"]
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
-    ax.loglog(lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})")
-ax.loglog(lengths, formula, "k--", linewidth=1, label="4·B·H·T² bytes: one matrix")
+    ax.loglog(
+        lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})"
+    )
+ax.loglog(
+    lengths, formula, "k--", linewidth=1, label="4·B·H·T² bytes: one matrix"
+)
 ax.set_xticks(lengths, lengths)
 ax.minorticks_off()
 ax.set(
@@ -442,7 +462,9 @@ figure_to_svg(
 # paper's numbers, not this machine's.
 
 # %%
-M = 164 * 1024 // 2  # fp16 numbers in an A100 SM's shared memory, at most 164 KB
+M = (
+    164 * 1024 // 2
+)  # fp16 numbers in an A100 SM's shared memory, at most 164 KB
 
 
 def hbm_accesses(N, d, M):
@@ -466,7 +488,9 @@ heads = (
 standard, flash, flash2 = (
     2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M)
 )  # GB of fp16
-print(f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)")
+print(
+    f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)"
+)
 print(
     f"HBM (GB), counted, forward: standard {standard:.3g}, "
     f"FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
@@ -506,7 +530,9 @@ for quantity, (measured_standard, measured_flash) in rows.items():
 Ns = 2 ** np.arange(8, 17)
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):
-    counts = np.array([hbm_accesses(int(n), d_head, M) for n in Ns])  # (lengths, 3)
+    counts = np.array(
+        [hbm_accesses(int(n), d_head, M) for n in Ns]
+    )  # (lengths, 3)
     ax.semilogx(
         Ns,
         counts[:, 0] / counts[:, 1],
@@ -561,7 +587,9 @@ T_time = 1024
 q, k, v = random_inputs(T_time)
 with torch.no_grad():
     timings = {
-        "naive (attn_ref)": cpu_time_ms(lambda: scaled_dot_product_attention(q, k, v)),
+        "naive (attn_ref)": cpu_time_ms(
+            lambda: scaled_dot_product_attention(q, k, v)
+        ),
         "tiled, blocks of 64": cpu_time_ms(
             lambda: tiled_attention(q, k, v, block_size=64)
         ),
@@ -654,7 +682,9 @@ print(f"whole  m = {whole.row_max:.6f}, ℓ = {whole.row_sum:.6f}")
 g = torch.Generator().manual_seed(6)
 q_new, k_all, v_all = (torch.randn(n, 8, generator=g) for n in (6, 10, 10))
 mask = causal_mask(6, 10, lower_right=True)
-ours, state = tiled_attention(q_new, k_all, v_all, attn_mask=mask, block_size=(2, 4))
+ours, state = tiled_attention(
+    q_new, k_all, v_all, attn_mask=mask, block_size=(2, 4)
+)
 expected, _ = scaled_dot_product_attention(q_new, k_all, v_all, attn_mask=mask)
 print(f"largest difference: {(ours - expected).abs().max():.0e}")
 empty = sum(
@@ -675,7 +705,9 @@ print("tiles with no visible key:", empty, " skipped:", state.tiles_skipped)
 
 # %% tags=["solution"]
 g = torch.Generator().manual_seed(7)
-q6, k6, v6 = (torch.randn(5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+q6, k6, v6 = (
+    torch.randn(5, 4, generator=g, dtype=torch.float64) for _ in range(3)
+)
 _, state6 = tiled_attention(q6, k6, v6, block_size=2)
 _, weights6 = scaled_dot_product_attention(q6, k6, v6)
 scores = q6[3] @ k6.T / math.sqrt(4)  # query 3's scores: (S,)
@@ -692,7 +724,10 @@ print("weights:  ", weights6[3].numpy().round(4))
 
 def forward_backward(attention, T):
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 1, T, 16, generator=g).requires_grad_() for _ in range(3))
+    q, k, v = (
+        torch.randn(1, 1, T, 16, generator=g).requires_grad_()
+        for _ in range(3)
+    )
     attention(q, k, v)[0].sum().backward()
 
 
@@ -700,7 +735,10 @@ for name, attention in (
     ("naive", scaled_dot_product_attention),
     ("tiled", lambda q, k, v: tiled_attention(q, k, v, block_size=128)),
 ):
-    mib = [peak_memory(forward_backward, attention, T) / 2**20 for T in (512, 1024)]
+    mib = [
+        peak_memory(forward_backward, attention, T) / 2**20
+        for T in (512, 1024)
+    ]
     print(
         f"{name}: {mib[0]:5.2f} MiB at T = 512, {mib[1]:5.2f} MiB at T = 1024, "
         f"ratio {mib[1] / mib[0]:.1f}"

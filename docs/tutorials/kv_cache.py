@@ -31,7 +31,12 @@ import torch
 import torch.nn.functional as F
 
 from attn_ref.cache import KVCache
-from attn_ref.decoder import TinyDecoder, decoding_flops, generate, kv_cache_bytes
+from attn_ref.decoder import (
+    TinyDecoder,
+    decoding_flops,
+    generate,
+    kv_cache_bytes,
+)
 from attn_ref.functional import causal_mask, scaled_dot_product_attention
 from attn_ref.measure import cpu_time_ms
 from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
@@ -67,7 +72,11 @@ def decode(ids):
 
 torch.manual_seed(0)
 model = TinyDecoder(
-    vocab_size=len(VOCAB), context_length=512, embed_dim=64, num_layers=4, num_heads=4
+    vocab_size=len(VOCAB),
+    context_length=512,
+    embed_dim=64,
+    num_layers=4,
+    num_heads=4,
 ).eval()
 n_parameters = sum(p.numel() for p in model.parameters())
 print(f"vocabulary: {len(VOCAB)} tokens; parameters: {n_parameters:,}")
@@ -152,7 +161,9 @@ moved = max(
         longer.keys + longer.values, short.keys + short.values, strict=True
     )
 )
-print(f"largest change of a cached key or value when a token is appended: {moved:.1e}")
+print(
+    f"largest change of a cached key or value when a token is appended: {moved:.1e}"
+)
 
 # %% [markdown]
 # The change printed is at most float32 rounding. It can be exactly zero: the new
@@ -189,7 +200,9 @@ for t in (16, 64, 256, 512):
         decoding_flops(model, t, use_cache=False),
         decoding_flops(model, t, use_cache=True),
     )
-    attention = model.num_layers * 4 * t * t * C  # the 4 t^2 C term of every layer
+    attention = (
+        model.num_layers * 4 * t * t * C
+    )  # the 4 t^2 C term of every layer
     print(
         f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>6.0f}"
         f" {attention / plain:>26.0%}"
@@ -238,13 +251,18 @@ def time_per_token(t):
 
 
 time_per_token(lengths[0])  # warm-up: the first calls are slower
-timings = np.array([time_per_token(t) for t in lengths])  # (lengths, 2) milliseconds
+timings = np.array(
+    [time_per_token(t) for t in lengths]
+)  # (lengths, 2) milliseconds
 speedups = timings[:, 0] / timings[:, 1]
 print("    t  without cache  with cache  speed-up")
-for t, (plain_ms, cached_ms), speedup in zip(lengths, timings, speedups, strict=True):
+for t, (plain_ms, cached_ms), speedup in zip(
+    lengths, timings, speedups, strict=True
+):
     print(f"{t:>5} {plain_ms:>10.2f} ms {cached_ms:>8.2f} ms {speedup:>8.1f}x")
 growth = [
-    np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)
+    np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0]
+    for way in (0, 1)
 ]
 print(
     f"time grows like t^{growth[0]:.2f} without the cache, "
@@ -308,9 +326,16 @@ query = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
 keys, values = torch.randn(2, 1, H, S, d_k, generator=g)
 trap = F.scaled_dot_product_attention(query, keys, values, is_causal=True)
 # attn_ref returns the weights too
-_, trap_weights = scaled_dot_product_attention(query, keys, values, is_causal=True)
-print("is_causal=True, weights of head 0:", trap_weights[0, 0, 0].numpy().round(3))
-print("the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1]))
+_, trap_weights = scaled_dot_product_attention(
+    query, keys, values, is_causal=True
+)
+print(
+    "is_causal=True, weights of head 0:",
+    trap_weights[0, 0, 0].numpy().round(3),
+)
+print(
+    "the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1])
+)
 
 # %% [markdown]
 # The query sees only key 0, and its output is value 0. The right answer for a single
@@ -320,7 +345,10 @@ print("the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1]
 # %%
 right = F.scaled_dot_product_attention(query, keys, values)  # no mask
 _, right_weights = scaled_dot_product_attention(query, keys, values)
-print("no mask, weights of head 0:       ", right_weights[0, 0, 0].numpy().round(3))
+print(
+    "no mask, weights of head 0:       ",
+    right_weights[0, 0, 0].numpy().round(3),
+)
 print(f"largest |wrong - right| output: {(trap - right).abs().max():.2f}")
 
 # %% [markdown]
@@ -335,7 +363,9 @@ print(causal_mask(L, S).int().numpy())
 print("bottom-right, causal_mask(L, S, lower_right=True):")
 print(lower_right.int().numpy())
 chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
-theirs = F.scaled_dot_product_attention(chunk, keys, values, attn_mask=lower_right)
+theirs = F.scaled_dot_product_attention(
+    chunk, keys, values, attn_mask=lower_right
+)
 wrong = F.scaled_dot_product_attention(chunk, keys, values, is_causal=True)
 print(
     "largest |is_causal=True - bottom-right| output: "
@@ -381,9 +411,15 @@ cache = KVCache(model.num_layers)
 model(cached_tokens[:, :-1], cache)
 attn = model.blocks[0].attn
 formula = kv_cache_bytes(
-    model.num_layers, attn.num_kv_heads, attn.head_dim, cache.length, bytes_per_number=4
+    model.num_layers,
+    attn.num_kv_heads,
+    attn.head_dim,
+    cache.length,
+    bytes_per_number=4,
 )
-print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}")
+print(
+    f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}"
+)
 
 # %% [markdown]
 # The same formula for real shapes, with 16-bit numbers. The first three rows keep
@@ -458,7 +494,10 @@ H, H_kv, d_k = gqa.num_heads, gqa.num_kv_heads, gqa.head_dim
 print(f"H = {H} query heads, H_kv = {H_kv} key/value heads, d_k = {d_k}")
 # nn.Linear stores W^T, of shape (out, C): .T gives W_Q and W_K, of shape (C, out)
 print(
-    "W_Q:", tuple(gqa.q_proj.weight.T.shape), " W_K:", tuple(gqa.k_proj.weight.T.shape)
+    "W_Q:",
+    tuple(gqa.q_proj.weight.T.shape),
+    " W_K:",
+    tuple(gqa.k_proj.weight.T.shape),
 )
 head_ids = torch.arange(float(H_kv)).reshape(
     1, H_kv, 1, 1
@@ -481,7 +520,9 @@ x = torch.randn(2, 5, 32, generator=g)  # (B, T, C)
 ours, _ = gqa(x, x, x, is_causal=True)
 
 B, T, C = x.shape
-q = gqa.q_proj(x).view(B, T, H, d_k).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_k)
+q = (
+    gqa.q_proj(x).view(B, T, H, d_k).transpose(1, 2)
+)  # (B, T, C) -> (B, H, T, d_k)
 k = (
     gqa.k_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
 )  # (B, T, H_kv * d_k) -> (B, H_kv, T, d_k)
@@ -533,10 +574,17 @@ for kv_heads in (8, 2, 1):
     cache_sizes[kv_heads] = grouped_cache.nbytes
     head_dim = grouped.blocks[0].attn.head_dim
     formula = kv_cache_bytes(
-        grouped.num_layers, kv_heads, head_dim, grouped_cache.length, bytes_per_number=4
+        grouped.num_layers,
+        kv_heads,
+        head_dim,
+        grouped_cache.length,
+        bytes_per_number=4,
     )
     same = torch.equal(
-        *(generate(grouped, text[:, :8], 16, use_cache=c)[0] for c in (True, False))
+        *(
+            generate(grouped, text[:, :8], 16, use_cache=c)[0]
+            for c in (True, False)
+        )
     )
     ratio = (
         cache_sizes[8] / cache_sizes[kv_heads]
@@ -604,7 +652,10 @@ tokens = torch.randint(
     0, len(VOCAB), (1, 12), generator=torch.Generator().manual_seed(4)
 )
 chunk_cache = KVCache(model.num_layers)
-chunks = [model(tokens[:, start : start + 4], chunk_cache) for start in range(0, 12, 4)]
+chunks = [
+    model(tokens[:, start : start + 4], chunk_cache)
+    for start in range(0, 12, 4)
+]
 print(
     "chunked equals full:",
     torch.allclose(torch.cat(chunks, dim=1), model(tokens), atol=1e-5),
@@ -640,7 +691,9 @@ window = (
 print("window mask:", window.int().tolist())
 q1 = torch.randn(1, 1, d_k, generator=g)
 k_all, v_all = torch.randn(2, 1, S, d_k, generator=g)
-full_window, _ = scaled_dot_product_attention(q1, k_all, v_all, attn_mask=window)
+full_window, _ = scaled_dot_product_attention(
+    q1, k_all, v_all, attn_mask=window
+)
 bounded, _ = scaled_dot_product_attention(
     q1, k_all[:, -W:], v_all[:, -W:]
 )  # a cache of W positions

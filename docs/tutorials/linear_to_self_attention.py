@@ -501,7 +501,9 @@ own = weights_np[1, 1], doubled[1, 1]
 print(f"t1 on itself: {own[0]:.4f} -> {own[1]:.4f}")
 root = np.sqrt(Q_np.shape[-1])  # sqrt(d_k) of the identity example
 unscaled = np.array_equal(2 * scaled_np, scores_np)
-print(f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}")
+print(
+    f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}"
+)
 # e^(2z) = (e^z)^2: doubling every score squares every weight, then
 # the row is renormalised, so large weights grow and small ones shrink.
 # The last line shows that doubling undoes the division by sqrt(d_k)

@@ -39,7 +39,9 @@ weights
 print("row sums:", weights.sum(dim=-1))
 print(
     "matches PyTorch:",
-    torch.allclose(output, torch.nn.functional.scaled_dot_product_attention(X, X, X)),
+    torch.allclose(
+        output, torch.nn.functional.scaled_dot_product_attention(X, X, X)
+    ),
 )
 
 # %% [markdown]
@@ -52,7 +54,8 @@ from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 ax = attention_heatmap(weights, query_labels=["t0", "t1", "t2"])
 figure_to_svg(
-    ax.figure, alt="Heatmap of the 3 by 3 attention weights of the three-token example"
+    ax.figure,
+    alt="Heatmap of the 3 by 3 attention weights of the three-token example",
 )
 
 # %% [markdown]

@@ -6,7 +6,9 @@ from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import THREE_TOKENS
 
 X = torch.tensor(THREE_TOKENS, dtype=torch.float64)  # (3 tokens, 4 features)
-Y = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+Y = torch.randn(
+    3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+)
 
 
 def f(X):
@@ -22,7 +24,9 @@ print("|f(2X) - 2 f(X)| =", gap(f(2 * X), 2 * f(X)))
 print("|f(X + Y) - f(X) - f(Y)| =", gap(f(X + Y), f(X) + f(Y)))
 
 # Scaling the input down flattens the weights: f(lam X) / lam tends to the mean token.
-mean_token = X.mean(dim=0).expand(3, 4)  # (4,) -> (3, 4): every token gets the mean
+mean_token = X.mean(dim=0).expand(
+    3, 4
+)  # (4,) -> (3, 4): every token gets the mean
 scaled = {}  # lam: f(lam X) / lam
 for lam in (1.0, 0.1, 0.01, 0.001):
     scaled[lam] = f(lam * X) / lam

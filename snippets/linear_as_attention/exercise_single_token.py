@@ -6,7 +6,8 @@ from attn_ref import scaled_dot_product_attention
 generator = torch.Generator().manual_seed(0)
 C = 4
 W_Q, W_K, W_V = (
-    torch.randn(C, C, generator=generator, dtype=torch.float64) for _ in range(3)
+    torch.randn(C, C, generator=generator, dtype=torch.float64)
+    for _ in range(3)
 )
 
 
@@ -17,7 +18,10 @@ def F(X):
 
 # Two random inputs X and Y of T tokens, for one token and for two.
 inputs = {
-    T: [torch.randn(T, C, generator=generator, dtype=torch.float64) for _ in range(2)]
+    T: [
+        torch.randn(T, C, generator=generator, dtype=torch.float64)
+        for _ in range(2)
+    ]
     for T in (1, 2)
 }
 gaps = {}  # T: the largest entries of F(2X) - 2F(X) and of F(X+Y) - F(X) - F(Y)

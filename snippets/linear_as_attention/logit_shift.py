@@ -18,9 +18,13 @@ print("the blog post's shift:", shift)
 print("   c         max |softmax(logits + c) - weights|")
 changes = {}  # c: the largest change of a weight
 for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
-    changes[c] = (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
+    changes[c] = (
+        (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
+    )
     print(f"{c:9.3g}   {changes[c]:.1e}")
 
-noise = torch.randn(d_in)  # by contrast, a different random number for each logit
+noise = torch.randn(
+    d_in
+)  # by contrast, a different random number for each logit
 change = (torch.softmax(logits + noise, dim=-1) - weights).abs().max().item()
 print(f"one random number per logit: max change {change:.1e}")

@@ -13,14 +13,20 @@ def post_construction(x, fc_weight, k):
     x_abs = x.abs()
     x_sum = x_abs.sum(dim=-1, keepdim=True)  # (B, 1), the L1 norm of each row
     attn_weights = (x_abs / x_sum)[:, None]  # (B, d_in) -> (B, 1, d_in)
-    v = fc_weight.T[None] * (x_sum[..., None] * x.sign()[..., None])  # (B, d_in, d_out)
+    v = fc_weight.T[None] * (
+        x_sum[..., None] * x.sign()[..., None]
+    )  # (B, d_in, d_out)
     _y = (attn_weights @ v)[:, 0]  # (B, 1, d_out) -> (B, d_out)
     logits = torch.log(attn_weights) - torch.randn(1)  # (B, 1, d_in)
     d_k = k.shape[-1]
     s = logits * math.sqrt(d_k)
-    q = s @ torch.linalg.inv(k.transpose(-2, -1))  # (B, 1, d_in) @ (B, d_in, d_k)
+    q = s @ torch.linalg.inv(
+        k.transpose(-2, -1)
+    )  # (B, 1, d_in) @ (B, d_in, d_k)
     logits_rec = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, 1, d_in)
-    y2 = F.scaled_dot_product_attention(q, k, v)[:, 0]  # (B, 1, d_out) -> (B, d_out)
+    y2 = F.scaled_dot_product_attention(q, k, v)[
+        :, 0
+    ]  # (B, 1, d_out) -> (B, d_out)
     return attn_weights, _y, logits, logits_rec, y2
 
 
@@ -62,7 +68,9 @@ def run_seed(seed):
     k = torch.randn(B, d_in, d_in)
     _, _y, _, _, y2 = post_construction(x, fc_weight, k)
     y1 = x @ fc_weight.T
-    error = (y2.double() - x.double() @ fc_weight.double().T).abs().max().item()
+    error = (
+        (y2.double() - x.double() @ fc_weight.double().T).abs().max().item()
+    )
     return (
         torch.linalg.cond(k).max().item(),
         error,
@@ -77,10 +85,16 @@ conds, errors, exact_passes, atol_passes = zip(
 )
 conds, errors = torch.tensor(conds), torch.tensor(errors)
 atol_fails = ~torch.tensor(atol_passes)
-print(f"allclose(_y, y1) fails for {n_seeds - sum(exact_passes)} of {n_seeds} seeds")
-print(f"allclose(y2, y1, atol=1e-3) fails for {atol_fails.sum()} of {n_seeds} seeds")
+print(
+    f"allclose(_y, y1) fails for {n_seeds - sum(exact_passes)} of {n_seeds} seeds"
+)
+print(
+    f"allclose(y2, y1, atol=1e-3) fails for {atol_fails.sum()} of {n_seeds} seeds"
+)
 print(f"largest |y2 - x W^T| = {errors.max():.1e}, at seed {errors.argmax()}")
-print(f"cond(k) over all seeds: median {conds.median():.0f}, largest {conds.max():.0f}")
+print(
+    f"cond(k) over all seeds: median {conds.median():.0f}, largest {conds.max():.0f}"
+)
 # Where the failing seeds' keys rank among all the seeds' keys:
 # 0 (0 %) for the best-conditioned key, 1 (100 %) for the worst.
 rank = conds.argsort().argsort() / (n_seeds - 1)

@@ -30,10 +30,16 @@ scale = (
 )  # (B, 1); row 3: 0 / 0
 outputs = {}  # dtype: y
 for dtype in (torch.float64, torch.float32):
-    q, k, v, mask = linear_as_attention(x.to(dtype), W.to(dtype), generator=generator)
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]  # (B, d_out)
+    q, k, v, mask = linear_as_attention(
+        x.to(dtype), W.to(dtype), generator=generator
+    )
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[
+        :, 0
+    ]  # (B, d_out)
     outputs[dtype] = y
-    error = ((y.double() - y_exact).abs() / scale).max() / torch.finfo(dtype).eps
+    error = ((y.double() - y_exact).abs() / scale).max() / torch.finfo(
+        dtype
+    ).eps
     print(
         f"{dtype}: error {error:.1f} eps ||x||_1 max|W|; "
         f"row 3 is 0: {bool((y[3] == 0).all())}"

@@ -10,7 +10,9 @@ W_Q, W_K, W_V = (torch.randn(C, d_k) for _ in range(3))  # (C, d_k) each
 
 
 def f(X):
-    return scaled_dot_product_attention(X @ W_Q, X @ W_K, X @ W_V)  # (T, d_k), (T, T)
+    return scaled_dot_product_attention(
+        X @ W_Q, X @ W_K, X @ W_V
+    )  # (T, d_k), (T, T)
 
 
 output, A = f(X)
@@ -21,7 +23,9 @@ print(
     torch.allclose(A.sum(-1), torch.ones(T)),
 )
 print("output = A @ V:", torch.allclose(output, A @ V, atol=1e-6))
-inside = (V.min(dim=0).values <= output) & (output <= V.max(dim=0).values)  # (T, d_k)
+inside = (V.min(dim=0).values <= output) & (
+    output <= V.max(dim=0).values
+)  # (T, d_k)
 print("every output feature within its range over V:", bool(inside.all()))
 difference = (
     (f(2 * X)[0] - 2 * output).abs().max().item()

@@ -14,7 +14,10 @@ for d_k in (16, 64, 256):
         mu, sigma, size=(2, n, d_k)
     )  # n queries and n keys, (n, d_k) each
     samples[d_k] = scores = (q * k).sum(axis=1)  # (n,): q · k for each pair
-    derived = d_k * mu**2, d_k * (sigma**4 + 2 * sigma**2 * mu**2)  # mean, variance
+    derived = (
+        d_k * mu**2,
+        d_k * (sigma**4 + 2 * sigma**2 * mu**2),
+    )  # mean, variance
     rows[d_k] = row = (
         scores.mean(),
         derived[0],

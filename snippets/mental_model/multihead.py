@@ -6,7 +6,9 @@ from attn_ref import MultiHeadAttention
 from attn_ref.examples import SENTENCE, SENTENCE_FEATURES, SENTENCE_TOKENS
 
 tokens = SENTENCE_TOKENS
-col = {name: i for i, name in enumerate(SENTENCE_FEATURES)}  # feature name -> column
+col = {
+    name: i for i, name in enumerate(SENTENCE_FEATURES)
+}  # feature name -> column
 X = torch.tensor(SENTENCE)[None]  # (T, C) -> (B, T, C) with B = 1
 C = X.shape[-1]
 
@@ -22,7 +24,9 @@ W_V[col["alice"], 0] = W_V[col["bob"], 1] = 1.0
 W_Q[col["pronoun"], d_k] = 12.0
 W_K[col["verb"], d_k] = 1.0
 W_V[col["verb"], d_k] = 1.0
-W_O = torch.eye(C)  # the output projection: the identity shows the heads as they are
+W_O = torch.eye(
+    C
+)  # the output projection: the identity shows the heads as they are
 
 
 def attention_with(num_heads):

@@ -16,7 +16,9 @@ W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))  # (C, C) each
 
 def f(X, mask=None):
     """Self-attention: the (T, C) output and the (T, T) weights."""
-    return scaled_dot_product_attention(X @ W_Q, X @ W_K, X @ W_V, attn_mask=mask)
+    return scaled_dot_product_attention(
+        X @ W_Q, X @ W_K, X @ W_V, attn_mask=mask
+    )
 
 
 def close(a, b):
@@ -47,13 +49,17 @@ print(
 # Positions are added after shuffling, as in a model: position t gets PE[t].
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)
 out_pe, out_pe_p = f(X + PE)[0], f(P @ X + PE)[0]
-print("with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe))
+print(
+    "with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe)
+)
 print(f"largest difference: {(out_pe_p - P @ out_pe).abs().max():.2f}")
 # --8<-- [end:shuffle]
 
 # --8<-- [start:exercise]
 # Exercise: shuffle the causal mask with the tokens.
-M_P = (P @ M.float() @ P.T).bool()  # (T, T): rows and columns reordered like the tokens
+M_P = (
+    P @ M.float() @ P.T
+).bool()  # (T, T): rows and columns reordered like the tokens
 out_moved = f(P @ X, M_P)[0]
 print("f(P X, P M P^T) == P f(X, M):", close(out_moved, P @ out_c))
 print("P M P^T:")

@@ -20,7 +20,9 @@ for d_k in widths:
     ]  # (trials, 1, S) -> (trials, S)
     for name, z in [("plain", scores), ("scaled", scores / np.sqrt(d_k))]:
         p = softmax(z)  # (trials, S)
-        entropy = -(p * np.log(np.maximum(p, 1e-300))).sum(axis=-1)  # 0 log 0 = 0
+        entropy = -(p * np.log(np.maximum(p, 1e-300))).sum(
+            axis=-1
+        )  # 0 log 0 = 0
         jacobian = p[:, :, None] * (
             np.eye(S) - p[:, None, :]
         )  # dp_i/dz_j = p_i (delta_ij - p_j)
@@ -33,8 +35,12 @@ print(
     "       score variance      largest weight      entropy (nats)      gradient size"
 )
 print(" d_k" + "     plain    scaled" * 4)
-for d_k, plain, scaled in zip(widths, results["plain"], results["scaled"], strict=True):
-    pairs = np.ravel([plain, scaled], order="F")  # plain, scaled, plain, scaled, ...
+for d_k, plain, scaled in zip(
+    widths, results["plain"], results["scaled"], strict=True
+):
+    pairs = np.ravel(
+        [plain, scaled], order="F"
+    )  # plain, scaled, plain, scaled, ...
     print(f"{d_k:>4}", *[f"{x:9.3f}" for x in pairs])
 print(
     "uniform weights: largest weight 1/S =",
@@ -59,7 +65,10 @@ for index, (ax, ylabel) in enumerate(
     zip(axes, ylabels, strict=True), start=1
 ):  # index in results
     ax.plot(
-        widths, [row[index] for row in results["plain"]], "o-", label="softmax(q·k)"
+        widths,
+        [row[index] for row in results["plain"]],
+        "o-",
+        label="softmax(q·k)",
     )
     ax.plot(
         widths,
@@ -73,6 +82,8 @@ for index, (ax, ylabel) in enumerate(
 for ax, uniform in [(axes[0], 1 / S), (axes[1], np.log(S))]:
     ax.axhline(uniform, color="gray", linestyle=":", label="uniform weights")
 axes[-1].set_xlabel("d_k (width of queries and keys)")
-fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
+fig.legend(
+    *axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2
+)
 fig.suptitle(f"Softmax over S = {S} keys, mean of {trials} queries per width")
 # --8<-- [end:plot]

@@ -39,7 +39,9 @@ kept = {}  # head: the weight the last query keeps on itself
 for ax, h in zip(axes, (0, H - 1), strict=True):
     weights = flat[h].softmax(dim=-1)  # (T, T)
     title = f"head {h}, slope {alibi_slopes(H)[h].item():g}"
-    attention_heatmap(weights, ax=ax, title=title, vmax=1.0, mask=causal_mask(T))
+    attention_heatmap(
+        weights, ax=ax, title=title, vmax=1.0, mask=causal_mask(T)
+    )
     kept[h] = weights[-1, -1].item()
     print(f"{title}: last query keeps {kept[h]:.3f} on itself")
 # --8<-- [end:plot]

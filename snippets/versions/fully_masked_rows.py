@@ -28,7 +28,10 @@ def run(fn):
     for event in prof.events():
         name = event.name.replace("aten::", "")
         if (
-            any(w in name for w in ("multi_head", "scaled_dot_product", "softmax"))
+            any(
+                w in name
+                for w in ("multi_head", "scaled_dot_product", "softmax")
+            )
             and name not in names
         ):
             names.append(name)
@@ -38,7 +41,11 @@ def run(fn):
 # SDPA: (B, H, L, E) queries, S keys;
 # a boolean mask is True where a query MAY see a key.
 B, H, L, S, E = 2, 2, 3, 4, 8
-q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
+q, k, v = (
+    torch.randn(B, H, L, E),
+    torch.randn(B, H, S, E),
+    torch.randn(B, H, S, E),
+)
 allowed = torch.ones(L, S, dtype=torch.bool)
 allowed[1] = False  # query 1 may see no key
 allowed[2, 3] = False
@@ -51,7 +58,11 @@ try:  # torch 2.3 and later
         "flash": lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION),
     }
 except ImportError:  # torch 2.0 to 2.2
-    flags = {"enable_math": False, "enable_flash": False, "enable_mem_efficient": False}
+    flags = {
+        "enable_math": False,
+        "enable_flash": False,
+        "enable_mem_efficient": False,
+    }
     backends = {
         "math": lambda: torch.backends.cuda.sdp_kernel(
             **{**flags, "enable_math": True}
@@ -68,7 +79,9 @@ def sdpa():
 
 for backend in ("default", "math", "flash"):
     if not hasattr(F, "scaled_dot_product_attention"):  # torch 1.13
-        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = "absent"
+        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = (
+            "absent"
+        )
         continue
     try:
         if backend == "default":
@@ -79,7 +92,9 @@ for backend in ("default", "math", "flash"):
         results[f"sdpa_{backend}"] = kind(out[:, :, 1])
         results[f"sdpa_{backend}_kernel"] = kernels
     except RuntimeError:  # no kernel of this backend takes these inputs
-        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = "error"
+        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = (
+            "error"
+        )
 
 # nn.MultiheadAttention: a boolean mask is True where a query may NOT see a key.
 T, C = 3, 4
@@ -94,18 +109,22 @@ key_padding_mask[0, 2] = True
 key_padding_mask[1] = True  # sequence 1: every key is padding
 cases = {
     "attn_mask": ({"attn_mask": attn_mask}, lambda t: t[:, 1]),
-    "key_padding_mask": ({"key_padding_mask": key_padding_mask}, lambda t: t[1]),
+    "key_padding_mask": (
+        {"key_padding_mask": key_padding_mask},
+        lambda t: t[1],
+    ),
 }
 for mask_name, (mask, masked_rows) in cases.items():
-    for path in ("grad", "no_grad"):  # under no_grad, eval mode may take the fast path
+    for path in (
+        "grad",
+        "no_grad",
+    ):  # under no_grad, eval mode may take the fast path
         for need_weights in (True, False):
             with torch.set_grad_enabled(path == "grad"):
                 (out, w), kernels = run(
                     lambda: mha(x, x, x, need_weights=need_weights, **mask)  # noqa:B023
                 )
-            name = (
-                f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
-            )
+            name = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
             results[f"{name}_output"] = kind(masked_rows(out.detach()))
             rows = None if w is None else masked_rows(w.detach())
             results[f"{name}_weights"] = kind(rows)

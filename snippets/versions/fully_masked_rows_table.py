@@ -4,7 +4,9 @@
 import json
 from pathlib import Path
 
-measured = json.loads(Path("snippets/versions/fully_masked_rows.json").read_text())
+measured = json.loads(
+    Path("snippets/versions/fully_masked_rows.json").read_text()
+)
 columns = {  # the probe's case -> the column's title, short enough for a phone
     "sdpa_default": "SDPA",
     "mha_attn_mask_grad_weights_output": "MHA",
