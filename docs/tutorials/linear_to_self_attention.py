@@ -85,8 +85,13 @@ y_float64 = x.double() @ W.double() + b.double()  # in float64
 print(f"nn.Linear, float32: {y.item():.9g}")
 print(f"x @ W + b, float32: {y_manual.item():.9g}")
 print(f"x @ W + b, float64: {y_float64.item():.9g}")
-step = torch.finfo(torch.float32).eps * abs(y_float64.item())  # about one float32 rounding step here
-print(f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_float64.item()) / step:.1f}")
+step = torch.finfo(torch.float32).eps * abs(
+    y_float64.item()
+)  # about one float32 rounding step here
+print(
+    "float32 layer minus float64 formula, in rounding steps: "
+    f"{(y.item() - y_float64.item()) / step:.1f}"
+)
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 
 # %% [markdown]
@@ -496,7 +501,9 @@ own = weights_np[1, 1], doubled[1, 1]
 print(f"t1 on itself: {own[0]:.4f} -> {own[1]:.4f}")
 root = np.sqrt(Q_np.shape[-1])  # sqrt(d_k) of the identity example
 unscaled = np.array_equal(2 * scaled_np, scores_np)
-print(f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}")
+print(
+    f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}"
+)
 # e^(2z) = (e^z)^2: doubling every score squares every weight, then
 # the row is renormalised, so large weights grow and small ones shrink.
 # The last line shows that doubling undoes the division by sqrt(d_k)

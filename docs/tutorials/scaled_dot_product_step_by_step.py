@@ -41,7 +41,12 @@ from IPython.display import Markdown
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from attn_ref import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from attn_ref import (
+    MultiHeadAttention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
@@ -157,9 +162,14 @@ print("output.shape =", tuple(output.shape))
 print(output[0].numpy())
 ours, ours_w = scaled_dot_product_attention(Q, K, V)  # attn_ref
 theirs = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's
-same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(weights, ours_w, atol=1e-6)
+same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(
+    weights, ours_w, atol=1e-6
+)
 print("attn_ref agrees (allclose, atol=1e-6):", same)
-print("PyTorch agrees (allclose, atol=1e-6):", torch.allclose(output, theirs, atol=1e-6))
+print(
+    "PyTorch agrees (allclose, atol=1e-6):",
+    torch.allclose(output, theirs, atol=1e-6),
+)
 gap = (output - theirs).abs().max()
 print(f"largest |difference| from PyTorch: {gap:.1e}")
 
@@ -186,7 +196,9 @@ for i, a_row in enumerate(A.tolist()):
         pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj) for k = 0..2
         terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in pairs)
         lines.append(rf"O_{{{i}{j}}} &= {terms} &&= {AV[i, j]:.4g}")
-    boxes.append("$$\n\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}\n$$")
+    boxes.append(
+        "$$\n\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}\n$$"
+    )
 Markdown("\n\n".join(boxes))
 
 # %% [markdown]
@@ -260,7 +272,9 @@ size = (4.4, 3.8 * num_heads)  # the heads stacked, for narrow screens
 fig, axes = plt.subplots(num_heads, 1, figsize=size, layout="constrained")
 for h, ax in enumerate(axes):
     attention_heatmap(head_weights[0, h], labels, ax=ax, title=f"Head {h}")
-figure_to_svg(fig, alt=f"{num_heads} heatmaps of 10 by 10 weights, a head each")
+figure_to_svg(
+    fig, alt=f"{num_heads} heatmaps of 10 by 10 weights, a head each"
+)
 
 # %% [markdown]
 # ### Concatenate, project, and check
