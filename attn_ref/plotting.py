@@ -89,7 +89,9 @@ def attention_heatmap(
     label = "attention weight" if allowed.all() else "attention weight\n(hatched: masked)"
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
     for i, j in zip(*np.nonzero(~allowed), strict=True):  # masked: grey, hatched, no number
-        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.85", edgecolor="0.45", hatch="///", lw=0))
+        ax.add_patch(
+            Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.85", edgecolor="0.45", hatch="///", lw=0)
+        )
     ax.set_xticks(range(S), key_labels)
     ax.set_yticks(range(L), query_labels)
     ax.set_xlabel("key (attended to)")
