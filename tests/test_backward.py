@@ -41,7 +41,9 @@ MAX_LEN = 12
 # --- references -------------------------------------------------------------------------------
 
 
-def as64(tensor: torch.Tensor) -> np.ndarray:
+def as64(tensor: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(tensor, np.ndarray):
+        return tensor.astype(np.float64)
     return tensor.detach().double().numpy()
 
 
@@ -239,7 +241,7 @@ def test_attention_backward_equals_pytorch_and_the_formulas(problem):
     q, k, v, d_out, kwargs = problem
     allowed, additive = numpy_masks(q, k, kwargs)
     # the weights in float64 NumPy, mask included: independent of attn_ref's forward pass
-    weights = torch.from_numpy(_weights_and_output(as64(q), as64(k), as64(v), allowed, additive)[1])
+    weights = torch.from_numpy(reference_weights(as64(q), as64(k), as64(v), allowed, additive)[1])
     ours = attention_backward(q, k, v, weights, d_out)
     exact = reference_gradients(q, k, v, d_out, allowed, additive)
     bounds = error_bounds(q, k, v, d_out, torch.finfo(torch.float64).eps, allowed, additive)
@@ -325,33 +327,35 @@ def test_flash_attention_in_lower_precision_is_within_its_rounding(problem, bloc
         as64(q), as64(k), as64(v), as64(d_out), torch.finfo(torch.float32).eps, allowed, additive
     )
     # The final rounding to the half format: u |x|, or half the gap between subnormals near 0.
-    u, gap = (0.0, 0.0) if dtype == torch.float32 else (torch.finfo(dtype).eps / 2, _subnormal_gap(dtype))
+    u, gap = (0.0, 0.0) if dtype == torch.float32 else (torch.finfo(dtype).eps / 2, subnormal_gap(dtype))
     for name, grad, x, e in zip("QKV", grads, exact, bounds, strict=True):
         if dtype != torch.float32:  # the output, stored in half, enters D: its rounding too
-            e = e + _half_output_bound(q, k, v, d_out, allowed, additive, u, gap / 2, name)
+            e = e + half_output_bound(q, k, v, d_out, allowed, additive, u, gap / 2, name)
         assert_within(grad, x, e + u * (np.abs(x) + e) + gap / 2, f"d{name} in {dtype}")
 
 
-def _subnormal_gap(dtype):
+def subnormal_gap(dtype):
     """The spacing of the subnormal numbers: what rounding can lose near zero."""
     return torch.finfo(dtype).tiny * torch.finfo(dtype).eps
 
 
-def _half_output_bound(q, k, v, d_out, allowed, additive, u, floor, name):
+def half_output_bound(q, k, v, d_out, allowed, additive, u, floor, name):
     """What rounding O to half adds to dQ or dK through D = rowsum(dO * O): dS changes by
     P * dD, with |dD_i| <= |dO_i| . (u |O_i| + floor), floor for O's entries near zero."""
     if name == "V":
         return 0.0
     q64, k64, v64, d64 = (as64(t) for t in (q, k, v, d_out))
     scale = 1.0 / math.sqrt(q64.shape[-1])
-    out, P = _weights_and_output(q64, k64, v64, allowed, additive)
+    out, P = reference_weights(q64, k64, v64, allowed, additive)
     dD = (np.abs(d64) * (u * np.abs(out) + floor)).sum(axis=-1, keepdims=True) * (1 + 1e-3)
     if name == "Q":
         return scale * (P * dD) @ np.abs(k64)
     return scale * np.swapaxes(P * dD, -1, -2) @ np.abs(q64)
 
 
-def _weights_and_output(q, k, v, allowed, additive):
+def reference_weights(q, k, v, allowed, additive):
+    """(output, weights) of softmax(Q K^T / sqrt(d_k) + additive, masked) V in float64 NumPy; a
+    query that may see no key gets weights of zero."""
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     if additive is not None:
         scores = scores + additive
@@ -593,7 +597,7 @@ def test_dropout_forward_and_backward_use_one_mask_regenerated_from_the_seed(pro
     keep = dropout_mask(seed, q.shape[:-2], range(q.shape[-2]), range(k.shape[-2]), p).numpy()
     allowed, additive = numpy_masks(q, k, kwargs)
     # the output: (P * Z) V with the mask from the positions, in float64 NumPy
-    weights = _weights_and_output(as64(q), as64(k), as64(v), allowed, additive)[1]
+    weights = reference_weights(as64(q), as64(k), as64(v), allowed, additive)[1]
     np.testing.assert_allclose(as64(out), (weights * keep / (1 - p)) @ as64(v), rtol=1e-10, atol=1e-12)
     exact = reference_gradients(q, k, v, d_out, allowed, additive, keep=keep, p=p)
     bounds = error_bounds(q, k, v, d_out, torch.finfo(torch.float64).eps, allowed, additive, keep=keep, p=p)
