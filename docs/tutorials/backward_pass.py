@@ -557,10 +557,10 @@ for causal, (fwd, bwd) in costs.items():
 # the causal mask the paper's "divide by 2" undercounts a little, because the tiles on
 # the diagonal are computed whole.
 #
-# On a GPU the trade pays: reading $P$ back from memory would take longer than
-# computing it again (FlashAttention's Theorem 5 bounds the backward pass's memory
-# traffic as its Theorem 2 bounds the forward's). On this CPU the page claims only the
-# memory.
+# On a GPU the trade pays, the papers find: the recomputed backward pass moves far less
+# data between the GPU's memory and its chip (FlashAttention's Theorem 5 bounds that
+# traffic as its Theorem 2 bounds the forward pass's), and FlashAttention-2's section
+# 2.3.2 reports it faster for that reason. On this CPU the page claims only the memory.
 #
 # <details class="note">
 # <summary>Going deeper: dropout without storing its mask</summary>
@@ -641,8 +641,9 @@ print(f"largest |gradient difference|: {gap_d:.1e}")
 # - **Dtypes.** It accepts only float16 and bfloat16 ("Only support fp16 and bf16") and
 #   accumulates in float32. This page takes any floating dtype and computes half
 #   precision in float32.
-# - **Masks.** It takes an additive bias of shape `(1, S)` or `(L, S)` per head, and no
-#   boolean mask. This page takes both kinds, in any shape that broadcasts, as PyTorch.
+# - **Masks.** It takes an additive bias whose last two dimensions are `(1, S)` or
+#   `(L, S)`, and no boolean mask. This page takes both kinds, in any shape that
+#   broadcasts, as PyTorch does.
 # - **Dropout.** The Triton version "doesn't support dropout"; the CUDA version
 #   regenerates its mask with Philox (`dropout.h`). This page uses the integer hash
 #   above.
