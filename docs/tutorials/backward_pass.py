@@ -729,8 +729,9 @@ print("formula:", formula)
 print("skipped: forward", fwd2.tiles_skipped, " backward", bwd2.tiles_skipped)
 
 # %% [markdown]
-# **3. The log-sum-exp in float16.** FlashAttention keeps $L$ in float32. What goes wrong
-# in float16? Run `flash_attention_backward` with the log-sum-exp rounded to float16 and
+# **3. The log-sum-exp in float16.** FlashAttention keeps $L$ in float32 (its Triton
+# code allocates `lse` as `torch.float32`, even for float16 inputs). What goes wrong in
+# float16? Run `flash_attention_backward` with the log-sum-exp rounded to float16 and
 # back, for scores multiplied by 1, 8 and 64, and compare the gradient $dV$ with the one
 # from the exact $L$. Why does the error grow with the scores?
 
