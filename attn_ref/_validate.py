@@ -23,6 +23,13 @@ def count(name: str, value: object, minimum: int = 1, maximum: int | None = None
     return value
 
 
+def probability(name: str, value: object) -> float:
+    """A probability of dropping, a ``float`` (or ``int``) in ``[0, 1)``: 1 would drop everything."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
 def divides(name: str, part: int, whole_name: str, whole: int, why: str = "") -> None:
     """``part`` divides ``whole``."""
     if whole % part:
