@@ -64,7 +64,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 s = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
 p = torch.softmax(s, dim=-1)
 J = softmax_jacobian(p)
-J_autograd = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, dim=-1), s)
+J_autograd = torch.autograd.functional.jacobian(
+    lambda x: torch.softmax(x, dim=-1), s
+)
 print("p =", p)
 print(f"diag(p) - p pᵀ:\n{J}")
 print(f"largest |J - autograd's Jacobian|: {(J - J_autograd).abs().max():.1e}")
@@ -83,9 +85,15 @@ print(f"largest |row sum|: {J.sum(dim=-1).abs().max():.1e}")
 # every row at once.
 
 # %%
-dp = torch.tensor([0.3, -1.0, 2.0], dtype=torch.float64)  # dL/dp, from the layers above
+dp = torch.tensor(
+    [0.3, -1.0, 2.0], dtype=torch.float64
+)  # dL/dp, from the layers above
 print("J dp             :", J @ dp)
-print("p ∘ (dp - pᵀ dp) :", softmax_backward(p, dp), f" where pᵀ dp = {p @ dp:.4f}")
+print(
+    "p ∘ (dp - pᵀ dp) :",
+    softmax_backward(p, dp),
+    f" where pᵀ dp = {p @ dp:.4f}",
+)
 
 # %% [markdown]
 # ## The gradients of attention
@@ -137,9 +145,13 @@ d_out_few = torch.randn(4, 2, generator=g, dtype=torch.float64)
 out_few, weights_few = scaled_dot_product_attention(q_few, k_few, v_few)
 by_autograd = torch.autograd.grad(out_few, (q_few, k_few, v_few), d_out_few)
 by_hand = attention_backward(q_few, k_few, v_few, weights_few, d_out_few)
-for name, ours, theirs in zip(("dQ", "dK", "dV"), by_hand, by_autograd, strict=True):
+for name, ours, theirs in zip(
+    ("dQ", "dK", "dV"), by_hand, by_autograd, strict=True
+):
     gap = (ours - theirs).abs().max()
-    print(f"{name} {tuple(ours.shape)}: largest |by hand - autograd| = {gap:.1e}")
+    print(
+        f"{name} {tuple(ours.shape)}: largest |by hand - autograd| = {gap:.1e}"
+    )
 D_from_weights = (weights_few * (d_out_few @ v_few.T)).sum(dim=-1).detach()
 D_from_output = (d_out_few * out_few).sum(dim=-1).detach()
 print("D = rowsum(P ∘ dP):", D_from_weights)
@@ -175,21 +187,32 @@ cases = {
     "additive, -inf on key 3": {"attn_mask": additive},
     "causal, L < S": {"is_causal": True},
 }
-q_two = torch.randn(2, L, 2, generator=g, dtype=torch.float64)  # (B, L, d), B = 2
-k_two, v_two = torch.randn(2, 2, S, 2, generator=g, dtype=torch.float64)  # (B, S, d)
+q_two = torch.randn(
+    2, L, 2, generator=g, dtype=torch.float64
+)  # (B, L, d), B = 2
+k_two, v_two = torch.randn(
+    2, 2, S, 2, generator=g, dtype=torch.float64
+)  # (B, S, d)
 leaves = tuple(t.requires_grad_() for t in (q_two, k_two, v_two))
 d_out_two = torch.randn(2, L, 2, generator=g, dtype=torch.float64)
 checked = {}
 for name, kwargs in cases.items():
     passed = torch.autograd.gradcheck(
-        lambda q, k, v, kwargs=kwargs: standard_attention(q, k, v, **kwargs), leaves
+        lambda q, k, v, kwargs=kwargs: standard_attention(q, k, v, **kwargs),
+        leaves,
     )
-    ours = torch.autograd.grad(standard_attention(*leaves, **kwargs), leaves, d_out_two)
+    ours = torch.autograd.grad(
+        standard_attention(*leaves, **kwargs), leaves, d_out_two
+    )
     out_torch = F.scaled_dot_product_attention(*leaves, **kwargs)
     theirs = torch.autograd.grad(out_torch, leaves, d_out_two)
-    gap = max((a - b).abs().max().item() for a, b in zip(ours, theirs, strict=True))
+    gap = max(
+        (a - b).abs().max().item() for a, b in zip(ours, theirs, strict=True)
+    )
     checked[name] = (passed, gap)
-    print(f"{name:<29} gradcheck {passed}, largest |ours - PyTorch's| {gap:.0e}")
+    print(
+        f"{name:<29} gradcheck {passed}, largest |ours - PyTorch's| {gap:.0e}"
+    )
 
 # %% [markdown]
 # What should a query that sees no key get? A plain softmax of a row of $-\infty$ is
@@ -200,7 +223,9 @@ for name, kwargs in cases.items():
 # %%
 out_ours = standard_attention(*leaves, attn_mask=boolean)
 out_torch = F.scaled_dot_product_attention(*leaves, attn_mask=boolean)
-grads_ours = torch.autograd.grad(out_ours, leaves, d_out_two, retain_graph=True)
+grads_ours = torch.autograd.grad(
+    out_ours, leaves, d_out_two, retain_graph=True
+)
 grads_torch = torch.autograd.grad(out_torch, leaves, d_out_two)
 print("output of query 2:  ours", out_ours[0, 2].detach())
 print("               PyTorch's", out_torch[0, 2].detach())
@@ -249,10 +274,14 @@ def saved_by(attention, T=64, d=8):
 
 
 ways = {
-    "autograd": lambda *qkv: scaled_dot_product_attention(*qkv, is_causal=True)[0],
+    "autograd": lambda *qkv: scaled_dot_product_attention(
+        *qkv, is_causal=True
+    )[0],
     "standard": lambda *qkv: standard_attention(*qkv, is_causal=True),
     "flash": lambda *qkv: flash_attention(*qkv, is_causal=True, block_size=16),
-    "PyTorch": lambda *qkv: F.scaled_dot_product_attention(*qkv, is_causal=True),
+    "PyTorch": lambda *qkv: F.scaled_dot_product_attention(
+        *qkv, is_causal=True
+    ),
 }
 saved = {name: saved_by(attention) for name, attention in ways.items()}
 for name, shapes in saved.items():
@@ -290,14 +319,24 @@ def naive_causal(q, k, v):
 
 
 naive_lengths = [512, 1024, 2048]
-naive_mib = [peak_memory(forward_backward, naive_causal, T) for T in naive_lengths]
+naive_mib = [
+    peak_memory(forward_backward, naive_causal, T) for T in naive_lengths
+]
 naive_mib = np.array(naive_mib) / 2**20
-linear_mib = 7 * 4 * np.array(naive_lengths) * d_head / 2**20  # Q, K, V, O, dQ, dK, dV
-matrix_mib = 4 * np.array(naive_lengths) ** 2 / 2**20  # one (T, T) float32 matrix
+linear_mib = (
+    7 * 4 * np.array(naive_lengths) * d_head / 2**20
+)  # Q, K, V, O, dQ, dK, dV
+matrix_mib = (
+    4 * np.array(naive_lengths) ** 2 / 2**20
+)  # one (T, T) float32 matrix
 naive_slope = np.polyfit(np.log(naive_lengths), np.log(naive_mib), 1)[0]
 naive_matrices = (naive_mib - linear_mib) / matrix_mib
-print(f"    T   peak MiB   (T, {d_head}) tensors   beyond them, in (T, T) matrices")
-for row in zip(naive_lengths, naive_mib, linear_mib, naive_matrices, strict=True):
+print(
+    f"    T   peak MiB   (T, {d_head}) tensors   beyond them, in (T, T) matrices"
+)
+for row in zip(
+    naive_lengths, naive_mib, linear_mib, naive_matrices, strict=True
+):
     print("{:>5} {:>10.2f} {:>17.2f} {:>14.2f}".format(*row))
 print(f"fitted slope of log(peak) against log(T): {naive_slope:.2f}")
 
@@ -352,15 +391,23 @@ print(f"fitted slope of log(peak) against log(T): {naive_slope:.2f}")
 
 # %%
 g = torch.Generator().manual_seed(2)
-q16, k16, v16, d_out16 = torch.randn(4, 16, 8, generator=g).double()  # 4 x (T, d)
+q16, k16, v16, d_out16 = torch.randn(
+    4, 16, 8, generator=g
+).double()  # 4 x (T, d)
 opts = {"is_causal": True, "block_size": 4, "trace": True}
 qkv16 = (q16, k16, v16)
 out16, forward16 = tiled_attention(*qkv16, **opts)
-lse_grid = forward16.logsumexp  # (T,): all the backward pass gets beside Q, K, V, O, dO
-*grads16, state16 = flash_attention_backward(*qkv16, out16, lse_grid, d_out16, **opts)
+lse_grid = (
+    forward16.logsumexp
+)  # (T,): all the backward pass gets beside Q, K, V, O, dO
+*grads16, state16 = flash_attention_backward(
+    *qkv16, out16, lse_grid, d_out16, **opts
+)
 orders = {}
 for name, steps in (("forward", forward16.trace), ("backward", state16.trace)):
-    grid = [["·"] * 4 for _ in range(4)]  # rows: blocks of queries; columns: of keys
+    grid = [
+        ["·"] * 4 for _ in range(4)
+    ]  # rows: blocks of queries; columns: of keys
     for number, step in enumerate(steps, start=1):
         grid[step.rows.start // 4][step.cols.start // 4] = str(number)
     orders[name] = grid
@@ -374,8 +421,12 @@ for name, state in (("forward", forward16), ("backward", state16)):
     print(f"{name:<8} computed {computed} tiles, skipped {skipped}")
 weights16 = scaled_dot_product_attention(q16, k16, v16, is_causal=True)[1]
 standard16 = attention_backward(q16, k16, v16, weights16, d_out16)
-for name, flash, standard in zip(("dQ", "dK", "dV"), grads16, standard16, strict=True):
-    print(f"{name}: largest |flash - standard| = {(flash - standard).abs().max():.1e}")
+for name, flash, standard in zip(
+    ("dQ", "dK", "dV"), grads16, standard16, strict=True
+):
+    print(
+        f"{name}: largest |flash - standard| = {(flash - standard).abs().max():.1e}"
+    )
 
 # %% [markdown]
 # The forward pass visits the tiles row by row, the backward pass column by column.
@@ -421,24 +472,37 @@ for case in range(20):
     B, H = draw(1, 3), draw(1, 3)
     L, S = draw(1, 32), draw(1, 32)
     d_k, d_v = draw(1, 16), draw(1, 16)
-    blocks = (draw(1, 40), draw(1, 40))  # (block_q, block_k): some larger than L or S
+    blocks = (
+        draw(1, 40),
+        draw(1, 40),
+    )  # (block_q, block_k): some larger than L or S
     masking = ("none", "boolean", "additive", "causal")[case % 4]
     mask = None
     if masking == "boolean":
-        mask = torch.rand(B, 1, L, S, generator=g) > 0.3  # (B, 1, L, S): for all heads
+        mask = (
+            torch.rand(B, 1, L, S, generator=g) > 0.3
+        )  # (B, 1, L, S): for all heads
         mask[..., 0, :] = False  # query 0 sees no key
     elif masking == "additive":
         mask = torch.randn(L, S, generator=g, dtype=torch.float64)
     shapes = ((L, d_k), (S, d_k), (S, d_v))
-    inputs64 = [torch.randn(B, H, *shape, generator=g).double() for shape in shapes]
+    inputs64 = [
+        torch.randn(B, H, *shape, generator=g).double() for shape in shapes
+    ]
     d_out64 = torch.randn(B, H, L, d_v, generator=g, dtype=torch.float64)
     sweep_cases.append((inputs64, d_out64, mask, masking, blocks))
     for dtype in dtypes:
         exact = dtype in (torch.float64, torch.float32)
-        reference_dtype = dtype if exact else torch.float32  # half: computed in float32
+        reference_dtype = (
+            dtype if exact else torch.float32
+        )  # half: computed in float32
         kwargs = {"is_causal": masking == "causal"}
-        if mask is not None and mask.is_floating_point():  # additive: in the dtype
-            kwargs["attn_mask"] = mask.to(reference_dtype)  # of the reference, for both
+        if (
+            mask is not None and mask.is_floating_point()
+        ):  # additive: in the dtype
+            kwargs["attn_mask"] = mask.to(
+                reference_dtype
+            )  # of the reference, for both
         elif mask is not None:
             kwargs["attn_mask"] = mask
         flash_leaves = [t.to(dtype).requires_grad_() for t in inputs64]
@@ -448,12 +512,18 @@ for case in range(20):
         references = [t.detach().to(reference_dtype) for t in flash_leaves]
         references = [t.requires_grad_() for t in references]
         out = F.scaled_dot_product_attention(*references, **kwargs)
-        reference = torch.autograd.grad(out, references, d_out.to(reference_dtype))
+        reference = torch.autograd.grad(
+            out, references, d_out.to(reference_dtype)
+        )
         pairs = zip(flash, reference, strict=True)
-        gap = max((a.double() - b.double()).abs().max().item() for a, b in pairs)
+        gap = max(
+            (a.double() - b.double()).abs().max().item() for a, b in pairs
+        )
         largest = max(b.abs().max().item() for b in reference)
         sweep.append((case, str(dtype), gap, largest))
-print("dtype           largest |flash - PyTorch|  machine epsilon  largest |gradient|")
+print(
+    "dtype           largest |flash - PyTorch|  machine epsilon  largest |gradient|"
+)
 for dtype in dtypes:
     rows = [row for row in sweep if row[1] == str(dtype)]
     gap, largest = max(row[2] for row in rows), max(row[3] for row in rows)
@@ -483,16 +553,32 @@ def flash_causal(q, k, v):
     return flash_attention(q, k, v, is_causal=True, block_size=flash_block)
 
 
-flash_mib = [peak_memory(forward_backward, flash_causal, T) for T in flash_lengths]
+flash_mib = [
+    peak_memory(forward_backward, flash_causal, T) for T in flash_lengths
+]
 flash_mib = np.array(flash_mib) / 2**20
-flash_linear = 7 * 4 * np.array(flash_lengths) * d_head / 2**20  # the seven (T, d)
-flash_slope = np.polyfit(np.log(flash_lengths[-3:]), np.log(flash_mib[-3:]), 1)[0]
-print(f"    T   naive MiB   flash MiB   flash beyond the (T, {d_head}) tensors")
+flash_linear = (
+    7 * 4 * np.array(flash_lengths) * d_head / 2**20
+)  # the seven (T, d)
+flash_slope = np.polyfit(
+    np.log(flash_lengths[-3:]), np.log(flash_mib[-3:]), 1
+)[0]
+print(
+    f"    T   naive MiB   flash MiB   flash beyond the (T, {d_head}) tensors"
+)
 naive_by_length = dict(zip(naive_lengths, naive_mib, strict=True))
-for T, flash, linear in zip(flash_lengths, flash_mib, flash_linear, strict=True):
-    naive = f"{naive_by_length[T]:>11.2f}" if T in naive_by_length else f"{'—':>11}"
+for T, flash, linear in zip(
+    flash_lengths, flash_mib, flash_linear, strict=True
+):
+    naive = (
+        f"{naive_by_length[T]:>11.2f}"
+        if T in naive_by_length
+        else f"{'—':>11}"
+    )
     print(f"{T:>5} {naive} {flash:>11.2f} {flash - linear:>18.2f}")
-print(f"slope of log(peak) against log(T): naive {naive_slope:.2f} (T = 512 to 2048),")
+print(
+    f"slope of log(peak) against log(T): naive {naive_slope:.2f} (T = 512 to 2048),"
+)
 print(f"flash {flash_slope:.2f} (T = 2048 to 8192)")
 
 # %% [markdown]
@@ -526,9 +612,18 @@ T_cost, d_cost = 1000, 64
 q_c, k_c, v_c, d_out_c = torch.randn(4, 1, 1, T_cost, d_cost, generator=g)
 costs = {}
 for causal in (False, True):
-    out_c, fwd = tiled_attention(q_c, k_c, v_c, is_causal=causal, block_size=128)
+    out_c, fwd = tiled_attention(
+        q_c, k_c, v_c, is_causal=causal, block_size=128
+    )
     *_, bwd = flash_attention_backward(
-        q_c, k_c, v_c, out_c, fwd.logsumexp, d_out_c, is_causal=causal, block_size=128
+        q_c,
+        k_c,
+        v_c,
+        out_c,
+        fwd.logsumexp,
+        d_out_c,
+        is_causal=causal,
+        block_size=128,
     )
     costs[causal] = (fwd, bwd)
 print("causal  tiles computed, skipped:  forward  backward")
@@ -536,9 +631,13 @@ for causal, (fwd, bwd) in costs.items():
     forward_tiles = f"{fwd.tiles_computed}, {fwd.tiles_skipped}"
     backward_tiles = f"{bwd.tiles_computed}, {bwd.tiles_skipped}"
     print(f"{causal!s:<6} {forward_tiles:>33} {backward_tiles:>9}")
-print("causal   forward     backward  ratio  S again  exps again  paper / count")
+print(
+    "causal   forward     backward  ratio  S again  exps again  paper / count"
+)
 for causal, (fwd, bwd) in costs.items():
-    paper = 4 * T_cost**2 * d_cost / (2 if causal else 1) / 2  # flops -> multiply-adds
+    paper = (
+        4 * T_cost**2 * d_cost / (2 if causal else 1) / 2
+    )  # flops -> multiply-adds
     print(
         f"{causal!s:<6} {fwd.multiply_adds:>11,} {bwd.multiply_adds:>12,} "
         f"{bwd.multiply_adds / fwd.multiply_adds:>6.2f} "
@@ -584,10 +683,18 @@ for causal, (fwd, bwd) in costs.items():
 
 # %% tags=["deeper"]
 g = torch.Generator().manual_seed(5)
-q_d, k_d, v_d, d_out_d = torch.randn(4, 2, 12, 4, generator=g, dtype=torch.float64)
+q_d, k_d, v_d, d_out_d = torch.randn(
+    4, 2, 12, 4, generator=g, dtype=torch.float64
+)
 p_drop, seed = 0.25, 1234
 out_d, fwd_d = tiled_attention(
-    q_d, k_d, v_d, block_size=(4, 5), dropout_p=p_drop, dropout_seed=seed, trace=True
+    q_d,
+    k_d,
+    v_d,
+    block_size=(4, 5),
+    dropout_p=p_drop,
+    dropout_seed=seed,
+    trace=True,
 )
 *grads_d, bwd_d = flash_attention_backward(
     q_d, k_d, v_d, out_d, fwd_d.logsumexp, d_out_d,
@@ -598,16 +705,26 @@ regenerated = {(step.rows, step.cols): step.keep for step in bwd_d.trace}
 same_masks = used.keys() == regenerated.keys() and all(
     torch.equal(used[tile], regenerated[tile]) for tile in used
 )
-print(f"{len(used)} tiles; each regenerated mask equals the forward's: {same_masks}")
-stored = torch.zeros(2, 12, 12, dtype=torch.bool)  # (B, L, S): the whole mask, kept
+print(
+    f"{len(used)} tiles; each regenerated mask equals the forward's: {same_masks}"
+)
+stored = torch.zeros(
+    2, 12, 12, dtype=torch.bool
+)  # (B, L, S): the whole mask, kept
 for (rows, cols), keep in used.items():
     stored[:, rows.start : rows.stop, cols.start : cols.stop] = keep
-whole = dropout_mask(seed, (2,), range(12), range(12), p_drop)  # one call, no tiles
-print("the whole mask in one call equals the tiles':", torch.equal(stored, whole))
+whole = dropout_mask(
+    seed, (2,), range(12), range(12), p_drop
+)  # one call, no tiles
+print(
+    "the whole mask in one call equals the tiles':", torch.equal(stored, whole)
+)
 print(f"weights kept: {stored.double().mean():.3f} of {stored.numel()}")
 leaves_d = [t.clone().requires_grad_() for t in (q_d, k_d, v_d)]
 weights_d = scaled_dot_product_attention(*leaves_d)[1]
-out_stored = (weights_d * stored / (1 - p_drop)) @ leaves_d[2]  # dropout, mask stored
+out_stored = (weights_d * stored / (1 - p_drop)) @ leaves_d[
+    2
+]  # dropout, mask stored
 grads_stored = torch.autograd.grad(out_stored, leaves_d, d_out_d)
 print(f"largest |output difference|: {(out_d - out_stored).abs().max():.1e}")
 pairs = zip(grads_d, grads_stored, strict=True)
@@ -677,10 +794,16 @@ print(f"largest |gradient difference|: {gap_d:.1e}")
 print(f"forward + backward, one causal head of width {d_head}: peak MiB")
 print("    T       naive       flash")
 for T, flash in zip(flash_lengths, flash_mib, strict=True):
-    naive = f"{naive_by_length[T]:>11.2f}" if T in naive_by_length else f"{'—':>11}"
+    naive = (
+        f"{naive_by_length[T]:>11.2f}"
+        if T in naive_by_length
+        else f"{'—':>11}"
+    )
     print(f"{T:>5} {naive} {flash:>11.2f}")
 print(f"slopes: naive {naive_slope:.2f}, flash {flash_slope:.2f}")
-print(f"largest |flash - PyTorch| gradient, {len(sweep) // len(dtypes)} random cases:")
+print(
+    f"largest |flash - PyTorch| gradient, {len(sweep) // len(dtypes)} random cases:"
+)
 for dtype in dtypes:
     gap = max(row[2] for row in sweep if row[1] == str(dtype))
     print(f"  {dtype!s:<15} {gap:.1e}")
@@ -695,7 +818,9 @@ for dtype in dtypes:
 
 # %% tags=["solution"]
 g = torch.Generator().manual_seed(6)
-q1, d_out1 = torch.randn(2, 3, 5, generator=g, dtype=torch.float64)  # 3 queries
+q1, d_out1 = torch.randn(
+    2, 3, 5, generator=g, dtype=torch.float64
+)  # 3 queries
 k1, v1 = torch.randn(2, 7, 5, generator=g, dtype=torch.float64)  # 7 keys
 out1, P1 = scaled_dot_product_attention(q1, k1, v1)
 d_p1 = d_out1 @ v1.T  # dP_ij = do_i · v_j
@@ -724,7 +849,9 @@ formula = sum(
 x2 = torch.zeros(1, L2, 1)  # (B, T, d): only the tiles matter
 options2 = {"is_causal": True, "block_size": (bq, bk)}
 out2, fwd2 = tiled_attention(x2, x2, x2, **options2)
-*_, bwd2 = flash_attention_backward(x2, x2, x2, out2, fwd2.logsumexp, x2, **options2)
+*_, bwd2 = flash_attention_backward(
+    x2, x2, x2, out2, fwd2.logsumexp, x2, **options2
+)
 print("formula:", formula)
 print("skipped: forward", fwd2.tiles_skipped, " backward", bwd2.tiles_skipped)
 
@@ -750,7 +877,9 @@ for factor in (1, 8, 64):
     errors3[factor] = (rounded[2] - exact[2]).abs().max().item()
     worst = (lse32 - lse16).abs().max().item()
     largest = lse32.abs().max()
-    print(f"x{factor:<3} largest |L| {largest:7.2f}, rounded by up to {worst:.4f}:")
+    print(
+        f"x{factor:<3} largest |L| {largest:7.2f}, rounded by up to {worst:.4f}:"
+    )
     off = math.expm1(worst)  # exp(error) - 1: how far a weight can move
     print(f"     weights off by up to {off:.2%}, dV by {errors3[factor]:.0e}")
 # Each weight is recomputed as exp(S - L). An error e in L multiplies a whole row of
@@ -769,22 +898,42 @@ for factor in (1, 8, 64):
 
 # %% tags=["solution"]
 g = torch.Generator().manual_seed(8)
-q4, d_out4 = torch.randn(2, 1, 4, 10, 8, generator=g, dtype=torch.float64)  # H = 4
-k4, v4 = torch.randn(2, 1, 2, 10, 8, generator=g, dtype=torch.float64)  # H_kv = 2
+q4, d_out4 = torch.randn(
+    2, 1, 4, 10, 8, generator=g, dtype=torch.float64
+)  # H = 4
+k4, v4 = torch.randn(
+    2, 1, 2, 10, 8, generator=g, dtype=torch.float64
+)  # H_kv = 2
 k_rep, v_rep = repeat_kv_heads(k4, 4), repeat_kv_heads(v4, 4)  # (B, 4, T, d)
 out4, fwd4 = tiled_attention(q4, k_rep, v_rep, is_causal=True, block_size=4)
 _, dk_heads, dv_heads, _ = flash_attention_backward(
-    q4, k_rep, v_rep, out4, fwd4.logsumexp, d_out4, is_causal=True, block_size=4
+    q4,
+    k_rep,
+    v_rep,
+    out4,
+    fwd4.logsumexp,
+    d_out4,
+    is_causal=True,
+    block_size=4,
 )  # per query head: (B, 4, T, d)
 # query heads 0 and 1 read key/value head 0; heads 2 and 3 read head 1
-dk_summed = dk_heads.reshape(1, 2, 2, 10, 8).sum(dim=2)  # (B, H_kv, 2, T, d) -> sum
+dk_summed = dk_heads.reshape(1, 2, 2, 10, 8).sum(
+    dim=2
+)  # (B, H_kv, 2, T, d) -> sum
 dv_summed = dv_heads.reshape(1, 2, 2, 10, 8).sum(dim=2)
 leaves4 = [t.clone().requires_grad_() for t in (q4, k4, v4)]
-out_gqa = F.scaled_dot_product_attention(*leaves4, is_causal=True, enable_gqa=True)
+out_gqa = F.scaled_dot_product_attention(
+    *leaves4, is_causal=True, enable_gqa=True
+)
 _, dk_torch, dv_torch = torch.autograd.grad((out_gqa * d_out4).sum(), leaves4)
-for name, summed, torchs in (("dK", dk_summed, dk_torch), ("dV", dv_summed, dv_torch)):
+for name, summed, torchs in (
+    ("dK", dk_summed, dk_torch),
+    ("dV", dv_summed, dv_torch),
+):
     gap = (summed - torchs).abs().max()
-    print(f"{name} {tuple(summed.shape)}: largest |summed - PyTorch's| {gap:.1e}")
+    print(
+        f"{name} {tuple(summed.shape)}: largest |summed - PyTorch's| {gap:.1e}"
+    )
 
 # %% [markdown]
 # ## References
