@@ -20,7 +20,8 @@ mlp = [describe(m) for m in block.mlp]
 branches = [
     (
         describe(block.norm1),
-        f"{describe(block.attn)}\n{H} heads, causal mask,\nheads mixed by $W_O$",
+        f"{describe(block.attn)}\n{H} heads, causal mask,\n"
+        "heads mixed by $W_O$",
     ),
     (
         describe(block.norm2),
@@ -62,11 +63,13 @@ for (norm_text, sublayer_text), colour in zip(branches, colours, strict=True):
     bottom = box(bottom - 0.45, sublayer_text, colour)
     plus_y = bottom - 0.8
     ax.plot([middle, middle], [bottom, plus_y], color="black", lw=1.2)
-    ax.annotate("", (stream_x + 0.45, plus_y), (middle, plus_y), arrowprops=arrow)
+    add_to = (stream_x + 0.45, plus_y)  # the arrow stops at the circle's edge
+    ax.annotate("", add_to, (middle, plus_y), arrowprops=arrow)
     ax.text((stream_x + box_x) / 2, plus_y + 0.15, "add", **small)
     plus = Circle((stream_x, plus_y), 0.45, fc="white", ec="black", zorder=2)
     ax.add_patch(plus)
-    ax.text(stream_x, plus_y, "+", ha="center", va="center", fontsize=14, zorder=3)
+    sign = {"ha": "center", "va": "center", "fontsize": 14, "zorder": 3}
+    ax.text(stream_x, plus_y, "+", **sign)
     top = plus_y - 0.6
 end = top - 0.2  # the stream goes on, below the last addition
 stream = {**arrow, "lw": 2.5}

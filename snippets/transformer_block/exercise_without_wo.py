@@ -36,8 +36,9 @@ with torch.no_grad():
 # Which of the C features moved, at any token:
 changed = {
     "concatenation": (concat_1 != concat).any(dim=1)[0],
-    "output, after W_O": (out_1 != out).any(dim=1)[0],
+    "after W_O": (out_1 != out).any(dim=1)[0],
 }
 for name, features in changed.items():
     moved = features.nonzero().flatten().tolist()
-    print(f"{name}: features that change:", moved)
+    span = f"{moved[0]} to {moved[-1]}"
+    print(f"{name}: {len(moved)} of {C} features change, {span}")

@@ -27,9 +27,7 @@ with torch.no_grad():
     # Head h's write: its output times its d_k rows of W_O, (B, T, C).
     writes = [heads[:, h] @ W_O[h * d_k : (h + 1) * d_k] for h in range(H)]
     total = sum(writes) + bias
-print(
-    "one head:", tuple(heads[:, 0].shape), " heads side by side:", tuple(concat.shape)
-)
+print("one head:", tuple(heads[:, 0].shape), " all:", tuple(concat.shape))
 print("W_O:", tuple(W_O.shape), " rows per head:", d_k)
 print("output = heads' writes + b_O:", torch.allclose(out, total, atol=1e-6))
 # The features each head's write reaches (non-zero at some token):

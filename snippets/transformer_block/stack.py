@@ -12,8 +12,8 @@ T = tokens.shape[1]
 mask = causal_mask(T)
 
 with torch.no_grad():
-    positions = torch.arange(T)
-    embedding = model.token_embedding(tokens) + model.position_embedding(positions)
+    positions = model.position_embedding(torch.arange(T))  # (T, C)
+    embedding = model.token_embedding(tokens) + positions  # (B, T, C)
     streams = [embedding]  # the stream after each write, each (B, T, C)
     writes, weights = {}, {}
     for layer, block in enumerate(model.blocks):

@@ -13,7 +13,8 @@ theirs = nn.TransformerEncoderLayer(
 ours = DecoderBlock(embed_dim=C, num_heads=H).double()
 with torch.no_grad():  # copy every weight: two norms, attention, the MLP
     ours.norm1.load_state_dict(theirs.norm1.state_dict())
-    mha = MultiHeadAttention.from_torch(theirs.self_attn)  # splits W_Q, W_K, W_V
+    # from_torch cuts PyTorch's stacked in_proj_weight into W_Q, W_K, W_V
+    mha = MultiHeadAttention.from_torch(theirs.self_attn)
     ours.attn.load_state_dict(mha.state_dict())
     ours.norm2.load_state_dict(theirs.norm2.state_dict())
     ours.mlp[0].load_state_dict(theirs.linear1.state_dict())  # C -> 4C
@@ -23,9 +24,10 @@ x = torch.randn(B, T, C, dtype=torch.float64)
 mask = causal_mask(T)  # True: may attend
 with torch.no_grad():
     out_ours = ours(x, mask)
-    out_theirs = theirs(x, src_mask=~mask)  # PyTorch's layer: True means blocked
+    out_theirs = theirs(x, src_mask=~mask)  # PyTorch's: True means blocked
     out_unmasked = theirs(x)  # no mask: every token sees every token
 gap = (out_ours - out_theirs).abs().max().item()
 print(f"largest |ours - PyTorch's|: {gap:.1e}")
 print("same outputs:", torch.allclose(out_ours, out_theirs, rtol=0, atol=1e-9))
-print("same as PyTorch's without a mask:", torch.allclose(out_ours, out_unmasked))
+same = torch.allclose(out_ours, out_unmasked)
+print("same as PyTorch's without a mask:", same)
