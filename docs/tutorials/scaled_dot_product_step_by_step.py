@@ -375,7 +375,7 @@ for H in (1, 8, 32):
 # gets the wrong size (first lines of the cell below).
 # [The input](#the-input-ten-tokens-in-a-batch) reads the width from the last axis.
 #
-# **2. "$\mathbf{O}$ is the output matrix of shape (number of tokens, $d_\text{model}$)".**
+# **2. "$O$ is the output matrix of shape (number of tokens, $d_\text{model}$)".**
 # It takes the output's width from the model, and gives the values the same shape. But the
 # output takes its width from the values, not from the model: $O = AV$ has as many columns
 # as $V$, which equals $d_\text{model}$ there only because its $W_V$ is square. Values four
