@@ -10,10 +10,9 @@
 # [notation](../notation.md): tokens are row vectors, $Q = X W_Q$, and a batch has
 # shape $(B, T, C)$.
 #
-# The page follows a colleague's notebook, called here *the original notebook*: the same
-# random batch, the same random seed, the same layers created in the same order. So
-# every number it printed can be matched. Its mistakes are gathered at the end, in
-# [Where the original notebook goes wrong](#where-the-original-notebook-goes-wrong).
+# The previous tutorial ran one head on three tokens. This one runs it on a batch of
+# longer sequences, and hides each token's future. [Common mistakes](#common-mistakes),
+# at the end, quotes mistakes that are easy to make here, with what the code computes.
 #
 # For the queries $Q$, keys $K$ and values $V$ of one sequence, causal self-attention is
 #
@@ -46,7 +45,7 @@
 #
 # The transformer ("Attention Is All You Need", Vaswani et al., 2017) drops the recurrence
 # and keeps only attention, a mechanism first added to recurrent translation models
-# (Bahdanau et al., 2014; [the original notebook dates it to 2017](#attention-date)).
+# (Bahdanau et al., 2014).
 # Every position looks directly at every position it may see, and decides how much to take
 # from each. All positions do this at
 # once, in a few matrix products. The paper's Table 1 compares the layers: the number
@@ -59,8 +58,8 @@
 # ## The batch
 #
 # There are $B$ sequences. Each has $T$ tokens, and each token is a row vector of $C$
-# features (channels). The tokens are Gaussian noise drawn with the original notebook's
-# random seed: they stand for no words and carry no meaning.
+# features (channels). The tokens are Gaussian noise drawn with a fixed random seed: they
+# stand for no words and carry no meaning.
 
 # %%
 import math
@@ -97,7 +96,6 @@ print(
 # from a score of zero for every pair of tokens, so that no token prefers any other.
 # Set the scores of later tokens to $-\infty$, and take the softmax of each row. Row $i$
 # keeps $i + 1$ zeros, which the softmax turns into $i + 1$ equal weights of $1/(i+1)$.
-# This is the line the original notebook leaves commented out, `wei = torch.zeros(T, T)`.
 
 # %%
 tril = torch.tril(torch.ones(T, T))  # (T, T): 1 on and below the diagonal
@@ -124,8 +122,8 @@ print(
 #
 # ## Attention is a communication mechanism
 #
-# The original notebook ends on this line, and it is a good way to see what the weights
-# do. Picture the $T$ tokens of a sequence as the nodes of a directed graph. An edge
+# Karpathy (2023) puts it this way, and it is a good way to see what the weights do.
+# Picture the $T$ tokens of a sequence as the nodes of a directed graph. An edge
 # from node $j$ to node $i$ carries the weight $a_{ij}$. Each node sends a message (its
 # value), and node $i$ receives the sum of the messages of the nodes that point to it,
 # each times its edge's weight. The matrix of weights *is* the graph: row $i$ lists the
@@ -152,22 +150,16 @@ print(
 #
 # `nn.Linear(C, d_k)` stores its matrix transposed: `query.weight` has shape
 # $(d_k, C)$, it holds $W_Q^\top$, and `query(x)` computes `x @ query.weight.T`. The
-# original notebook creates `key` before `query`. We keep that order, because each
-# layer draws its initial weights from the same random generator, and add `value` last.
+# cell creates `key`, then `query`, then `value`. Each layer draws its initial weights
+# from the same seeded random generator, so the order decides which weights each gets.
 
 # %%
-key = nn.Linear(C, head_size, bias=False)  # first, as in the original notebook
-query = nn.Linear(
-    C, head_size, bias=False
-)  # second, as in the original notebook
-value = nn.Linear(
-    C, head_size, bias=False
-)  # third: the original notebook has none
-k, q, v = (
-    key(x),
-    query(x),
-    value(x),
-)  # each (B, T, C) @ (C, d_k) -> (B, T, d_k)
+# Drawn from the seeded generator in this order: key, query, value.
+key = nn.Linear(C, head_size, bias=False)
+query = nn.Linear(C, head_size, bias=False)
+value = nn.Linear(C, head_size, bias=False)
+# each (B, T, C) @ (C, d_k) -> (B, T, d_k)
+k, q, v = key(x), query(x), value(x)
 print("query.weight:", tuple(query.weight.shape), " q, k, v:", tuple(q.shape))
 print(
     "q equals x @ W_Q, with W_Q = query.weight.T:",
@@ -187,8 +179,7 @@ print(
 # variance $d_k$, and the division brings it back to one for any head size
 # ([the variance argument](../concepts/mental_model.md#the-variance-argument)).
 # Without it, wider heads give larger scores, and the softmax piles the weight onto a
-# few keys. The original notebook's text mentions the division, but its code
-# [leaves it out](#no-division).
+# few keys.
 #
 # Here the components are not unit-variance: `nn.Linear` starts from small weights, so
 # $q$ and $k$ vary less than the tokens do, and even the raw scores spread less than
@@ -312,8 +303,7 @@ print(
 #
 # Each output row mixes the *values* of the positions it may see, weighted by its row
 # of weights: $o_i = \sum_{j \le i} a_{ij} v_j$. The batched product is a $(T, T)$ block
-# times a $(T, d_k)$ block for every sequence. (The original notebook mixes the tokens
-# $x_j$ themselves: [see the end](#mixes-tokens).) Query 0 sees only itself, so its
+# times a $(T, d_k)$ block for every sequence. Query 0 sees only itself, so its
 # output is its own value.
 #
 # `torch.nn.functional.scaled_dot_product_attention` with `is_causal=True` computes the
@@ -342,7 +332,7 @@ print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 # %% [markdown]
 # ## Reading one row: the library analogy
 #
-# The original notebook explains Q, K and V with a library. The **query** is the
+# A common way to explain Q, K and V is a library. The **query** is the
 # question you bring to the librarian. The **keys** are the labels on the books. The
 # **values** are what is inside the books. The scores measure how well your question
 # matches each label, the softmax turns them into shares that sum to one, and the
@@ -354,10 +344,7 @@ print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 # $W_K$ (with other random seeds) and shows which book query 7 then prefers.
 
 # %%
-b, i = (
-    0,
-    T - 1,
-)  # sequence 0, query at position 7: the original notebook's "row 7"
+b, i = 0, T - 1  # sequence 0, query at position 7, the last
 print("query 7, scores: ", scores[b, i].numpy())
 print("query 7, weights:", wei[b, i].numpy())
 favourites = []
@@ -608,11 +595,13 @@ print(
 )
 
 # %% [markdown]
-# ## Where the original notebook goes wrong
+# ## Common mistakes
 #
-# The original notebook's code runs, and its printed weights are reproduced below. But
-# its code does not do what its text says, and its explanation describes a trained
-# model it does not have. The cell recomputes what each point needs.
+# This tutorial began as a rewrite of a notebook, called *the original notebook* below.
+# It uses the same random batch, seed and layers, created in the same order, so every
+# number that notebook printed can be matched. Its code runs, but it does not do what its
+# text says, and its explanation describes a trained model it does not have. Each mistake
+# is quoted below; the cell recomputes what each one needs.
 
 # %%
 wei_original = torch.softmax(
@@ -636,29 +625,31 @@ print(
 asymmetry = (scores - scores.transpose(-2, -1)).abs().max()
 print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
-# %% [markdown]
-# <a id="no-division"></a>**No division by the square root of the head size.** Its text
-# says the scores are divided by $\sqrt{d_k}$, but its code
-# (`wei = q @ k.transpose(-2, -1)`) never divides. So every weight it prints comes from
-# unscaled scores, spread $\sqrt{d_k}$ times as wide. Row 7 above matches the
+# %% [markdown] <a id="no-division"></a>**"Divide by sqrt of key size".** Its text says the
+# scores are divided by $\sqrt{d_k}$, "to stabilize training", but its code (`wei = q @
+# k.transpose(-2, -1)`) never divides, where [scaled
+# scores](#scores-scaled-by-the-square-root-of-the-head-size) do. So every weight it prints
+# comes from unscaled scores, spread $\sqrt{d_k}$ times as wide. Row 7 above matches the
 # percentages it prints. Its weights are sharper than scaled attention gives: after the
 # first row, the largest weight of each row (its maximum) is higher.
 #
-# **Its percentages are the unscaled weights.** Its library example quotes row 7 in
-# percent: book 0 at the bottom, books 6, 7 and 3 at the top. These are the unscaled
+# **"Book 3 (about animals): Medium match"; "Others: ~9%".** Its percentages are the
+# unscaled weights. Its library example quotes row 7 in percent: book 0 at the bottom,
+# books 6, 7 and 3 at the top. These are the unscaled
 # weights, not those of scaled attention, whose row (in
 # [the library section](#reading-one-row-the-library-analogy)) is much closer to
 # uniform. It calls book 3 a "medium match", yet book 3 is almost level with the top
 # two. And its "Others: ~9%" is more than any of the four books it leaves out.
 #
-# <a id="mixes-tokens"></a>**It mixes the tokens, not values.** It computes
-# `out = wei @ x`. That mixes the tokens $x_j$ themselves: there is no value projection,
+# <a id="mixes-tokens"></a>**`out = wei @ x`.** It mixes the tokens, not values: the
+# tokens $x_j$ themselves. There is no value projection,
 # and the output keeps the token width $C$ instead of the head size $d_k$. Its shape
 # comment, `(T,T) @ (B,T,C) --> (B,T,C)`, is right for the average of the past, where
 # `wei` is one $(T, T)$ matrix. After the learned scores, `wei` holds one matrix per
-# sequence.
+# sequence. [The output](#the-output-checked-against-pytorch) mixes values instead.
 #
-# **The library's books are made up.** It labels books 0, 3, 6 and 7 as being "about
+# **"The model learned they're related".** The library's books are made up. It labels
+# books 0, 3, 6 and 7 as being "about
 # dogs", "about animals", "about cats" and "about pets", and says the high weights mean
 # the tokens "are similar in meaning" and that "the model learned they're related".
 # None of this holds: the tokens are random noise and the projections random,
@@ -667,13 +658,15 @@ print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 # query $i$ against key $j$ uses two different matrices, $(x_i W_Q) \cdot (x_j W_K)$,
 # so it differs from the score of query $j$ against key $i$, as the last line shows.
 #
-# <a id="attention-date"></a>**It dates attention to the transformer.** It says attention
+# <a id="attention-date"></a>**"This core idea from the 2017 'Attention is All You Need'
+# paper".** It dates attention to the transformer. It says attention
 # "replaces older sequential processing in models like RNNs", and calls it a "core idea
 # from the 2017 'Attention is All You Need' paper". Attention is older. Bahdanau et al. (2014)
 # added it to a recurrent encoder-decoder for translation, and the 2017 paper's abstract
 # says that the best models of its day "also connect the encoder and decoder through an
 # attention mechanism". What the transformer brought is a model "based solely on attention
-# mechanisms, dispensing with recurrence and convolutions entirely".
+# mechanisms, dispensing with recurrence and convolutions entirely"
+# ([why attention](#why-attention)).
 #
 # ## Exercises
 #
@@ -739,8 +732,8 @@ for factor in (0, 1, 10, 1000):
 # largest one: a hard choice instead of a mix.
 
 # %% [markdown]
-# **3. The missing division is a temperature.** Show that the original notebook's
-# unscaled weights are the scaled weights of a head whose $W_Q$ is $\sqrt{d_k}$ times
+# **3. The missing division is a temperature.** Show that the unscaled weights of the
+# first common mistake are the scaled weights of a head whose $W_Q$ is $\sqrt{d_k}$ times
 # larger. Check it numerically. What does the missing division change, then?
 
 # %% tags=["solution"]

@@ -11,8 +11,9 @@
 # grouped-query attention.
 #
 # It assumes causal self-attention
-# ([Self-attention with a causal mask](causal_self_attention.md)) and multi-head
-# attention ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md)).
+# ([Self-attention with a causal mask](causal_self_attention.md)), multi-head attention
+# ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md)) and
+# the block a model stacks ([The transformer block](../concepts/transformer_block.md)).
 # Shapes follow the site's [notation](../notation.md): `(B, T, C)` for tokens,
 # `(B, H, T, d_k)` for heads.
 #
@@ -53,7 +54,8 @@ torch.set_num_threads(
 # `attn_ref.TinyDecoder` is a decoder-only transformer reduced to its parts. A
 # token embedding and a learned position embedding are added. A few blocks
 # follow, each a causal multi-head attention and a small MLP, both in
-# pre-norm form (`x + attn(norm(x))`, then `x + mlp(norm(x))`). A final norm and
+# pre-norm form (`x + attn(norm(x))`, then `x + mlp(norm(x))`), as
+# [the transformer block](../concepts/transformer_block.md) shows. A final norm and
 # a linear head turn every position's vector into one *logit* per vocabulary entry:
 # a score for each possible next token. The vocabulary here is a set of characters,
 # so that tokens print as text.

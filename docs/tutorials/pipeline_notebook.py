@@ -3,7 +3,7 @@
 #
 # This page shows how the site's tutorials are made, on the smallest example the
 # site uses: three tokens with four features each. It is a demonstration, not a
-# lesson; the lessons start with [Attention, from first principles](../concepts/mental_model.md).
+# lesson; the lessons start with [the mental model](../concepts/mental_model.md).
 # [How this site computes](../foundations/pipeline.md) says what is checked and
 # when; symbols follow the [notation table](../notation.md).
 #
