@@ -683,9 +683,8 @@ class SlidingWindowCache:
         else:
             all_keys = torch.cat([self.keys[layer], key], dim=-2)  # (B, H_kv, kept + L, d_k)
             all_values = torch.cat([self.values[layer], value], dim=-2)  # (B, H_kv, kept + L, d_k)
-        self.keys[layer] = all_keys[
-            ..., -self.window :, :
-        ].clone()  # (B, H_kv, <= window, d_k), its own memory
+        # the last window positions, (B, H_kv, <= window, d_k), copied: the slice would keep all
+        self.keys[layer] = all_keys[..., -self.window :, :].clone()
         self.values[layer] = all_values[..., -self.window :, :].clone()
         return all_keys, all_values
 
