@@ -169,9 +169,10 @@ print(f"the cache holds {decode.length} positions in {decode.nbytes} bytes")
 # The rotary parts make this work. Each new token's position continues from the
 # length of the cache, and the cached $k^R_j$ were rotated once, when their tokens came.
 #
-# Why keep RoPE out of $k^C$? If the keys $c_j W_{UK,i}$ were rotated, a rotation by
-# key $j$'s position would sit between $c_j$ and the query, different for every cached
-# token. No single matrix could then be absorbed. The paper puts it this way: "a
+# Why keep RoPE out of $k^C$? If the keys $c_j W_{UK,i}$ were rotated, a rotation that
+# depends on the positions of the query and of key $j$ would sit between $c_j$ and the
+# query, a different one for every cached token. No single matrix could then be
+# absorbed. The paper puts it this way: "a
 # RoPE matrix related to the currently generating token will lie between $W^Q$ and
 # $W^{UK}$ and matrix multiplication does not obey a commutative law" (section 2.1.3).
 #
@@ -257,11 +258,12 @@ layers = {name: config["n_layers"] for name, config in deepseek.items()}
 for name, (n_layers, kv_heads, size) in others.items():
     per_layer[name], layers[name] = 2 * kv_heads * size, n_layers
 CONTEXT = 131_072
-print(f"{'':<26} layers  numbers/token/layer  KiB/token  GiB at {CONTEXT:,}")
+print(f"{'':<26} layers  numbers per  KiB per   GiB at")
+print(f"{'':<26}         token, layer    token  {CONTEXT:,}")
 for name, numbers in per_layer.items():
     kib = numbers * layers[name] * 2 / 2**10  # all layers, 2 bytes a number
     gib = kib * CONTEXT / 2**20
-    print(f"{name:<26} {layers[name]:>6} {numbers:>20,} {kib:>10.1f} {gib:>10.2f}")
+    print(f"{name:<26} {layers[name]:>6} {numbers:>12,} {kib:>8.1f} {gib:>8.2f}")
 groups = per_layer["DeepSeek-V2"] / (2 * d_h)
 print(f"MLA caches as much as GQA with {groups} groups of d_h = {d_h}")
 
@@ -284,9 +286,10 @@ print(f"MLA caches as much as GQA with {groups} groups of d_h = {d_h}")
 # $q s + z$, at most $s/2$ away. The group decides everything. It can be one token's
 # channels (*per token*) or one channel across tokens (*per channel*).
 #
-# KIVI's finding is that the two caches differ. Keys have a few channels of
-# persistently large magnitude; values have no such channels. So its authors quantize
-# "the key cache per-channel and the value cache per-token" (their README). A large
+# KIVI's finding is that the two caches differ. The key cache has "a small set of
+# channels with persistently large magnitudes", its authors write, and the value cache
+# no such structure. So they quantize "the key cache per-channel and the value cache
+# per-token" (their README). A large
 # channel widens the range of every token it appears in. Per token, the small
 # channels then share a coarse grid. Per channel, the large one widens only its own.
 # Here is the effect on four tokens with one large channel, in 4 bits.
@@ -295,10 +298,10 @@ print(f"MLA caches as much as GQA with {groups} groups of d_h = {d_h}")
 g = torch.Generator().manual_seed(3)
 small = torch.randn(4, 8, generator=g)  # (T, d): four tokens of eight channels
 small[:, 2] += 20  # channel 2 is large in every token
+print("largest error of each channel, 4 bits:")
 for per in ("token", "channel"):
     error = (quantize(small, bits=4, per=per).dequantize() - small).abs()  # (T, d)
-    largest = error.amax(dim=0).numpy().round(3)
-    print(f"per {per:<8} largest error of each channel:", largest)
+    print(f"per {per:<8}", error.amax(dim=0).numpy().round(3))
 
 # %% [markdown]
 # Per token, every channel pays for channel 2's range. Per channel, each pays for its
@@ -374,9 +377,9 @@ for bits in (8, 4, 2):
 #   stretches with the channel. The weights do not depend on how the values are stored,
 #   so pairs of rows repeat the weights' columns.
 # - **Values.** The values have no outlier channels, and the output errors of values
-#   per token and per channel stay close. KIVI stores values per token for another
-#   reason as well: a new token can be quantized on its own, while per channel needs a
-#   group of tokens first.
+#   per token and per channel stay close. Per token has a practical edge too: a new
+#   token is quantized on its own, while per channel must wait for a group of tokens
+#   (the residual of `QuantizedKVCache`).
 #
 # The plot shows the weights' column on a log scale.
 
@@ -394,12 +397,13 @@ ax.invert_xaxis()
 ax.set_xlabel("bits per number", fontsize=10)
 ax.set_ylabel("attention moved (mean)", fontsize=10)
 ax.set_title("Quantized keys: weight error", fontsize=11)
-ax.legend(fontsize=9)
+ax.legend(fontsize=10)
 figure_to_svg(
     fig,
     alt="Log plot of the attention weight moved by quantized keys against 8, 4 and 2 "
     "bits: it grows as the bits fall; with outlier channels, keys stored per token "
-    "move far more attention than keys stored per channel.",
+    "move far more attention than keys stored per channel, whose two curves, with "
+    "and without outliers, coincide.",
 )
 
 # %% [markdown]
@@ -497,8 +501,9 @@ for T, (kv_bytes, state_bytes) in memory.items():
 # a few query keys; for each query, the model must name its value. Zoology (Arora et al.,
 # 2023) measures language models on a version with many queries, multi-query
 # associative recall (MQAR). This page uses its simplest form: each context position
-# holds one pair, so one attention layer can solve it (Zoology's version puts keys
-# and values in separate tokens, which takes two layers).
+# holds one pair, so one attention layer can solve it. In Zoology's version keys and
+# values are separate tokens, and its repository's basic example trains a two-layer
+# model on it.
 #
 # `AssociativeRecall` embeds each pair as the sum of a key embedding and a value
 # embedding. A query key is embedded alone. One head of width 16 attends from the
@@ -579,7 +584,7 @@ ax.set_ylim(0, 1.05)
 ax.set_xlabel("key-value pairs in the context", fontsize=10)
 ax.set_ylabel("recall accuracy", fontsize=10)
 ax.set_title("One attention layer, two kinds of weights", fontsize=11)
-ax.legend(fontsize=9)
+ax.legend(fontsize=10)
 figure_to_svg(
     fig,
     alt="Recall accuracy against the number of key-value pairs, 1 to 64, mean of three "
@@ -601,9 +606,10 @@ figure_to_svg(
 #
 # Zoology found the same divide in larger models: "to solve AR on longer and longer
 # sequences, gated-convolutions needed more and more dimensionality (and, thus, FLOPs)
-# while attention did not" (its authors' blog post), and its follow-up, Based (Arora
-# et al., 2024), identifies "a key tradeoff between a model's state size and recall
-# ability", linear attention included.
+# while attention did not" (its authors' blog post). Their follow-up, Based (Arora et
+# al., 2024), identifies "a key tradeoff between a model's state size and recall
+# ability" in models with a fixed-size state, and builds on linear attention to move
+# along it.
 #
 # ## One table
 #
@@ -878,7 +884,9 @@ print("tokens in the state:", carried.length)
 #   Cache](https://arxiv.org/abs/2402.02750). ICML 2024. Keys per channel, values per
 #   token; the [code and README](https://github.com/jy-yuan/KIVI) ("quantizing the key
 #   cache per-channel and the value cache per-token"; `quant/new_pack.py` holds the
-#   min–max quantizer, with groups of tokens for the keys).
+#   min–max quantizer, with groups of tokens for the keys); the authors'
+#   [project page](https://zirui-ray-liu.github.io/projects/mlsys-numerics/kivi/)
+#   describes the keys' outlier channels.
 # - Angelos Katharopoulos, Apoorv Vyas, Nikolaos Pappas, François Fleuret.
 #   [Transformers are RNNs: Fast Autoregressive Transformers with Linear
 #   Attention](https://arxiv.org/abs/2006.16236). ICML 2020. Their code,

@@ -132,7 +132,9 @@ def test_cache_of_real_models_from_their_configurations(tutorial, values):
     assert list(values["per_layer"].values()) == [numbers for _, numbers in rows]
     for layers, numbers in rows:
         kib = layers * numbers * 2 / 1024  # all layers, 16-bit
-        assert_printed(tutorial, [layers, numbers, kib, kib * 131072 / 2**20], atol=[0, 0, 0.05, 0.005])
+        assert_printed(
+            tutorial, [layers, numbers, kib, kib * 131072 / 2**20], atol=[0, 0, half_unit(1), half_unit(2)]
+        )
     assert values["groups"] == 2.25 == (512 + 64) / (2 * 128)  # the paper's "2.25 groups"
     assert_printed(tutorial, [2.25, 128], gaps=True)
 
