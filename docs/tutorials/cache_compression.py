@@ -49,7 +49,8 @@ torch.set_num_threads(1)  # one thread: results that do not depend on the machin
 # %% [markdown]
 # ## Multi-head latent attention
 #
-# In multi-head attention, head $i$ projects token $h_t$ to its own key and value.
+# In multi-head attention, head $i$ projects token $h_t$ to its own key and value (this
+# section keeps the paper's $h_t$ for the token the site calls $x_t$).
 # Multi-head latent attention (MLA) first compresses the token into one *latent*
 # vector $c_t$ of $d_c$ numbers, and up-projects every head's key and value from it
 # (DeepSeek-V2, section 2.1.2):
@@ -172,9 +173,9 @@ print(f"the cache holds {decode.length} positions in {decode.nbytes} bytes")
 # Why keep RoPE out of $k^C$? If the keys $c_j W_{UK,i}$ were rotated, a rotation that
 # depends on the positions of the query and of key $j$ would sit between $c_j$ and the
 # query, a different one for every cached token. No single matrix could then be
-# absorbed. The paper puts it this way: "a
-# RoPE matrix related to the currently generating token will lie between $W^Q$ and
-# $W^{UK}$ and matrix multiplication does not obey a commutative law" (section 2.1.3).
+# absorbed. The paper puts it this way: "a RoPE matrix related to the currently
+# generating token will lie between $W^Q$ and $W^{UK}$ and matrix multiplication does
+# not obey a commutative law" (section 2.1.3).
 #
 # What does absorbing save? The cell counts the multiply-adds of one new token against
 # $S$ cached tokens, in one layer of DeepSeek-V2's shape (read from its configuration
@@ -206,8 +207,9 @@ print(f"plain / absorbed: {plain_count / absorbed_count:.1f}")
 # The plain form repeats the up-projection for every cached token at every step; the
 # absorbed form pays for wider scores instead ($d_c + d_R$ numbers per head, not
 # $d_\text{nope} + d_R$), and the ratio printed is what that trade is worth at this
-# length. Code written for speed could also cache the up-projected keys and values,
-# but then the cache is as large as multi-head attention's again. The shared
+# length. DeepSeek's own inference code has both forms: "naive" caches every head's keys
+# and values, a cache as large as multi-head attention's, and "absorb" caches the
+# latents and rotary keys (see the References). The shared
 # projections above do not count in the sums: $W_{UQ,i} W_{UK,i}^\top$ and
 # $W_{UV,i} W_{O,i}$ are computed once, not per token.
 #
@@ -219,8 +221,8 @@ print(f"plain / absorbed: {plain_count / absorbed_count:.1f}")
 # values, from their own published shapes, and DeepSeek-V2's shape with multi-head,
 # grouped-query (8 groups, as in the paper's ablation) and multi-query attention
 # instead of MLA, the comparison of the paper's Table 1. Every figure after the
-# configurations is a count made here. The numbers are 16-bit, as the models store
-# them; 131,072 tokens is the 128K context of DeepSeek-V2 and of Llama 3.1.
+# configurations is a count made here. Every number is counted at 16 bits, as on the
+# KV cache page; 131,072 tokens is the 128K context of DeepSeek-V2 and of Llama 3.1.
 
 # %%
 deepseek = {  # inference/configs/config_236B.json and config_671B.json (References)
@@ -289,10 +291,10 @@ print(f"MLA caches as much as GQA with {groups} groups of d_h = {d_h}")
 # KIVI's finding is that the two caches differ. The key cache has "a small set of
 # channels with persistently large magnitudes", its authors write, and the value cache
 # no such structure. So they quantize "the key cache per-channel and the value cache
-# per-token" (their README). A large
-# channel widens the range of every token it appears in. Per token, the small
-# channels then share a coarse grid. Per channel, the large one widens only its own.
-# Here is the effect on four tokens with one large channel, in 4 bits.
+# per-token" (their README). A large channel widens the range of every token it
+# appears in. Per token, the small channels then share a coarse grid. Per channel, the
+# large one widens only its own. Here is the effect on four tokens with one large
+# channel, in 4 bits.
 
 # %%
 g = torch.Generator().manual_seed(3)
@@ -312,9 +314,10 @@ for per in ("token", "channel"):
 # queries by ten in the same channels. In exact arithmetic that changes no score,
 # since each score sums query times key over the channels. So any difference below
 # comes from storing the keys, not from the attention they produce. Each cache is a
-# `QuantizedKVCache`, with groups of 32 tokens per channel as in KIVI. Attention then
-# runs in float64, so that what is measured is the cache's error, not float32's
-# rounding. Two errors, against the same attention over the float32 keys and values:
+# `QuantizedKVCache`, with groups of 32 tokens per channel as in KIVI's example.
+# Attention then runs in float64, so that what is measured is the cache's error, not
+# float32's rounding. Two errors, against the same attention over the float32 keys and
+# values:
 #
 # - **weights**: the share of attention that moves to other keys, half the sum of
 #   $\lvert \hat a_{ij} - a_{ij} \rvert$ over the keys, averaged over the queries;
@@ -448,9 +451,10 @@ for bits, per_token in cache_bytes.items():
 # $$
 #
 # The left side is the *quadratic form*: an $(L, S)$ matrix of weights, like softmax
-# attention's. The right side is the *recurrent form*. $S_i$ is a $d_k \times d_v$
-# matrix and $z_i$ a vector, each updated once per token, so generating a token needs
-# them and nothing else (the paper's title: "Transformers are RNNs").
+# attention's. The right side is the *recurrent form*. $S_i$ (the paper's letter, not
+# a number of keys) is a $d_k \times d_v$ matrix and $z_i$ a vector, each updated once
+# per token, so generating a token needs them and nothing else (the paper's title:
+# "Transformers are RNNs").
 # `linear_attention` computes the left side, `linear_attention_recurrent` the right.
 
 # %%
@@ -596,11 +600,12 @@ figure_to_svg(
 # The softmax model recalls almost every pair at every count here, from every seed. The
 # linear model does well with few pairs and falls as they grow, from every seed too.
 # Both saw the same data for the same steps. This page trains briefly, and the linear
-# model might gain from longer training; but a fixed state has a limit that training
-# cannot lift. Its state is one $16 \times 32$
-# matrix, written to by every pair. Reading it with a query returns the value of the
-# matching pair plus a share of every other pair, weighted by
-# $\phi(q) \cdot \phi(k_j)$, and with a positive $\phi$ that weight is never zero. The
+# model might gain from longer training; but its state has a limit of its own. The
+# state is one $16 \times 32$ matrix, written to by every pair. Reading it with a query
+# returns the value of the matching pair plus a share of every other pair, weighted by
+# $\phi(q) \cdot \phi(k_j)$. With a positive $\phi$, two feature vectors have a dot
+# product of zero only if they use disjoint coordinates, so at most 16 keys can avoid
+# each other entirely; with 64 keys in play, every read mixes in other pairs. The
 # softmax model keeps every pair's key and value, and its exponential can make the
 # other pairs' weights as small as it needs.
 #
@@ -749,19 +754,21 @@ print(f"scales and zero points at 2 bits: {int2_scales / int2_total:.0%} of the 
 #   recurrent one keeps a state of fixed size. A one-layer model with it recalls fewer
 #   pairs as the pairs grow, where the same model with softmax attention does not.
 #
-# The closing figures, as this build computed them: the table's bytes per token, the
-# attention moved by quantized keys with outlier channels (keys per token, then per
-# channel; values per token), and the recall accuracies, mean of the three seeds.
+# The closing figures, as this build computed them: the table's bytes per token; the
+# errors of quantized keys with outlier channels, stored per token or per channel
+# (values per token); and the recall accuracies, mean of the three seeds.
 
 # %%
 print("bytes per token per layer, T = 32,768:")
 for method, formula in formulas.items():
     print(f"  {method:<22} {formula(T_table) / T_table:>11,.0f}")
-print("attention moved, outlier keys:  per token  per channel")
+print("outlier keys, values per token:  attention moved   output error")
+print("                    keys per:     token  channel    token  channel")
 for bits in (8, 4, 2):
-    moved_token = errors[bits, "token", "token", "outliers"][0]
-    moved_channel = errors[bits, "channel", "token", "outliers"][0]
-    print(f"  {bits} bits {moved_token:>27.4f} {moved_channel:>12.4f}")
+    moved_t, out_t = errors[bits, "token", "token", "outliers"]  # keys per token
+    moved_c, out_c = errors[bits, "channel", "token", "outliers"]  # keys per channel
+    cells = f"{moved_t:>8.4f} {moved_c:>8.4f} {out_t:>8.4f} {out_c:>8.4f}"
+    print(f"  {bits} bits {cells:>56}")
 print("recall accuracy:  " + " ".join(f"{n:>5}" for n in PAIRS) + "  pairs")
 for kind in ("softmax", "linear"):
     print(f"  {kind:<15}" + " ".join(f"{a:>5.2f}" for a in recall[kind].mean(axis=0)))

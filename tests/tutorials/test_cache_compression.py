@@ -452,13 +452,13 @@ def test_every_formula_equals_a_real_cache_object(tutorial, values):
         assert_printed(tutorial, [expected, expected])
 
 
-def test_summary_prints_the_attention_moved_and_the_mean_recall(tutorial, values):
+def test_summary_prints_the_quantization_errors_and_the_mean_recall(tutorial, values):
     errors, recall = values["errors"], values["recall"]
-    rows = [
-        [bits, errors[bits, "token", "token", "outliers"][0], errors[bits, "channel", "token", "outliers"][0]]
-        for bits in (8, 4, 2)
-    ]
-    assert_printed(tutorial, rows, atol=[0, FOUR, FOUR])
+    rows = []
+    for bits in (8, 4, 2):
+        by_token, by_channel = (errors[bits, per, "token", "outliers"] for per in ("token", "channel"))
+        rows.append([bits, by_token[0], by_channel[0], by_token[1], by_channel[1]])
+    assert_printed(tutorial, rows, atol=[0] + [FOUR] * 4)
     for kind in ("softmax", "linear"):
         assert_printed(tutorial, recall[kind].mean(axis=0), atol=half_unit(2))
 
