@@ -67,11 +67,12 @@ torch.set_num_threads(1)  # one thread: results that do not depend on the machin
 # positions on a small extra part of width $d_R$: each head gets a rotated query part
 # $q^R_{t,i}$, and all heads share one rotated key
 # $k^R_t = \operatorname{RoPE}(h_t W_{KR})$. Head $i$ compares
-# $q_{t,i} = [q^C_{t,i}; q^R_{t,i}]$ with $k_{j,i} = [k^C_{j,i}; k^R_j]$,
-# and divides the score by $\sqrt{d_\text{nope} + d_R}$, the width of both (equation 18;
-# $d_\text{nope}$ is the width of $q^C$ and $k^C$). The cache keeps $c_t$ and $k^R_t$:
-# $d_c + d_R$ numbers per token and layer. The queries are compressed too, into a latent
-# of their own; the paper does it to save memory in training, not cache.
+# $q_{t,i} = [q^C_{t,i}, q^R_{t,i}]$ with $k_{j,i} = [k^C_{j,i}, k^R_j]$ (two vectors
+# set end to end), and divides the score by $\sqrt{d_\text{nope} + d_R}$, the width of
+# both (equation 18; $d_\text{nope}$ is the width of $q^C$ and $k^C$). The cache keeps
+# $c_t$ and $k^R_t$: $d_c + d_R$ numbers per token and layer. The queries are
+# compressed too, into a latent of their own; the paper does it to save memory in
+# training, not cache.
 #
 # `MultiHeadLatentAttention` follows these equations, at a small size. It runs ten
 # tokens and fills a `LatentCache`.
@@ -131,7 +132,7 @@ print(f"cache bytes: {cache.nbytes} = {latent_numbers} x {cache.length} tokens x
 #
 # Attention then mixes the latents themselves, and $W_{UV,i} W_{O,i}$ maps the result
 # to the model's width. Neither keys nor values are ever formed. Every head reads the
-# same keys $[c_j; k^R_j]$ and the same values $c_j$: it is multi-query attention
+# same keys $[c_j, k^R_j]$ and the same values $c_j$: it is multi-query attention
 # with a wide head. The scale stays $1/\sqrt{d_\text{nope} + d_R}$, the one the
 # model was trained with, not $1/\sqrt{d_c + d_R}$. `absorbed_weights` computes the two
 # products; `absorbed=True` uses them.
@@ -440,14 +441,14 @@ for bits, per_token in cache_bytes.items():
 #
 # Softmax attention weighs key $j$ by $e^{q_i \cdot k_j / \sqrt{d_k}}$, normalised.
 # Linear attention (Katharopoulos et al., 2020) uses a similarity that factors:
-# $\phi(q_i) \cdot \phi(k_j)$, with a feature map $\phi$ that is positive, such as
-# $\phi(x) = \operatorname{elu}(x) + 1$. Then
+# $f(q_i) \cdot f(k_j)$, with a feature map $f$ (the paper's φ) that is positive, such
+# as $f(x) = \operatorname{elu}(x) + 1$. Then
 #
 # $$
-# o_i = \frac{\sum_{j \le i} \phi(q_i) \cdot \phi(k_j) \, v_j}
-#            {\sum_{j \le i} \phi(q_i) \cdot \phi(k_j)}
-#     = \frac{\phi(q_i) \, S_i}{\phi(q_i) \cdot z_i},
-# \qquad S_i = \sum_{j \le i} \phi(k_j)^\top v_j, \quad z_i = \sum_{j \le i} \phi(k_j).
+# o_i = \frac{\sum_{j \le i} f(q_i) \cdot f(k_j) \, v_j}
+#            {\sum_{j \le i} f(q_i) \cdot f(k_j)}
+#     = \frac{f(q_i) \, S_i}{f(q_i) \cdot z_i},
+# \qquad S_i = \sum_{j \le i} f(k_j)^\top v_j, \quad z_i = \sum_{j \le i} f(k_j).
 # $$
 #
 # The left side is the *quadratic form*: an $(L, S)$ matrix of weights, like softmax
@@ -513,7 +514,7 @@ for T, (kv_bytes, state_bytes) in memory.items():
 # embedding. A query key is embedded alone. One head of width 16 attends from the
 # queries to the pairs, and a linear layer scores the 64 possible values. The softmax
 # model and the linear model have exactly the same parameters; only the weights differ:
-# $e^{q \cdot k / \sqrt{d_k}}$ or $\phi(q) \cdot \phi(k)$.
+# $e^{q \cdot k / \sqrt{d_k}}$ or $f(q) \cdot f(k)$.
 #
 # Both train on the same batches: 150 steps of Adam, 32 contexts of 1 to 64 pairs with
 # 8 queries each, keys drawn without repeats from 64. Each kind trains from three
@@ -603,7 +604,7 @@ figure_to_svg(
 # model might gain from longer training; but its state has a limit of its own. The
 # state is one $16 \times 32$ matrix, written to by every pair. Reading it with a query
 # returns the value of the matching pair plus a share of every other pair, weighted by
-# $\phi(q) \cdot \phi(k_j)$. With a positive $\phi$, two feature vectors have a dot
+# $f(q) \cdot f(k_j)$. With a positive $f$, two feature vectors have a dot
 # product of zero only if they use disjoint coordinates, so at most 16 keys can avoid
 # each other entirely; with 64 keys in play, every read mixes in other pairs. The
 # softmax model keeps every pair's key and value, and its exponential can make the
@@ -796,7 +797,7 @@ print(f"the same ratio at DeepSeek-V2's shape: {v2_ratio:.2f}")
 # %% [markdown]
 # **2. Absorbed MLA is multi-query attention.** Rebuild the absorbed form of the first
 # MLA layer by hand, from `absorbed_weights` and the cache it filled: queries of width
-# $d_c + d_R$ for every head, one key head $[c_j; k^R_j]$ and one value head $c_j$.
+# $d_c + d_R$ for every head, one key head $[c_j, k^R_j]$ and one value head $c_j$.
 # Run it through PyTorch's `scaled_dot_product_attention` with `enable_gqa=True` and
 # the layer's scale, and compare with the layer's output `y`.
 
