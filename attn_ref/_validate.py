@@ -30,6 +30,14 @@ def probability(name: str, value: object) -> float:
     return float(value)
 
 
+def one_of(name: str, value: object, options: Sequence[object]) -> object:
+    """``value`` is one of ``options`` (compared with ``==``; ``True`` is not taken for ``1``)."""
+    if isinstance(value, bool) or value not in options:
+        listed = ", ".join(repr(option) for option in options)
+        raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+    return value
+
+
 def divides(name: str, part: int, whole_name: str, whole: int, why: str = "") -> None:
     """``part`` divides ``whole``."""
     if whole % part:

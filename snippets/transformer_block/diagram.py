@@ -36,7 +36,12 @@ ax.axis("off")
 # The stream runs down the left; the sublayers sit on the right.
 stream_x, box_x, box_w = 1.2, 3.0, 6.8
 middle = box_x + box_w / 2
-arrow = {"arrowstyle": "-|>", "color": "black", "lw": 1.2, "mutation_scale": 12}
+arrow = {
+    "arrowstyle": "-|>",
+    "color": "black",
+    "lw": 1.2,
+    "mutation_scale": 12,
+}
 small = {"ha": "center", "va": "bottom", "fontsize": 9}
 
 
@@ -59,7 +64,9 @@ for (norm_text, sublayer_text), colour in zip(branches, colours, strict=True):
     ax.annotate("", (box_x, read_y), (stream_x, read_y), arrowprops=arrow)
     ax.text((stream_x + box_x) / 2, read_y + 0.15, "read", **small)
     bottom = box(top, norm_text, "#e8e8e8")
-    ax.annotate("", (middle, bottom - 0.45), (middle, bottom), arrowprops=arrow)
+    ax.annotate(
+        "", (middle, bottom - 0.45), (middle, bottom), arrowprops=arrow
+    )
     bottom = box(bottom - 0.45, sublayer_text, colour)
     plus_y = bottom - 0.8
     ax.plot([middle, middle], [bottom, plus_y], color="black", lw=1.2)
