@@ -111,6 +111,8 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
 
 # axe-core's rules for WCAG 2.1 levels A and AA, and two of its best practices: every landmark of a
 # kind has a distinct name, and every dialog a name.
+LOAD_LAZY_IMAGES = """() => Promise.all([...document.querySelectorAll("img[loading=lazy]")]
+  .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
 AXE_OPTIONS = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}}
 AXE_BEST_PRACTICES = {"runOnly": {"type": "rule", "values": ["landmark-unique", "aria-dialog-name"]}}
 
@@ -148,11 +150,13 @@ class Look:
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
     """Load the page in ``tab``, read its facts, take its screenshots if asked, then copy its code."""
     tab.open(page_path)
+    transferred = tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None  # before the scroll
+    tab.page.evaluate(LOAD_LAZY_IMAGES)  # the plots a reader would load by scrolling down
     look = Look(
         prose=tab.page.evaluate(VISIBLE_PROSE),
         facts=tab.page.evaluate(PAGE_FACTS),
         headings=tab.page.evaluate(HEADING_TEXTS),
-        transferred=tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None,
+        transferred=transferred,
         overflow=tab.page.evaluate(SIDEWAYS_SCROLL),
         outside=list(tab.outside),
         scripts=list(tab.scripts),
