@@ -81,7 +81,7 @@ def test_losses_over_training_and_the_drop(tutorial, values):
     drop = next(i for i, loss in enumerate(smooth[1]) if loss < math.log(V) / 2) + 9  # the window's last step
     assert values["drop_step"] == drop
     rows = [[end - 10, end - 1, smooth[0][end - 10], smooth[1][end - 10]] for end in (10, 50, 100, 150, 200)]
-    assert_printed(tutorial, rows, atol=[0, 0, half_unit(2), half_unit(2)] * 5, gaps=True)
+    assert_printed(tutorial, rows, atol=[0, 0, half_unit(2), half_unit(2)])
     assert_printed(tutorial, [V, math.log(V)], atol=[0, half_unit(2)])
     assert_printed(tutorial, [V, 2, drop], gaps=True)
 
@@ -209,7 +209,7 @@ def test_one_layer_model_and_the_exercises_print_what_they_computed(tutorial, va
     one_losses, repeated = values["one_losses"], values["repeated"]
     assert values["one_layer_loss"] == pytest.approx(one_losses[repeated].mean().item())
     assert_printed(
-        tutorial, [values["one_layer_loss"], 2, values["baseline_loss"]], atol=half_unit(2), gaps=True
+        tutorial, [values["one_layer_loss"], values["baseline_loss"]], atol=half_unit(2), gaps=True
     )
     assert_printed(tutorial, as64(values["one_prefix"]), atol=half_unit(2) + 1e-6)
     # Exercise 2: the loss on distinct tokens, and the entropies, recomputed.
@@ -248,7 +248,11 @@ def test_the_playground_file(tutorial, values):
         [as64(a - b).ravel() for a, b in zip(reloaded_weights, values["weights"], strict=True)]
     )
     assert np.abs(changes).max() == pytest.approx(values["changes"].max().item(), abs=1e-7)
-    assert np.abs(changes).max() < 0.25  # 8-bit weights: the maps change, but stay the same maps
+    # 8-bit weights move each attention weight a little, on average far less than a percent, and
+    # leave almost every query's most-attended key where it was (rows with near-ties may swap).
+    assert np.abs(changes).mean() < 0.01
+    for ours, original in zip(reloaded_weights, values["weights"], strict=True):
+        assert (ours.argmax(-1) == original.argmax(-1)).float().mean() > 0.95
     assert_printed(tutorial, [len(exported.encode())])
     assert_printed(tutorial, [np.abs(changes).max()], atol=half_unit(3) + 1e-6)
 
