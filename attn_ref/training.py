@@ -510,7 +510,8 @@ def sorting_batch(
         batch_size: Number of sequences ``B``.
         num_values: The numbers are ``0 .. num_values - 1``; the vocabulary has three more
             tokens (pad, start, end).
-        lengths: Shortest and longest length, both included; the batch is padded to the longest.
+        lengths: Shortest and longest length, both included; every source is padded to
+            the longest, ``S = lengths[1]``.
         generator: The random generator to draw from.
 
     Returns:

@@ -537,8 +537,10 @@ def check_induction_claims(m: dict) -> None:
     """
     history = m["history"]
     window = np.convolve(history.repeated, np.ones(10) / 10, mode="valid")
-    assert window[:20].min() > 3.5  # a slow start ...
-    assert window[-1] < LN_64 / 2  # ... then a drop far below where it started
+    # A slow start, then a steep drop, far below where it started. Seen on seeds 0 to 3: the
+    # 10-step average first below 3.5 at steps 83 to 86, below 1.5 some 26 to 31 steps later.
+    below = {level: int(np.flatnonzero(window < level)[0]) for level in (3.5, 1.5)}
+    assert below[3.5] > 40 and below[1.5] - below[3.5] < 60 and window[-1] < LN_64 / 2
     # The first part's tokens are uniform and independent of all before them: no predictor beats
     # ln 64 in expectation; 256 sequences put thousands of predictions in the mean.
     assert m["first_loss"] > LN_64 - 0.1 and m["one_layer_first"] > LN_64 - 0.1

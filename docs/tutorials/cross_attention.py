@@ -47,14 +47,14 @@ torch.set_printoptions(precision=2, sci_mode=False)
 # A source is 5 to 10 distinct numbers from 0 to 31. The output is the same numbers in
 # increasing order, then an *end* token. Three more tokens join the 32 numbers in the
 # vocabulary: one that pads the shorter sources, one that starts every output, and the
-# end token. `attn_ref.training.sorting_batch` draws a batch and pads it to its longest
-# source. A source of $n$ numbers has $n + 1$ outputs, so a batch has $S = 10$ key
-# positions and $L = 11$ query positions.
+# end token. `attn_ref.training.sorting_batch` draws a batch and pads every source to
+# the longest length, 10. A source of $n$ numbers has $n + 1$ outputs, so a batch has
+# $S = 10$ key positions and $L = 11$ query positions.
 #
 # The decoder writes one token at a time. During training it reads the correct previous
 # outputs (*teacher forcing*): its input at position $i$ is output $i - 1$, and the
-# start token at position 0. The batch also holds the true *alignment*: for each output, the
-# source position of that number.
+# start token at position 0. The batch also holds the true *alignment*: for each
+# output, the source position of that number.
 
 # %%
 NUM_VALUES = 32
@@ -105,7 +105,7 @@ torch.manual_seed(0)
 model = TinyEncoderDecoder(NUM_VALUES + 3, context_length=16, embed_dim=64, num_heads=1)
 keep = padding_mask(batch.lengths, S)  # (B, 1, S): True where the key is a real token
 print(keep.int())
-print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
+print(f"parameters: {sum(w.numel() for w in model.parameters()):,}")
 
 # %% [markdown]
 # Before training, each of the three layers is checked against PyTorch's
@@ -239,10 +239,9 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# Read a row as a step of the sort. The query is made from the previous output, say 7;
-# it scores each key by the number it holds, and the highest score goes to the smallest
-# number above 7. Because that depends on what the source holds, the marked squares are
-# scattered: a different permutation for every source.
+# Read a row as a step of the sort. The query comes from the previous output, say 7,
+# and the largest weight goes to the smallest number above 7, wherever the source holds
+# it. So the marked squares are scattered: a different permutation for every source.
 #
 # ## Padding, for real
 #
@@ -366,8 +365,8 @@ for name in ("encoder_attn", "decoder_attn", "cross_attn"):
     silenced[name] = right[real].float().mean().item()
     print(f"{name} silenced: right token {silenced[name]:.3f}")
 # Without cross-attention the decoder cannot see the source and the accuracy collapses.
-# Without either self-attention it barely moves: in this model, the query made from the
-# previous output, matched against keys made from the source numbers, is enough to sort.
+# Without either self-attention it stays high: in this model, a query made from the
+# previous output, matched against keys made from the source numbers, nearly suffices.
 
 # %% [markdown]
 # ## References

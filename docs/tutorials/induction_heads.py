@@ -101,7 +101,7 @@ torch.manual_seed(0)
 model = AttentionOnlyDecoder(VOCAB, T, embed_dim=64, num_layers=2, num_heads=2)
 untrained = copy.deepcopy(model)  # kept, to compare with the trained model
 H = model.num_heads
-print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
+print(f"parameters: {sum(w.numel() for w in model.parameters()):,}")
 print(model)
 
 # %% [markdown]
@@ -176,8 +176,7 @@ ax.plot(steps, history.first, color="C0", alpha=0.3, linewidth=1)
 ax.plot(steps, history.repeated, color="C1", alpha=0.3, linewidth=1)
 ax.plot(ends, smooth_first, color="C0", label="first part")
 ax.plot(ends, smooth_repeated, color="C1", label="repeated part")
-ax.axhline(math.log(VOCAB), color="gray", linestyle="--", linewidth=1)
-ax.text(0, math.log(VOCAB) + 0.1, f"ln {VOCAB}", color="gray")
+ax.axhline(math.log(VOCAB), color="gray", linestyle="--", label=f"ln {VOCAB}")
 ax.axvline(drop_step, color="gray", linestyle=":", linewidth=1)
 ax.set(xlabel="training step", ylabel="loss (nats)", title="Loss while training")
 ax.legend()
@@ -260,18 +259,19 @@ figure_to_svg(
 #
 # ## Scoring the heads
 #
-# Olsson et al. define an induction head by what it does on repeated random tokens:
-# *prefix matching*, attending to "the token we expect an induction head to attend to",
-# and copying it. They score prefix matching as "the average fraction of a head's
-# attention weight given to" that token. `attn_ref.training.prefix_matching_scores`
+# Olsson et al. define an induction head by two things it does on repeated random
+# tokens: *prefix matching*, attending to "the token which induction would suggest comes
+# next", and *copying*, raising the logit of the token it attends to. They score prefix
+# matching as "the average fraction of a head's attention weight given to the token we
+# expect an induction head to attend to". `attn_ref.training.prefix_matching_scores`
 # computes it: for each query in the repeated part, the total weight on the keys $j$
 # whose previous token equals the query's token ($x_{j-1} = x_i$), averaged over the
 # queries. Alongside, `previous_token_scores` averages each head's weight on the
 # previous token, $a_{i, i-1}$.
 #
-# A head that spreads its weight evenly over the keys it may see scores well above
-# zero on both, since some keys always match. The cell prints that baseline, then the
-# scores of every head before and after training.
+# A head that spreads its weight evenly over the keys it may see scores above zero on
+# both, since the keys it should attend to are among them. The cell prints that
+# baseline, then the scores of every head before and after training.
 
 # %%
 uniform = causal_mask(T) / torch.arange(1.0, T + 1)[:, None]  # (T, T): rows sum to 1
@@ -301,8 +301,8 @@ for layer, head in np.ndindex(2, H):
 # have split the work. Layer 0 has a head whose previous-token score is far above the
 # baseline, and layer 1 heads whose prefix-matching score is close to one: nearly all
 # their weight goes to the token that came after the earlier occurrence of the current
-# token. The model has learned that the period varies; these heads find the earlier
-# occurrence by content.
+# token. Since the period varies, position alone cannot tell them where that is: they
+# find the earlier occurrence by its content.
 #
 # The cell below names the heads by their scores, with a threshold of 0.3, well above
 # both baselines.
@@ -350,8 +350,9 @@ for name, heads in ablations.items():
 #
 # ## Why it takes two layers
 #
-# Give the same task to a model with one layer. To keep the comparison fair it gets the
-# same four heads, in one layer, the same width, data, steps and learning rate.
+# Give the same task to a model with one layer. To keep the comparison fair it gets as
+# many heads, four, all in its one layer, and the same width, data, steps and learning
+# rate. It has fewer parameters: one layer's projections instead of two.
 
 # %% tags=["measured"]
 torch.manual_seed(0)
@@ -366,7 +367,7 @@ with torch.no_grad():
     one_logits, one_weights = one_layer(tokens)
 one_losses = next_token_losses(one_logits, tokens)
 one_prefix = prefix_matching_scores(one_weights[0], tokens, in_repeat)
-print(f"parameters: {sum(p.numel() for p in one_layer.parameters()):,}")
+print(f"parameters: {sum(w.numel() for w in one_layer.parameters()):,}")
 one_layer_loss = one_losses[repeated].mean().item()
 print(f"loss on the repeated part: one layer {one_layer_loss:.2f}")
 print(f"two layers, above: {baseline_loss:.2f}")
@@ -375,8 +376,8 @@ print("prefix-matching scores of its heads:", one_prefix)
 # %% [markdown]
 # Its loss on the repeated part stays far above the two-layer model's, and none of its
 # heads does prefix matching. It still gets below $\ln 64$: a token seen earlier in the
-# sequence is likelier than one never seen, and one layer can learn to favour those,
-# the copying heads that Elhage et al. find in one-layer models. But it cannot tell
+# sequence is likelier than one never seen, and one layer can learn to favour those
+# (Elhage et al. find such *copying heads* in one-layer models). But it cannot tell
 # which earlier token comes next.
 #
 # Olsson et al. give the reason in a footnote: "an individual attention head computes
@@ -449,9 +450,10 @@ figure_to_svg(
 # <summary>Going deeper: the other way to build an induction head</summary>
 #
 # Elhage et al. note a second mechanism, open to models whose position embeddings are
-# added into the residual stream, as here. A first-layer head attends to the earlier
-# occurrence of the current token itself and copies its *position*; the induction head
-# then uses that position in its *query* (Q-composition) to attend one position further.
+# added into the residual stream, as here, and Olsson et al. describe it in GPT-2. A
+# first-layer head attends to the earlier occurrence of the current token itself and
+# copies its *position*; the induction head then uses that position in its *query*
+# (Q-composition) to attend one position further.
 # The scores, the ablations and the diagonal above say which mechanism this model uses:
 # the layer-0 heads that matter look at the previous token, and a layer-0 head that
 # does not is not needed. The token scores also leave out what the query reads from
@@ -461,13 +463,13 @@ figure_to_svg(
 #
 # ## The trained model, in a small file
 #
-# The site's playground can run this model in the browser. It needs only what the
+# A page that shows this model's heads live, in the browser, needs only what the
 # attention weights depend on: the two embeddings, the four projections of layer 0, and
 # the query and key projections of layer 1. `attn_ref.training.playground_json` writes
 # those to a JSON document, each tensor as 8-bit integers times one scale (the format is
-# in the function's documentation). Rounding each weight to one of 255 levels changes
-# it a little, and so the attention weights; the cell measures by how much, on the
-# test batch.
+# in the function's documentation), and the cell saves it where the site's build can
+# publish it. Rounding each weight to one of 255 levels changes it a little, and so the
+# attention weights; the cell measures by how much, on the test batch.
 
 # %%
 exported = playground_json(model)
@@ -489,18 +491,19 @@ print(f"mean change: {changes.mean():.1e}")
 # ## Summary
 #
 # - Trained on random tokens that repeat with varying periods, a two-layer,
-#   attention-only model learns, within its 200 steps, to predict the repeated part
-#   almost perfectly. Its loss there drops abruptly, after a slow start.
+#   attention-only model learns, within its 200 steps, to predict the repeated part:
+#   its loss there falls from about $\ln 64$ to a small fraction of it, abruptly, after
+#   a slow start.
 # - It does so with induction heads. A layer-0 head attends to the previous token; a
 #   layer-1 head attends to the token that followed the earlier occurrence of the
 #   current token. Olsson et al.'s prefix-matching score, and a previous-token score,
 #   find them.
 # - Zeroing the previous-token heads or the induction heads undoes what the model
 #   learned; zeroing the other heads changes little.
-# - One layer cannot do it: a head's score depends only on the query's and the key's
-#   own tokens. A second layer's key can read what a first-layer head wrote
-#   (K-composition), and the trained weights show the match between a query's token and
-#   a key's *previous* token.
+# - One layer cannot do it: a head's scores depend only on the query's and the key's
+#   own tokens and positions. A second layer's key can read what a first-layer head
+#   wrote (K-composition), and the trained weights show the match between a query's
+#   token and a key's *previous* token.
 #
 # ## Exercises
 #
@@ -534,11 +537,11 @@ print(f"loss {distinct_loss:.2f}; ln {VOCAB} = {math.log(VOCAB):.2f}")
 w1 = distinct_weights[1]  # (B, H, T, T)
 entropy = -(w1 * w1.clamp_min(1e-30).log()).sum(dim=-1)[:, :, 8:].mean(dim=(0, 2))
 uniform_entropy = torch.log(torch.arange(9.0, T + 1)).mean()  # queries 8 .. T - 1
-print(f"entropy of layer 1's heads: {entropy.tolist()}; uniform: {uniform_entropy:.2f}")
+print(f"entropy of layer 1's heads: {entropy}; uniform: {uniform_entropy:.2f}")
 # With nothing to match, the induction heads still put nearly all their weight on a
-# few keys, and the model bets on copying them: its loss is above ln 64, worse than a
-# uniform guess. Elhage et al.'s models attend to a start-of-text token when nothing
-# matches; this one has no such token to rest on.
+# few keys, and the model's predictions are confident and wrong: its loss is above
+# ln 64, worse than a uniform guess. Elhage et al.'s models attend to a start-of-text
+# token when nothing matches; this one has no such token to rest on.
 
 # %% [markdown]
 # **3. Periods it never saw.** The model trained on periods from 8 to 16. Measure its
@@ -554,7 +557,7 @@ for period in (4, 24):
     unseen[period] = seq_losses[seq_repeated].mean().item()
     print(f"period {period}: loss on the repeated part {unseen[period]:.2f}")
 # Still far below ln 64: an induction head finds the earlier occurrence by its content,
-# wherever it is, so any period works as long as the repeat fits in the context.
+# wherever it is, so periods it never saw work too, as long as the repeat fits.
 
 # %% [markdown]
 # **4. Why the period varies.** Train the one-layer model again, on sequences whose
@@ -573,9 +576,9 @@ for name, (low, high) in {"period 16": (16, 16), "periods 8 to 16": (8, 16)}.ite
         seq_losses = next_token_losses(fixed(seqs)[0], seqs)
     fixed_losses[name] = seq_losses[seq_repeated].mean().item()
     print(f"{name}: loss on the repeated part {fixed_losses[name]:.2f}")
-# With one fixed period, one layer is enough: a head attends 15 positions back, found by
-# position alone, and copies that token. On other periods that position holds the wrong
-# token, and the model is worse than a uniform guess.
+# With one fixed period, one layer is enough: the next token always sits 15 positions
+# back, which a head can find by position alone. On other periods the token there is
+# the wrong one, and the model does worse than a uniform guess.
 
 # %% [markdown]
 # ## References
@@ -584,8 +587,8 @@ for name, (low, high) in {"period 16": (16, 16), "periods 8 to 16": (8, 16)}.ite
 #   Induction Heads](https://transformer-circuits.pub/2022/in-context-learning-and-induction-heads/index.html).
 #   Transformer Circuits Thread, 2022 ([arXiv:2209.11895](https://arxiv.org/abs/2209.11895)).
 #   The definition of induction heads (prefix matching and copying, on repeated random
-#   tokens), the prefix matching score, the phase change, and footnote 15 on why
-#   induction heads need composition.
+#   tokens), the prefix matching score, the phase change, footnote 15 on why
+#   induction heads need composition, and the positional mechanism seen in GPT-2.
 # - Nelson Elhage, Neel Nanda, Catherine Olsson et al. [A Mathematical Framework for
 #   Transformer Circuits](https://transformer-circuits.pub/2021/framework/index.html).
 #   Transformer Circuits Thread, 2021. Attention-only transformers, the residual stream,
