@@ -7,7 +7,7 @@
 # looks inside it. The model learns to continue text that repeats. It does so with a
 # pair of heads that Olsson et al. (2022) named *induction heads*: a head in the first
 # layer that looks at the previous token, and a head in the second layer that uses it to
-# find what came after the last occurrence of the current token.
+# find what came after an earlier occurrence of the current token.
 #
 # The page measures this with the scores Olsson et al. define, zeroes heads to see which
 # ones the model depends on, and shows why a single layer cannot do the same. Last, it
