@@ -99,7 +99,7 @@ def repeated_tokens(
     period = torch.randint(shortest, longest + 1, (batch_size,), generator=generator)  # (B,)
     first = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
     source = torch.arange(seq_len)[None, :] % period[:, None]  # (B, T): the position each token copies
-    return first.gather(1, source), period
+    return first.gather(1, source), period  # (B, T): token t is token t mod p
 
 
 def part_masks(periods: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:
@@ -127,6 +127,7 @@ def part_masks(periods: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:
         >>> first.int(), repeated.int()
         (tensor([[1, 1, 0, 0, 0, 0]], dtype=torch.int32), tensor([[0, 0, 0, 1, 1, 1]], dtype=torch.int32))
     """
+    _validate.integer_vector("periods", periods)
     _validate.count("seq_len", seq_len, minimum=2)
     position = torch.arange(seq_len - 1)[None, :]  # (1, T - 1): where each prediction is made
     return position < periods[:, None] - 1, position >= periods[:, None]
@@ -281,6 +282,13 @@ def train_induction(
 
     Returns:
         The losses of every step (`InductionHistory`).
+
+    Examples:
+        >>> _ = torch.manual_seed(0)
+        >>> model = AttentionOnlyDecoder(vocab_size=8, context_length=8, embed_dim=8, num_layers=2, num_heads=2)
+        >>> history = train_induction(model, steps=3, batch_size=4, periods=(2, 4))
+        >>> len(history.repeated), model.training  # one loss per step; left in evaluation mode
+        (3, False)
     """
     _validate.count("steps", steps)
     generator = torch.Generator().manual_seed(seed)
@@ -446,6 +454,12 @@ def token_scores(model: AttentionOnlyDecoder, head: int, through: int | None = N
 
     Returns:
         ``(V, V)``: queries' tokens down, keys' tokens across.
+
+    Examples:
+        >>> _ = torch.manual_seed(0)
+        >>> model = AttentionOnlyDecoder(vocab_size=5, context_length=4, embed_dim=4, num_layers=2, num_heads=2)
+        >>> token_scores(model, head=0).shape, token_scores(model, head=1, through=0).shape
+        (torch.Size([5, 5]), torch.Size([5, 5]))
     """
     if len(model.layers) < 2:
         raise ValueError(f"model must have at least 2 layers for a head of layer 1, got {len(model.layers)}")
@@ -672,6 +686,12 @@ def train_sorting(
 
     Returns:
         The loss of every step, on that step's batch (nats).
+
+    Examples:
+        >>> _ = torch.manual_seed(0)
+        >>> model = TinyEncoderDecoder(vocab_size=13, context_length=5, embed_dim=8, num_heads=1)
+        >>> len(train_sorting(model, steps=2, batch_size=4, lengths=(2, 4)))  # 10 numbers and 3 tokens
+        2
     """
     _validate.count("steps", steps)
     num_values = model.vocab_size - 3
@@ -841,6 +861,6 @@ def model_from_playground_json(text: str) -> AttentionOnlyDecoder:
     state = {name: torch.zeros_like(tensor) for name, tensor in model.state_dict().items()}
     for name, stored in document["tensors"].items():
         levels = torch.frombuffer(bytearray(base64.b64decode(stored["int8"])), dtype=torch.int8)
-        state[name] = (levels.float() * stored["scale"]).reshape(stored["shape"])
+        state[name] = (levels.float() * stored["scale"]).reshape(stored["shape"])  # rows, one after the other
     model.load_state_dict(state)
     return model.eval()

@@ -129,6 +129,22 @@ def test_part_masks_by_hand(period, T):
     assert not (first & repeated).any()
 
 
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match=r"periods must be a \(B,\) tensor of integers, got shape \(1, 1\)"):
+        part_masks(torch.tensor([[3]]), 7)
+    with pytest.raises(ValueError, match=r"periods\[0\] must be an int of at least 2, got 1"):
+        repeated_tokens(1, 8, 10, (1, 4))
+    with pytest.raises(ValueError, match=r"queries must be a \(1, 3\) boolean mask, got \(1, 2\)"):
+        prefix_matching_scores(
+            torch.ones(1, 1, 3, 3), torch.tensor([[1, 2, 1]]), torch.ones(1, 2, dtype=torch.bool)
+        )
+    model = AttentionOnlyDecoder(8, 4, embed_dim=4, num_layers=1, num_heads=2)
+    with pytest.raises(ValueError, match=r"head must be an int in \[0, 1\], got 2"):
+        without_heads(model, [(0, 2)])
+    with pytest.raises(ValueError, match="model must have at least 2 layers"):
+        token_scores(model, 0)
+
+
 @SETTINGS
 @given(st.integers(1, 3), st.integers(2, 8), st.integers(2, 6), st.integers(0, 2**31 - 1))
 def test_next_token_losses_are_minus_log_probabilities(B, T, V, seed):
