@@ -38,7 +38,8 @@ from attn_ref.training import (
     train_sorting,
 )
 
-torch.set_num_threads(1)  # one thread: results that do not depend on the core count
+# One thread: results that do not depend on the core count.
+torch.set_num_threads(1)
 torch.set_printoptions(precision=2, sci_mode=False)
 
 # %% [markdown]
@@ -72,7 +73,8 @@ B, S = batch.source.shape
 L = batch.target.shape[1]
 print(f"S = {S} source positions, L = {L} output positions")
 for b in range(B):
-    print(f"\nsource, {int(batch.lengths[b])} numbers: {show(batch.source[b])}")
+    n_b = int(batch.lengths[b])
+    print(f"\nsource, {n_b} numbers: {show(batch.source[b])}")
     print(f"decoder input: {show(batch.decoder_input[b])}")
     print(f"target:        {show(batch.target[b])}")
     print(f"alignment:     {batch.alignment[b].tolist()}")
@@ -102,8 +104,10 @@ for b in range(B):
 
 # %%
 torch.manual_seed(0)
-model = TinyEncoderDecoder(NUM_VALUES + 3, context_length=16, embed_dim=64, num_heads=1)
-keep = padding_mask(batch.lengths, S)  # (B, 1, S): True where the key is a real token
+VOCAB = NUM_VALUES + 3  # the numbers, then the padding, start and end tokens
+model = TinyEncoderDecoder(VOCAB, context_length=16, embed_dim=64, num_heads=1)
+# (B, 1, S): True where the key is a real token
+keep = padding_mask(batch.lengths, S)
 print(keep.int())
 print(f"parameters: {sum(w.numel() for w in model.parameters()):,}")
 
@@ -142,13 +146,15 @@ checks = {  # name: (layer, its inputs, attn_ref's mask, PyTorch's mask)
 with torch.no_grad():
     for name, (layer, inputs, ours_mask, theirs_mask) in checks.items():
         ours, ours_weights = layer(*inputs, **ours_mask)
-        per_head = {**theirs_mask, "average_attn_weights": False}  # (B, H, L, S)
+        # Weights per head, (B, H, L, S), as attn_ref returns them:
+        per_head = {**theirs_mask, "average_attn_weights": False}
         theirs, theirs_weights = to_torch_multihead(layer)(*inputs, **per_head)
         output_error = (ours - theirs).abs().max()
         weight_error = (ours_weights - theirs_weights).abs().max()
+        print(f"{name}, weights of shape {tuple(ours_weights.shape)}:")
         print(
-            f"{name:<23} weights {tuple(ours_weights.shape)}: largest difference "
-            f"{output_error:.1e} (output), {weight_error:.1e} (weights)"
+            f"  largest difference {output_error:.1e} (output), "
+            f"{weight_error:.1e} (weights)"
         )
 
 # %% [markdown]
@@ -170,7 +176,8 @@ print(f"300 steps in {train_seconds:.1f} s of CPU time")
 # %%
 print("steps        loss (mean over the 10 steps)")
 for end in (10, 50, 100, 200, 300):
-    print(f"{end - 10:>3} to {end - 1:<3} {np.mean(history[end - 10 : end]):>9.3f}")
+    mean_loss = np.mean(history[end - 10 : end])
+    print(f"{end - 10:>3} to {end - 1:<3} {mean_loss:>9.3f}")
 
 # %% [markdown]
 # The model is then measured on 512 new sources. First, how often its most likely
@@ -213,13 +220,16 @@ print(f"largest weight on a padded key:                {on_padding}")
 # number to find.
 
 # %%
-b = int((test.lengths == S).nonzero()[0])  # the first test source with S numbers
+# The first test source with S numbers:
+b = int((test.lengths == S).nonzero()[0])
 n = int(test.lengths[b])
-example_weights = cross[b, : n + 1, :n]  # (L_b, S_b): its real outputs and keys
+# (L_b, S_b): its real outputs and keys
+example_weights = cross[b, : n + 1, :n]
 print("source:       ", show(test.source[b, :n]))
 print("decoder input:", show(test.decoder_input[b, : n + 1]))
 print("alignment:    ", test.alignment[b, :n].tolist())
-inside = int((example_weights[:n].argmax(dim=-1) == test.alignment[b, :n]).sum())
+top = example_weights[:n].argmax(dim=-1)  # (n,): each number's top key
+inside = int((top == test.alignment[b, :n]).sum())
 
 # %% tags=["plot"]
 ax = attention_heatmap(
@@ -228,14 +238,16 @@ ax = attention_heatmap(
     key_labels=show(test.source[b, :n]).split(),
     vmax=1.0,
 )
-ax.plot(test.alignment[b, :n], range(n), "s", markersize=17, mfc="none", mec="red")
+squares = {"markersize": 17, "mfc": "none", "mec": "red"}
+ax.plot(test.alignment[b, :n], range(n), "s", **squares)
 ax.set_xlabel("source number (key)")
 ax.set_ylabel("previous output (query)")
 figure_to_svg(
     ax.figure,
-    alt=f"Cross-attention weights of one sorted source of {n} numbers: {n + 1} rows, "
-    f"one per output, and {n} columns. Squares mark the true alignment; {inside} of "
-    f"the {n} rows that write a number have their largest weight inside the square.",
+    alt=f"Cross-attention weights of one sorted source of {n} numbers: "
+    f"{n + 1} rows, one per output, and {n} columns. Squares mark the true "
+    f"alignment; {inside} of the {n} rows that write a number have their "
+    f"largest weight inside the square.",
 )
 
 # %% [markdown]
@@ -255,12 +267,13 @@ short = int(test.lengths.argmin())
 n_short = int(test.lengths[short])
 with torch.no_grad():
     alone, _ = model(
-        test.source[short : short + 1, :n_short],  # (1, S_b): no padding at all
+        test.source[short : short + 1, :n_short],  # (1, S_b): no padding
         test.lengths[short : short + 1],
         test.decoder_input[short : short + 1, : n_short + 1],
     )
 padding_effect = (alone[0] - logits[short, : n_short + 1]).abs().max().item()
-print(f"{n_short} numbers, padded with {S - n_short}: alone {tuple(alone.shape)}")
+print(f"{n_short} numbers, padded with {S - n_short}")
+print(f"alone: logits of shape {tuple(alone.shape)}")
 print(f"largest |alone - in the padded batch| logit: {padding_effect:.1e}")
 
 # %% [markdown]
@@ -283,7 +296,8 @@ def sort_greedily(model, source, lengths):
     with torch.no_grad():
         for _ in range(source.shape[1] + 1):
             step_logits, _ = model(source, lengths, written)
-            next_token = step_logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+            # (B, 1): the most likely next token
+            next_token = step_logits[:, -1].argmax(dim=-1, keepdim=True)
             written = torch.cat([written, next_token], dim=1)
     return written[:, 1:]  # (B, L): the start token dropped
 
@@ -318,7 +332,8 @@ g14 = torch.Generator().manual_seed(14)
 long = sorting_batch(512, NUM_VALUES, (14, 14), generator=g14)
 long_written = sort_greedily(model, long.source, long.lengths)
 long_exact = (long_written == long.target).all(dim=1).float().mean().item()
-print(f"sources of 14 sorted exactly: {long_exact:.3f} (5 to 10 numbers: {exact:.3f})")
+print(f"sources of 14 sorted exactly: {long_exact:.3f}")
+print(f"sources of 5 to 10, above:    {exact:.3f}")
 with torch.no_grad():
     long_logits, _ = model(long.source, long.lengths, long.decoder_input)
 by_position = (long_logits.argmax(dim=-1) == long.target).float().mean(dim=0)
@@ -340,11 +355,15 @@ print(f"writes the end token at output 10: {ends_at_10:.2f} of the sources")
 # %% tags=["solution"]
 full = torch.full_like(test.lengths, S)  # every key counts as a real token
 with torch.no_grad():
-    unmasked_logits, unmasked_weights = model(test.source, full, test.decoder_input)
-unmasked_correct = (unmasked_logits.argmax(dim=-1) == test.target)[real].float().mean()
+    unmasked_logits, unmasked_weights = model(
+        test.source, full, test.decoder_input
+    )
+unmasked_right = unmasked_logits.argmax(dim=-1) == test.target  # (B, L)
+unmasked_correct = unmasked_right[real].float().mean()
 unmasked_cross = unmasked_weights["cross"][:, 0]  # (B, L, S)
 on_pads = (unmasked_cross * padded_keys[:, None, :]).sum(dim=-1)  # (B, L)
-print(f"right token: {unmasked_correct:.3f} without the mask, {correct:.3f} with it")
+print(f"right token: {unmasked_correct:.3f} without the mask")
+print(f"             {correct:.3f} with it")
 print(f"mean weight on padding: {on_pads[real].mean():.3f}")
 
 # %% [markdown]
@@ -360,7 +379,8 @@ for name in ("encoder_attn", "decoder_attn", "cross_attn"):
     with torch.no_grad():
         layer.out_proj.weight.zero_()
         layer.out_proj.bias.zero_()
-        silent_logits, _ = silent(test.source, test.lengths, test.decoder_input)
+        inputs = (test.source, test.lengths, test.decoder_input)
+        silent_logits, _ = silent(*inputs)
     right = silent_logits.argmax(dim=-1) == test.target  # (B, L)
     silenced[name] = right[real].float().mean().item()
     print(f"{name} silenced: right token {silenced[name]:.3f}")
