@@ -263,3 +263,35 @@ def test_training_times_print_what_was_measured(tutorial, values):
     for name in ("train_seconds", "one_layer_seconds"):
         assert values[name] > 0
         assert_printed(tutorial, [200, values[name]], atol=[0, half_unit(1)])
+
+
+def test_other_seeds_and_the_closing_figures(tutorial, values):
+    """Seed 0's row is the page's own model, as measured above; seeds 1 to 3 pass the thresholds of
+    `check_induction_claims` on the figures the table shows (the full claims are checked for them
+    by tests/test_training.py); the table and the closing note print what was computed."""
+    by_seed, seconds = values["by_seed"], values["seconds"]
+    assert list(by_seed) == [0, 1, 2, 3] and list(seconds) == list(by_seed)
+    ablation_losses = values["ablation_losses"]
+    page = {
+        "previous": values["prev_scores"][0].max().item(),
+        "prefix": values["prefix_scores"][1].max().item(),
+        "trained": values["baseline_loss"],
+        "previous zeroed": ablation_losses["the previous-token heads"],
+        "induction zeroed": ablation_losses["the induction heads"],
+        "one layer": values["one_layer_loss"],
+    }
+    for name, expected in page.items():  # the same batch, the same models: float32 rounding apart
+        assert by_seed[0][name] == pytest.approx(expected, abs=1e-5), name
+    assert by_seed[0]["roles"] == {"previous": values["previous_heads"], "induction": values["induction_heads"]}
+    assert seconds[0] == (values["train_seconds"], values["one_layer_seconds"])
+    columns = ["previous", "prefix", "trained", "previous zeroed", "induction zeroed", "one layer"]
+    for seed, f in by_seed.items():
+        assert f["roles"]["previous"] and f["roles"]["induction"]
+        assert f["previous"] > 0.35 and f["prefix"] > 0.8 and f["trained"] < 1.2
+        assert min(f["previous zeroed"], f["induction zeroed"]) > LN_64 - 0.7
+        assert f["one layer"] > max(2.5, f["trained"] + 2) and f["one layer"] < LN_64 - 0.2
+        assert all(s > 0 for s in seconds[seed])
+        assert_printed(tutorial, [seed, *(f[c] for c in columns)], atol=[0] + [half_unit(2)] * 6)
+        closing = [seed, *seconds[seed], f["previous"], f["prefix"], f["trained"], f["one layer"]]
+        closing += [f["previous zeroed"], f["induction zeroed"]]
+        assert_printed(tutorial, closing, atol=[0, half_unit(1), half_unit(1)] + [half_unit(2)] * 6, gaps=True)
