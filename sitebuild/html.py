@@ -121,6 +121,25 @@ def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
     return apply(html, plot_edits + _exclude_code_from_search(found) + _drop_lookless_spans(found)), files
 
 
+KEEPS_WHITESPACE = {"pre", "code", "textarea", "script", "style"}  # where white space is content
+INDENTATION = re.compile(r"[ \t\r\f]*\n[ \t\r\n\f]*")  # not \s: a no-break space is text
+
+
+def without_indentation(page: str) -> str:
+    """The whole page, each run of white space that holds a line break cut to the line break, except
+    inside the elements where white space is content. Material's templates indent their markup
+    deeply (a tenth of a page's bytes), and a browser draws a line break as it draws the run."""
+    parts, done = [], 0
+    for element in elements(page):
+        if element.tag in KEEPS_WHITESPACE and element.end_end and element.start >= done:
+            parts += [
+                INDENTATION.sub("\n", page[done : element.start]),
+                page[element.start : element.end_end],
+            ]
+            done = element.end_end
+    return "".join([*parts, INDENTATION.sub("\n", page[done:])])
+
+
 def named_dialogs(page: str) -> str:
     """The whole page, each dialog without a name named after its purpose: Material's search box is a
     ``role="dialog"`` with no ``aria-label``, which a screen reader announces as an unnamed dialog."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sitebuild.html import apply, elements, named_dialogs, rendered_page
+from sitebuild.html import apply, elements, named_dialogs, rendered_page, without_indentation
 
 PLOT = (
     '<svg role="img" aria-label="Heatmap of &quot;weights&quot;" width="300pt" height="150pt" viewBox="0 0 300 150">'
@@ -71,4 +71,17 @@ def test_an_unnamed_dialog_gets_a_name_and_a_named_one_keeps_its_own():
     assert named_dialogs(page) == (
         '<div aria-label="Search" class="md-search" data-md-component="search" role="dialog"><p>x</p></div>'
         '<div role="dialog" aria-label="A">'
+    )
+
+
+def test_indentation_is_cut_to_its_line_break_where_white_space_is_not_content():
+    page = (
+        "<nav>\n    <ul>\n\n      <li>a\xa0b</li> <li>c</li>\n  </ul>\n</nav>\n"
+        "<pre><code>x = 1\n    y = 2\n</code></pre>\n  <p>An <code>a  =\n  b</code> and\n \xa0more</p>"
+        "<script>\n  let s = `\n    kept`;\n</script>"
+    )
+    assert without_indentation(page) == (
+        "<nav>\n<ul>\n<li>a\xa0b</li> <li>c</li>\n</ul>\n</nav>\n"
+        "<pre><code>x = 1\n    y = 2\n</code></pre>\n<p>An <code>a  =\n  b</code> and\n\xa0more</p>"
+        "<script>\n  let s = `\n    kept`;\n</script>"
     )
