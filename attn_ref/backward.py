@@ -144,7 +144,8 @@ def attention_backward(
         >>> k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> v = torch.tensor([[1.0], [3.0]])
         >>> p = torch.tensor([[0.5, 0.5]])
-        >>> dq, dk, dv = attention_backward(q, k, v, p, torch.tensor([[1.0]]), scale=1.0)
+        >>> dO = torch.tensor([[1.0]])
+        >>> dq, dk, dv = attention_backward(q, k, v, p, dO, scale=1.0)
         >>> dv.T  # each value gets its weight times dO
         tensor([[0.5000, 0.5000]])
         >>> dq  # raising the score of key 1 (value 3) raises the output
@@ -221,7 +222,8 @@ def standard_attention(
         >>> X = torch.tensor(THREE_TOKENS, requires_grad=True)
         >>> (grad_ours,) = torch.autograd.grad(standard_attention(X, X, X).sum(), X)
         >>> Y = X.detach().requires_grad_()
-        >>> (grad_autograd,) = torch.autograd.grad(scaled_dot_product_attention(Y, Y, Y)[0].sum(), Y)
+        >>> out_autograd = scaled_dot_product_attention(Y, Y, Y)[0]
+        >>> (grad_autograd,) = torch.autograd.grad(out_autograd.sum(), Y)
         >>> torch.allclose(grad_ours, grad_autograd)
         True
     """
@@ -351,9 +353,13 @@ def flash_attention_backward(
 
         >>> from attn_ref.tiled import tiled_attention
         >>> g = torch.Generator().manual_seed(0)
-        >>> q, k, v, dO = (torch.randn(5, 3, generator=g, dtype=torch.float64) for _ in range(4))
+        >>> q, k, v, dO = (
+        ...     torch.randn(5, 3, generator=g, dtype=torch.float64) for _ in range(4)
+        ... )
         >>> O, state = tiled_attention(q, k, v, block_size=2)
-        >>> dq, dk, dv, counts = flash_attention_backward(q, k, v, O, state.logsumexp, dO, block_size=2)
+        >>> dq, dk, dv, counts = flash_attention_backward(
+        ...     q, k, v, O, state.logsumexp, dO, block_size=2
+        ... )
         >>> weights = scaled_dot_product_attention(q, k, v)[1]
         >>> expected = attention_backward(q, k, v, weights, dO)
         >>> all(torch.allclose(a, b) for a, b in zip((dq, dk, dv), expected))
@@ -514,7 +520,9 @@ def flash_attention(
 
     Examples:
         >>> g = torch.Generator().manual_seed(0)
-        >>> q, k, v = (torch.randn(6, 4, generator=g, requires_grad=True) for _ in range(3))
+        >>> q, k, v = (
+        ...     torch.randn(6, 4, generator=g, requires_grad=True) for _ in range(3)
+        ... )
         >>> out = flash_attention(q, k, v, is_causal=True, block_size=2)
         >>> out.sum().backward()
         >>> q.grad.shape, k.grad.shape, v.grad.shape

@@ -39,10 +39,12 @@ class KVCache:
         ...     _ = cache.update(layer, k, v)
         >>> cache.length, tuple(cache.keys[0].shape)
         (3, (1, 2, 3, 4))
-        >>> keys, values = cache.update(0, k[:, :, :1], v[:, :, :1])  # one more position in layer 0
+        >>> keys, values = cache.update(  # one more position in layer 0
+        ...     0, k[:, :, :1], v[:, :, :1]
+        ... )
         >>> tuple(keys.shape)
         (1, 2, 4, 4)
-        >>> cache.nbytes  # float32: 4 bytes a number; layer 0 holds 4 positions, layer 1 holds 3
+        >>> cache.nbytes  # float32, 4 B each; layer 0 holds 4 positions, layer 1 3
         448
     """
 

@@ -75,7 +75,9 @@ class LatentCache:
 
     Examples:
         >>> cache = LatentCache(num_layers=1)
-        >>> latents, rope_keys = cache.update(0, torch.zeros(1, 3, 8), torch.zeros(1, 3, 2))
+        >>> latents, rope_keys = cache.update(
+        ...     0, torch.zeros(1, 3, 8), torch.zeros(1, 3, 2)
+        ... )
         >>> cache.length, tuple(latents.shape)
         (3, (1, 3, 8))
         >>> cache.nbytes  # 3 positions of 8 + 2 float32 numbers
@@ -184,7 +186,8 @@ class MultiHeadLatentAttention(nn.Module):
         >>> x = torch.randn(1, 5, 16)
         >>> cache = LatentCache(num_layers=1)
         >>> y = mla(x, cache=cache)
-        >>> tuple(y.shape), tuple(cache.latents[0].shape), tuple(cache.rope_keys[0].shape)
+        >>> latents, rope_keys = cache.latents[0], cache.rope_keys[0]
+        >>> tuple(y.shape), tuple(latents.shape), tuple(rope_keys.shape)
         ((1, 5, 16), (1, 5, 8), (1, 5, 2))
         >>> torch.allclose(mla(x, absorbed=True), y, atol=1e-6)
         True
@@ -328,7 +331,7 @@ def pack_codes(codes: Tensor, bits: int) -> Tensor:
         ``(..., d * bits // 8)`` ``torch.uint8``.
 
     Examples:
-        >>> pack_codes(torch.tensor([1, 2, 3, 0]), bits=2)  # 1 + 2*4 + 3*16 + 0*64 = 57
+        >>> pack_codes(torch.tensor([1, 2, 3, 0]), bits=2)  # 1 + 2*4 + 3*16 + 0 = 57
         tensor([57], dtype=torch.uint8)
         >>> unpack_codes(pack_codes(torch.tensor([1, 2, 3, 0]), bits=2), bits=2)
         tensor([1, 2, 3, 0], dtype=torch.uint8)
@@ -429,7 +432,9 @@ def quantize(x: Tensor, bits: int, per: str) -> QuantizedTensor:
         Two tokens with one large channel, in 2 bits (codes 0 to 3). Per token, the large
         channel sets each token's range, and the three small channels fall to its minimum:
 
-        >>> x = torch.tensor([[0.0, 1.0, 2.0, 100.0], [3.0, 4.0, 5.0, 103.0]])  # T = 2, d = 4
+        >>> x = torch.tensor(  # T = 2, d = 4
+        ...     [[0.0, 1.0, 2.0, 100.0], [3.0, 4.0, 5.0, 103.0]]
+        ... )
         >>> per_token = quantize(x, bits=2, per="token")
         >>> per_token.scale.flatten(), per_token.dequantize()
         (tensor([33.3333, 33.3333]), tensor([[  0.,   0.,   0., 100.],
@@ -521,11 +526,15 @@ class QuantizedKVCache:
 
     Examples:
         >>> cache = QuantizedKVCache(num_layers=1, bits=4, group_size=2)
-        >>> x = torch.arange(24.0).reshape(1, 1, 3, 8)  # B = 1, H_kv = 1, three positions, d = 8
+        >>> x = torch.arange(24.0).reshape(1, 1, 3, 8)  # (B, H_kv, T, d)
         >>> keys, values = cache.update(0, x, x)
-        >>> torch.equal(keys, x), cache.length  # these numbers are on the 4-bit grids exactly
+        >>> torch.equal(keys, x), cache.length  # these are on the 4-bit grids exactly
         (True, 3)
-        >>> cache.nbytes  # keys: 8 B of codes, 64 B of scales and zeros, 32 B of residual; values 12 + 24
+
+        Keys: 8 B of codes, 64 B of scales and zero points, 32 B of residual;
+        values: 12 + 24 B.
+
+        >>> cache.nbytes
         140
     """
 
@@ -632,7 +641,8 @@ class SlidingWindowCache:
     Examples:
         >>> cache = SlidingWindowCache(num_layers=1, window=4)
         >>> for _ in range(3):
-        ...     keys, _ = cache.update(0, torch.zeros(1, 1, 2, 8), torch.zeros(1, 1, 2, 8))
+        ...     new = torch.zeros(1, 1, 2, 8)
+        ...     keys, _ = cache.update(0, new, new)
         >>> keys.shape[-2], cache.length  # 4 kept + 2 new returned; 4 kept after
         (6, 4)
     """
@@ -737,7 +747,7 @@ def linear_attention(
         >>> v = torch.tensor([[[3.0], [6.0], [9.0]]])
         >>> linear_attention(q, k, v)[0].flatten()
         tensor([6., 6., 6.])
-        >>> linear_attention(q, k, v, is_causal=True)[0].flatten()  # the mean of the values so far
+        >>> linear_attention(q, k, v, is_causal=True)[0].flatten()  # the mean so far
         tensor([3.0000, 4.5000, 6.0000])
     """
     _, L, S, _ = _validate.attention_inputs(query, key, value, None, is_causal)
@@ -811,7 +821,9 @@ def linear_attention_recurrent(
         >>> out, state = linear_attention_recurrent(q, k, v)
         >>> out.flatten(), tuple(state.state.shape), state.length
         (tensor([3.0000, 4.5000, 6.0000]), (1, 2, 1), 3)
-        >>> out2, _ = linear_attention_recurrent(q[:, :1], k[:, :1], v[:, :1], state)  # a 4th token
+        >>> out2, _ = linear_attention_recurrent(  # a 4th token
+        ...     q[:, :1], k[:, :1], v[:, :1], state
+        ... )
         >>> out2.flatten()  # (3 + 6 + 9 + 3) / 4
         tensor([5.2500])
     """
@@ -873,9 +885,12 @@ class AssociativeRecall(nn.Module):
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = AssociativeRecall(num_keys=8, num_values=8, embed_dim=16, head_dim=4)
+        >>> model = AssociativeRecall(
+        ...     num_keys=8, num_values=8, embed_dim=16, head_dim=4
+        ... )
         >>> keys, values = torch.tensor([[3, 5, 1]]), torch.tensor([[0, 7, 2]])
-        >>> model(keys, values, queries=torch.tensor([[5, 3]])).shape  # (B, Q, num_values)
+        >>> queries = torch.tensor([[5, 3]])
+        >>> model(keys, values, queries=queries).shape  # (B, Q, num_values)
         torch.Size([1, 2, 8])
     """
 

@@ -62,9 +62,13 @@ def kv_cache_bytes(
         numbers) at 4,096 tokens, checked by hand:
         $2 \cdot 2^5 \cdot 2^5 \cdot 2^7 \cdot 2^{12} \cdot 2 = 2^{31}$ bytes, 2 GiB.
 
-        >>> kv_cache_bytes(num_layers=32, num_kv_heads=32, head_dim=128, num_tokens=4096) == 2**31
+        >>> kv_cache_bytes(
+        ...     num_layers=32, num_kv_heads=32, head_dim=128, num_tokens=4096
+        ... ) == 2**31
         True
-        >>> kv_cache_bytes(num_layers=32, num_kv_heads=8, head_dim=128, num_tokens=4096) / 2**30
+        >>> kv_cache_bytes(
+        ...     num_layers=32, num_kv_heads=8, head_dim=128, num_tokens=4096
+        ... ) / 2**30
         0.5
     """
     sizes = {
@@ -113,11 +117,16 @@ def decoding_flops(model: TinyDecoder, t: int, use_cache: bool) -> int:
         Two layers of width 16, a vocabulary of 10, the token after 8 tokens;
         checked by hand against the formula above:
 
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16, num_layers=2,
+        ...     num_heads=4,
+        ... )
         >>> cached = decoding_flops(model, 8, use_cache=True)
         >>> cached == 2 * (24 * 16**2 + 4 * 16 * 8) + 2 * 16 * 10
         True
-        >>> decoding_flops(model, 8, use_cache=False) == 8 * (2 * 24 * 16**2 + 2 * 16 * 10) + 2 * 4 * 16 * 8**2
+        >>> decoding_flops(model, 8, use_cache=False) == (
+        ...     8 * (2 * 24 * 16**2 + 2 * 16 * 10) + 2 * 4 * 16 * 8**2
+        ... )
         True
     """
     _validate.count("t", t, maximum=model.context_length)
@@ -176,9 +185,12 @@ class TinyDecoder(nn.Module):
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16, num_layers=2,
+        ...     num_heads=4,
+        ... )
         >>> tokens = torch.tensor([[1, 2, 3]])
-        >>> model(tokens).shape  # (B, T, vocab_size): a prediction after every position
+        >>> model(tokens).shape  # (B, T, vocab_size): a prediction after each position
         torch.Size([1, 3, 10])
 
         Run on the prompt, then on one new token with the cache, the model
@@ -186,8 +198,8 @@ class TinyDecoder(nn.Module):
 
         >>> cache = KVCache(model.num_layers)
         >>> _ = model(tokens, cache)
-        >>> step = model(torch.tensor([[4]]), cache)  # (1, 1, 10): only the new position
-        >>> full = model(torch.tensor([[1, 2, 3, 4]]))  # (1, 4, 10): every position again
+        >>> step = model(torch.tensor([[4]]), cache)  # (1, 1, 10): the new position
+        >>> full = model(torch.tensor([[1, 2, 3, 4]]))  # (1, 4, 10): every position
         >>> torch.allclose(step[:, -1], full[:, -1], atol=1e-6), cache.length
         (True, 4)
     """
@@ -271,12 +283,16 @@ def generate(
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16, num_layers=2,
+        ...     num_heads=4,
+        ... )
         >>> prompt = torch.tensor([[1, 2, 3]])
         >>> tokens, logits = generate(model, prompt, max_new_tokens=4)
         >>> tokens.shape, logits.shape
         (torch.Size([1, 7]), torch.Size([1, 4, 10]))
-        >>> torch.equal(tokens, generate(model, prompt, max_new_tokens=4, use_cache=False)[0])
+        >>> plain, _ = generate(model, prompt, max_new_tokens=4, use_cache=False)
+        >>> torch.equal(tokens, plain)
         True
     """
     _validate.token_ids("prompt", prompt, min_length=1)

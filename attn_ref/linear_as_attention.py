@@ -95,9 +95,12 @@ def linear_as_attention(
         >>> from attn_ref.examples import LINEAR_WEIGHT, LINEAR_X
         >>> x = torch.tensor(LINEAR_X, dtype=torch.float64)
         >>> W = torch.tensor(LINEAR_WEIGHT, dtype=torch.float64)
-        >>> q, k, v, mask = linear_as_attention(x, W, generator=torch.Generator().manual_seed(0))
-        >>> q.shape, k.shape, v.shape, mask.shape
-        (torch.Size([2, 1, 4]), torch.Size([2, 4, 4]), torch.Size([2, 4, 3]), torch.Size([2, 1, 4]))
+        >>> g = torch.Generator().manual_seed(0)
+        >>> q, k, v, mask = linear_as_attention(x, W, generator=g)
+        >>> q.shape, k.shape
+        (torch.Size([2, 1, 4]), torch.Size([2, 4, 4]))
+        >>> v.shape, mask.shape
+        (torch.Size([2, 4, 3]), torch.Size([2, 1, 4]))
         >>> mask
         tensor([[[ True,  True, False,  True]],
         <BLANKLINE>

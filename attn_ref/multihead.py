@@ -83,8 +83,8 @@ def repeat_kv_heads(x: Tensor, num_heads: int) -> Tensor:
         ``(B, H, T, d_k)``; the input itself when ``H == H_kv``.
 
     Examples:
-        >>> kv = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)  # H_kv = 2 heads, one number each
-        >>> repeat_kv_heads(kv, num_heads=6).flatten()  # query heads 0-2 read head 0, 3-5 head 1
+        >>> kv = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)  # H_kv = 2 heads
+        >>> repeat_kv_heads(kv, num_heads=6).flatten()  # 0-2 read head 0, 3-5 head 1
         tensor([10., 10., 10., 20., 20., 20.])
     """
     _validate.tensor("x", x)
@@ -146,7 +146,7 @@ class MultiHeadAttention(nn.Module):
         Four query heads sharing one key/value head (multi-query attention):
 
         >>> mqa = MultiHeadAttention(embed_dim=8, num_heads=4, num_kv_heads=1)
-        >>> mqa.q_proj.weight.shape, mqa.k_proj.weight.shape  # nn.Linear stores W^T: (out, in)
+        >>> mqa.q_proj.weight.shape, mqa.k_proj.weight.shape  # stores W^T: (out, in)
         (torch.Size([8, 8]), torch.Size([2, 8]))
         >>> mqa(x, x, x)[1].shape  # still one weight matrix per query head
         torch.Size([1, 4, 5, 5])

@@ -63,7 +63,8 @@ def attention_heatmap(
 
         A causal mask: the key after the first query is hatched, not written.
 
-        >>> ax = attention_heatmap([[1.0, 0.0], [0.4, 0.6]], mask=[[True, False], [True, True]])
+        >>> mask = [[True, False], [True, True]]
+        >>> ax = attention_heatmap([[1.0, 0.0], [0.4, 0.6]], mask=mask)
         >>> [t.get_text() for t in ax.texts]
         ['1.00', '0.40', '0.60']
     """

@@ -133,7 +133,8 @@ def apply_rotary(
         >>> apply_rotary(x, p).norm(), x.norm()
         (tensor(5.4772), tensor(5.4772))
         >>> perm = torch.tensor([0, 2, 1, 3])
-        >>> torch.allclose(apply_rotary(x, p)[..., perm], apply_rotary(x[..., perm], p, interleaved=False))
+        >>> permuted = apply_rotary(x[..., perm], p, interleaved=False)
+        >>> torch.allclose(apply_rotary(x, p)[..., perm], permuted)
         True
     """
     _validate.tensor("x", x, min_ndim=2)
@@ -189,7 +190,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
     Examples:
         >>> alibi_slopes(8)
         tensor([0.5000, 0.2500, 0.1250, 0.0625, 0.0312, 0.0156, 0.0078, 0.0039])
-        >>> alibi_slopes(6)  # the 4-head slopes, then the 1st and 3rd of the 8-head ones
+        >>> alibi_slopes(6)  # the 4-head slopes, then the 8-head ones' 1st and 3rd
         tensor([0.2500, 0.0625, 0.0156, 0.0039, 0.5000, 0.1250])
     """
     _validate.count("num_heads", num_heads)

@@ -176,7 +176,7 @@ def online_softmax(
         >>> weights, state = online_softmax(torch.tensor([1.0, 3.0, 2.0]), trace=True)
         >>> weights
         tensor([0.0900, 0.6652, 0.2447])
-        >>> [(step.row_max.item(), round(step.row_sum.item(), 4)) for step in state.trace]
+        >>> [(s.row_max.item(), round(s.row_sum.item(), 4)) for s in state.trace]
         [(1.0, 1.0), (3.0, 1.1353), (3.0, 1.5032)]
         >>> online_softmax(torch.tensor([1e4, 1e4 + 1.0]))[0]  # no overflow
         tensor([0.2689, 0.7311])
@@ -422,7 +422,8 @@ def dropout_mask(
         >>> keep = dropout_mask(7, (), range(0, 4), range(0, 6), 0.5)
         >>> keep.shape
         torch.Size([4, 6])
-        >>> torch.equal(keep[2:, 3:], dropout_mask(7, (), range(2, 4), range(3, 6), 0.5))
+        >>> tile = dropout_mask(7, (), range(2, 4), range(3, 6), 0.5)
+        >>> torch.equal(keep[2:, 3:], tile)
         True
     """
     seed = _validate.count("seed", seed, minimum=0, maximum=_LOW_32_BITS)

@@ -89,11 +89,8 @@ dp = torch.tensor(
     [0.3, -1.0, 2.0], dtype=torch.float64
 )  # dL/dp, from the layers above
 print("J dp             :", J @ dp)
-print(
-    "p ∘ (dp - pᵀ dp) :",
-    softmax_backward(p, dp),
-    f" where pᵀ dp = {p @ dp:.4f}",
-)
+print("p ∘ (dp - pᵀ dp) :", softmax_backward(p, dp))
+print(f"where pᵀ dp = {p @ dp:.4f}")
 
 # %% [markdown]
 # ## The gradients of attention
@@ -158,8 +155,8 @@ for name, ours, theirs in zip(
     )
 D_from_weights = (weights_few * (d_out_few @ v_few.T)).sum(dim=-1).detach()
 D_from_output = (d_out_few * out_few).sum(dim=-1).detach()
-print("D = rowsum(P ∘ dP):", D_from_weights)
-print("D = rowsum(dO ∘ O):", D_from_output)
+print("D = rowsum(P ∘ dP):", D_from_weights.numpy().round(4))
+print("D = rowsum(dO ∘ O):", D_from_output.numpy().round(4))
 
 # %% [markdown]
 # The two agree to float64 rounding, and so do the two forms of $D$.
@@ -263,7 +260,7 @@ print("dK and dV unchanged when query 2's dO changes:", unchanged)
 
 # %%
 def saved_by(attention, T=64, d=8):
-    """The shapes of the tensors autograd keeps for one call's backward pass."""
+    """The shapes of the tensors autograd keeps for one call's backward."""
     q, k, v = (torch.randn(1, 1, T, d, requires_grad=True) for _ in range(3))
     kept = {}  # one entry per block of memory: views of one tensor count once
 
@@ -311,7 +308,7 @@ d_head = 32
 
 
 def forward_backward(attention, T):
-    """One causal head of width d_head, forward and backward, inputs made here."""
+    """One causal head of width d_head, forward and backward, on new inputs."""
     g = torch.Generator().manual_seed(0)
     q, k, v = torch.randn(3, 1, 1, T, d_head, generator=g)  # 3 x (B, H, T, d)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
@@ -336,7 +333,8 @@ matrix_mib = (
 naive_slope = np.polyfit(np.log(naive_lengths), np.log(naive_mib), 1)[0]
 naive_matrices = (naive_mib - linear_mib) / matrix_mib
 print(
-    f"    T   peak MiB   (T, {d_head}) tensors   beyond them, in (T, T) matrices"
+    f"    T   peak MiB   (T, {d_head}) tensors",
+    "  beyond them, in (T, T) matrices",
 )
 for row in zip(
     naive_lengths, naive_mib, linear_mib, naive_matrices, strict=True
@@ -428,9 +426,8 @@ standard16 = attention_backward(q16, k16, v16, weights16, d_out16)
 for name, flash, standard in zip(
     ("dQ", "dK", "dV"), grads16, standard16, strict=True
 ):
-    print(
-        f"{name}: largest |flash - standard| = {(flash - standard).abs().max():.1e}"
-    )
+    gap = (flash - standard).abs().max()
+    print(f"{name}: largest |flash - standard| = {gap:.1e}")
 
 # %% [markdown]
 # The forward pass visits the tiles row by row, the backward pass column by column.
@@ -470,8 +467,9 @@ def draw(low, high):
     return int(torch.randint(low, high + 1, (), generator=g))
 
 
-sweep = []  # per case and dtype: (case, dtype, largest difference, largest gradient)
-sweep_cases = []  # per case: its inputs, so that the tests can check every difference
+# per case and dtype: (case, dtype, largest difference, largest gradient)
+sweep = []
+sweep_cases = []  # per case: its inputs, for the tests to check every gap
 for case in range(20):
     B, H = draw(1, 3), draw(1, 3)
     L, S = draw(1, 32), draw(1, 32)
@@ -526,7 +524,8 @@ for case in range(20):
         largest = max(b.abs().max().item() for b in reference)
         sweep.append((case, str(dtype), gap, largest))
 print(
-    "dtype           largest |flash - PyTorch|  machine epsilon  largest |gradient|"
+    "dtype           largest |flash - PyTorch|",
+    " machine epsilon  largest |gradient|",
 )
 for dtype in dtypes:
     rows = [row for row in sweep if row[1] == str(dtype)]
@@ -581,7 +580,8 @@ for T, flash, linear in zip(
     )
     print(f"{T:>5} {naive} {flash:>11.2f} {flash - linear:>18.2f}")
 print(
-    f"slope of log(peak) against log(T): naive {naive_slope:.2f} (T = 512 to 2048),"
+    f"slope of log(peak) against log(T): naive {naive_slope:.2f}",
+    "(T = 512 to 2048),",
 )
 print(f"flash {flash_slope:.2f} (T = 2048 to 8192)")
 
@@ -710,7 +710,8 @@ same_masks = used.keys() == regenerated.keys() and all(
     torch.equal(used[tile], regenerated[tile]) for tile in used
 )
 print(
-    f"{len(used)} tiles; each regenerated mask equals the forward's: {same_masks}"
+    f"{len(used)} tiles; each regenerated mask equals the forward's:",
+    same_masks,
 )
 stored = torch.zeros(
     2, 12, 12, dtype=torch.bool
@@ -805,9 +806,8 @@ for T, flash in zip(flash_lengths, flash_mib, strict=True):
     )
     print(f"{T:>5} {naive} {flash:>11.2f}")
 print(f"slopes: naive {naive_slope:.2f}, flash {flash_slope:.2f}")
-print(
-    f"largest |flash - PyTorch| gradient, {len(sweep) // len(dtypes)} random cases:"
-)
+n_cases = len(sweep) // len(dtypes)
+print(f"largest |flash - PyTorch| gradient, {n_cases} random cases:")
 for dtype in dtypes:
     gap = max(row[2] for row in sweep if row[1] == str(dtype))
     print(f"  {dtype!s:<15} {gap:.1e}")
@@ -842,8 +842,8 @@ print("do · o per query:", (d_out1 * out1).sum(dim=-1))
 
 # %% tags=["solution"]
 L2, S2, bq, bk = 1000, 1000, 64, 128
-# A tile is skipped when its first key comes after its last query. Block of keys j
-# starts at j * bk; block of queries i ends at min(i * bq + bq, L2) - 1.
+# A tile is skipped when its first key comes after its last query. Block of
+# keys j starts at j * bk; block of queries i ends at min(i * bq + bq, L2) - 1.
 formula = sum(
     1
     for j in range(math.ceil(S2 / bk))
@@ -882,14 +882,15 @@ for factor in (1, 8, 64):
     worst = (lse32 - lse16).abs().max().item()
     largest = lse32.abs().max()
     print(
-        f"x{factor:<3} largest |L| {largest:7.2f}, rounded by up to {worst:.4f}:"
+        f"x{factor:<3} largest |L| {largest:7.2f},",
+        f"rounded by up to {worst:.4f}:",
     )
     off = math.expm1(worst)  # exp(error) - 1: how far a weight can move
     print(f"     weights off by up to {off:.2%}, dV by {errors3[factor]:.0e}")
-# Each weight is recomputed as exp(S - L). An error e in L multiplies a whole row of
-# weights by exp(-e), so they no longer sum to one. float16 keeps 11 significant bits:
-# its rounding error grows with |L|, and |L| grows with the scores. Beyond 65504, L
-# would become inf and every weight 0.
+# Each weight is recomputed as exp(S - L). An error e in L multiplies a whole
+# row of weights by exp(-e), so they no longer sum to one. float16 keeps 11
+# significant bits: its rounding error grows with |L|, and |L| grows with the
+# scores. Beyond 65504, L would become inf and every weight 0.
 
 # %% [markdown]
 # **4. Grouped-query attention.** FlashAttention-2 (section 3.1.2) computes grouped-query

@@ -106,7 +106,8 @@ head_numbers = H * (d_key + mla.v_head_dim)  # every head's key and value
 print(f"numbers per token: {latent_numbers} cached")
 print(f"numbers per token in the heads' keys and values: {head_numbers}")
 print(
-    f"cache bytes: {cache.nbytes} = {latent_numbers} x {cache.length} tokens x 4"
+    f"cache bytes: {cache.nbytes} =",
+    f"{latent_numbers} x {cache.length} tokens x 4",
 )
 
 # %% [markdown]
@@ -247,7 +248,8 @@ print(f"plain / absorbed: {plain_count / absorbed_count:.1f}")
 # KV cache page; 131,072 tokens is the 128K context of DeepSeek-V2 and of Llama 3.1.
 
 # %%
-deepseek = {  # inference/configs/config_236B.json and config_671B.json (References)
+# inference/configs/config_236B.json and config_671B.json (References)
+deepseek = {
     "DeepSeek-V2": {
         "n_layers": 60,
         "n_heads": 128,
@@ -267,7 +269,8 @@ deepseek = {  # inference/configs/config_236B.json and config_671B.json (Referen
 }
 v2 = deepseek["DeepSeek-V2"]
 d_h = v2["qk_nope_head_dim"]  # the paper's d_h, 128
-others = {  # name: (layers, key/value heads, head size), sources in the References
+# name: (layers, key/value heads, head size), sources in the References
+others = {
     "V2's shape, MHA": (v2["n_layers"], v2["n_heads"], d_h),
     "V2's shape, GQA, 8 groups": (v2["n_layers"], 8, d_h),
     "V2's shape, MQA": (v2["n_layers"], 1, d_h),
@@ -384,7 +387,8 @@ def quantized_attention(q, k, v, bits, key_per, value_per):
     )
 
 
-errors = {}  # (bits, key_per, value_per, inputs) -> (weights moved, output error)
+# (bits, key_per, value_per, inputs) -> (weights moved, output error)
+errors = {}
 for name, (q, k) in inputs.items():
     in_float64 = (
         q.double(),
@@ -452,10 +456,10 @@ ax.set_title("Quantized keys: weight error")
 ax.legend()
 figure_to_svg(
     fig,
-    alt="Log plot of the attention weight moved by quantized keys against 8, 4 and 2 "
-    "bits: it grows as the bits fall; with outlier channels, keys stored per token "
-    "move far more attention than keys stored per channel, whose two curves, with "
-    "and without outliers, coincide.",
+    alt="Log plot of the attention weight moved by quantized keys against 8, "
+    "4 and 2 bits: it grows as the bits fall; with outlier channels, keys "
+    "stored per token move far more attention than keys stored per channel, "
+    "whose two curves, with and without outliers, coincide.",
 )
 
 # %% [markdown]
@@ -537,7 +541,7 @@ print(f"the same in float32: {lin_gap32:.1e}")
 
 # %%
 g = torch.Generator().manual_seed(6)
-memory = {}  # tokens -> (bytes of a KV cache, bytes of the linear attention state)
+memory = {}  # tokens -> (bytes of a KV cache, of the linear attention state)
 for T in (16, 128, 1024):
     q_t, k_t, v_t = (torch.randn(1, 4, T, 32, generator=g) for _ in range(3))
     _, state_t = linear_attention_recurrent(q_t, k_t, v_t)
@@ -581,7 +585,7 @@ SEEDS = (0, 1, 2)
 
 
 def recall_batch(g, batch, num_pairs, num_queries):
-    """Contexts of distinct keys with random values; queries drawn from their keys."""
+    """Contexts of distinct keys, random values; queries among the keys."""
     keys = torch.rand(batch, NUM_KEYS, generator=g).argsort(dim=-1)[
         :, :num_pairs
     ]
@@ -662,9 +666,9 @@ ax.set_title("One attention layer, two kinds of weights")
 ax.legend()
 figure_to_svg(
     fig,
-    alt="Recall accuracy against the number of key-value pairs, 1 to 64, mean of three "
-    "seeds with their range: softmax attention stays near 1 at every count; linear "
-    "attention falls as the pairs grow.",
+    alt="Recall accuracy against the number of key-value pairs, 1 to 64, "
+    "mean of three seeds with their range: softmax attention stays near 1 at "
+    "every count; linear attention falls as the pairs grow.",
 )
 
 # %% [markdown]
@@ -707,7 +711,7 @@ BYTES = 2  # 16-bit numbers
 
 
 def quantized_bytes(T, bits, kv_heads=H_t):
-    """Codes, the values' scales per token, the keys' per channel, the residual."""
+    """Codes, values' scales per token, keys' per channel, the residual."""
     grouped = (
         T // G_t * G_t
     )  # keys in complete groups; the others wait in 16 bits
@@ -750,9 +754,8 @@ print(f"{'method':<22} {'bytes/token':>11} {'MiB at T':>9}  gives up")
 for method, formula in formulas.items():
     total = formula(T_table)
     per_token = total / T_table
-    print(
-        f"{method:<22} {per_token:>11,.0f} {total / 2**20:>9.2f}  {gives_up[method]}"
-    )
+    mib = total / 2**20
+    print(f"{method:<22} {per_token:>11,.0f} {mib:>9.2f}  {gives_up[method]}")
 
 # %% [markdown]
 # The check: each real cache, 64 tokens, one layer of this shape, bytes counted by the
@@ -801,7 +804,8 @@ for method, formula in formulas.items():
         expected = 2 * H_t * d_t * min(T_check, W_check) * BYTES
     checked[method] = (expected, objects[method].nbytes)
     print(
-        f"{method:<22} formula {expected:>10,}  object {objects[method].nbytes:>10,}"
+        f"{method:<22} formula {expected:>10,}",
+        f" object {objects[method].nbytes:>10,}",
     )
 print(
     "every formula equals its object:",
@@ -811,9 +815,8 @@ int2_total = formulas["MHA, int2"](T_table)
 int2_scales = (
     int2_total - 2 * H_t * d_t * T_table * 2 // 8
 )  # all but the 2-bit codes
-print(
-    f"scales and zero points at 2 bits: {int2_scales / int2_total:.0%} of the bytes"
-)
+share = int2_scales / int2_total
+print(f"scales and zero points at 2 bits: {share:.0%} of the bytes")
 
 # %% [markdown]
 # Every row of the table is a real cache's size, scaled by the tokens. The table has
@@ -896,8 +899,8 @@ print(
 print(f"MHA / MLA: {mha_lite / mla_lite:.2f}")
 v2_ratio = per_layer["V2's shape, MHA"] / per_layer["DeepSeek-V2"]
 print(f"the same ratio at DeepSeek-V2's shape: {v2_ratio:.2f}")
-# MHA caches 2 H d_h numbers per layer and MLA d_c + d_R, whatever H: with 8 times
-# fewer heads, the saving is 8 times smaller.
+# MHA caches 2 H d_h numbers per layer and MLA d_c + d_R, whatever H: with 8
+# times fewer heads, the saving is 8 times smaller.
 
 # %% [markdown]
 # **2. Absorbed MLA is multi-query attention.** Rebuild the absorbed form of the first
@@ -951,8 +954,9 @@ for group in (32, 128):
     two_bits.update(0, k_ex, v_ex)
     per_number = two_bits.nbytes * 8 / (k_ex.numel() + v_ex.numel())
     print(f"groups of {group:>3}: {per_number:.3f} bits per number")
-# Per channel, the keys pay 2 x 16 bits per channel and group; per token, the values
-# pay 2 x 16 bits per token and head. Larger groups dilute the keys' share.
+# Per channel, the keys pay 2 x 16 bits per channel and group; per token, the
+# values pay 2 x 16 bits per token and head. Larger groups dilute the keys'
+# share.
 
 # %% [markdown]
 # **4. When the state is smaller.** At the table's shape, after how many tokens does a
@@ -986,9 +990,8 @@ for start in range(0, 64, 16):
 four_calls = torch.cat(
     parts, dim=-2
 )  # four (B, H, 16, d_v) -> (B, H, 64, d_v)
-print(
-    f"largest |four calls - one call|: {(four_calls - recurrent).abs().max():.1e}"
-)
+gap = (four_calls - recurrent).abs().max()
+print(f"largest |four calls - one call|: {gap:.1e}")
 print("tokens in the state:", carried.length)
 
 # %% [markdown]

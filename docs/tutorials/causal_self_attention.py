@@ -78,9 +78,8 @@ np.set_printoptions(
     precision=3, suppress=True
 )  # tensors print as NumPy arrays: narrower
 print("torch", torch.__version__)
-B, T, C = (
-    BATCH_SHAPE  # batch, time (tokens per sequence), channels (features per token)
-)
+# batch, time (tokens per sequence), channels (features per token)
+B, T, C = BATCH_SHAPE
 head_size = HEAD_SIZE  # d_k
 torch.manual_seed(BATCH_SEED)
 x = torch.randn(B, T, C)  # (B, T, C)
@@ -398,7 +397,8 @@ x_changed[0, changed] = torch.randn(
     C, generator=torch.Generator().manual_seed(0)
 )  # a new token 5
 moved = (causal_self_attention(x_changed) - out).abs().amax(dim=-1)  # (B, T)
-print("sequence 0, change at positions 0 to 7:", moved[0].numpy())
+print("sequence 0, change at positions 0 to 7:")
+print(moved[0].numpy())
 print(
     "positions 0 to 4 exactly unchanged:",
     (moved[0, :changed] == 0).all().item(),
@@ -539,8 +539,8 @@ for s, n in enumerate(lengths):
         (o[s, T - n :] - alone).abs().max().item() for o in (out_left, out)
     )
     print(
-        f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, "
-        f"{causal_only:.1e} causal only"
+        f"sequence {s}: largest difference {with_pad:.1e}",
+        f"with a padding mask, {causal_only:.1e} causal only",
     )
 
 # %% [markdown]
@@ -712,9 +712,9 @@ for name, m in (
         f"{name}: moved {moved_positions}; other sequences",
         moved_m[1:].max().item(),
     )
-# With diagonal=1, query 4 sees key 5 and moves: the check catches the leak. Without a
-# mask, every position moves. The other sequences never move: each is a graph of its
-# own.
+# With diagonal=1, query 4 sees key 5 and moves: the check catches the leak.
+# Without a mask, every position moves. The other sequences never move: each is
+# a graph of its own.
 
 # %% [markdown]
 # **2. From an average to attention.** Multiply every score of query 7 by a factor
@@ -727,9 +727,9 @@ for factor in (0, 1, 10, 1000):
         f"lambda = {factor:4}:",
         torch.softmax(factor * scores[0, 7], dim=-1).numpy(),
     )
-# lambda = 0: every score is 0, so the weights are uniform, the average of the past.
-# Large lambda: the weight moves to the largest scores, and in the limit to the single
-# largest one: a hard choice instead of a mix.
+# lambda = 0: every score is 0, so the weights are uniform, the average of the
+# past. Large lambda: the weight moves to the largest scores, and in the limit
+# to the single largest one: a hard choice instead of a mix.
 
 # %% [markdown]
 # **3. The missing division is a temperature.** Show that the unscaled weights of the
@@ -746,9 +746,9 @@ print(
     "largest |difference| from the unscaled weights:",
     (wei_big - wei_original).abs().max().item(),
 )
-# (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the division can
-# learn the same functions. What changes is the start (sharper weights at
-# initialisation) and so the path training takes from there.
+# (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the
+# division can learn the same functions. What changes is the start (sharper
+# weights at initialisation) and so the path training takes from there.
 
 # %% [markdown]
 # ## References

@@ -91,12 +91,12 @@ weights, online_state = online_softmax(x, trace=True)
 print(" j  x_j    m  rescale       ℓ")
 for j, s in enumerate(online_state.trace):
     print(
-        f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}"
+        f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f}",
+        f"{s.rescale:8.4f} {s.row_sum:7.4f}",
     )
 print(f"stable:     m = {x.max():.1f}, ℓ = {(x - x.max()).exp().sum():.4f}")
-print(
-    f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}"
-)
+gap = (weights - softmax(x)).abs().max()
+print(f"largest |online - stable softmax|: {gap:.1e}")
 
 # %% [markdown]
 # The rescale factor $e^{m - m'}$ is 1 whenever the maximum stays put, and below 1 at
@@ -113,9 +113,8 @@ print(
     "exp / sum(exp):", logits.exp() / logits.exp().sum()
 )  # exp(logits) is inf: inf / inf is nan
 print("online softmax:", online_softmax(logits)[0])
-print(
-    f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2f}"
-)
+threshold = math.log(torch.finfo(torch.float32).max)
+print(f"float32 exp overflows above {threshold:.2f}")
 
 # %% [markdown]
 # The update does not have to take one entry at a time. A block of entries has its own
@@ -170,7 +169,8 @@ for step in state_small.trace:
         f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n"
         f"{step.scores}"
     )
-    print("  m", step.row_max, " rescale", step.rescale, " ℓ", step.row_sum)
+    print("  m", step.row_max, " rescale", step.rescale)
+    print("  ℓ", step.row_sum)
     print(f"  output so far, one row per query\n{step.output}")
 expected, _ = scaled_dot_product_attention(q_small, k_small, v_small)
 print(f"largest |tiled - attn_ref|: {(out_small - expected).abs().max():.0e}")
@@ -266,8 +266,8 @@ for n in (2, 8, 64):
         counted.tiles_computed + counted.tiles_skipped,
     )
     print(
-        f"n = {n:>2}: skipped {skipped:>4} of {total:>4} = {skipped / total:.3f}; "
-        "(n-1)/(2n) =",
+        f"n = {n:>2}: skipped {skipped:>4} of {total:>4}",
+        f"= {skipped / total:.3f}; (n-1)/(2n) =",
         (n - 1) / (2 * n),
     )
 
@@ -489,14 +489,15 @@ heads = (
 standard, flash, flash2 = (
     2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M)
 )  # GB of fp16
+block = math.ceil(M / (4 * 64))
+print(f"M = {M:,} fp16 numbers: blocks of {block} keys (or queries)")
 print(
-    f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)"
+    f"HBM (GB), counted, forward: standard {standard:.3g},",
+    f"FlashAttention {flash:.3g},",
 )
-print(
-    f"HBM (GB), counted, forward: standard {standard:.3g}, "
-    f"FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
-)
-# Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward + backward
+print(f"  queries outside {flash2:.3g}")
+# Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward and
+# backward
 rows = {
     "HBM R/W (GB)": (40.3, 4.4),
     "Runtime (ms)": (41.7, 7.3),
@@ -559,10 +560,10 @@ ax.set(
 fig.legend(loc="outside lower center", ncols=2)
 figure_to_svg(
     fig,
-    alt="The ratio of HBM traffic, standard attention over tiled attention, against N, "
-    "for d = 64 and d = 128 and both loop orders: each curve rises, then levels off "
-    "at its dashed line, M/(3d²) with the keys outside and M/(2d²) with the queries "
-    "outside.",
+    alt="The ratio of HBM traffic, standard attention over tiled attention, "
+    "against N, for d = 64 and d = 128 and both loop orders: each curve "
+    "rises, then levels off at its dashed line, M/(3d²) with the keys outside "
+    "and M/(2d²) with the queries outside.",
 )
 
 # %% [markdown]
@@ -695,9 +696,9 @@ empty = sum(
     for j in range(0, 10, 4)
 )
 print("tiles with no visible key:", empty, " skipped:", state.tiles_skipped)
-# None skipped: only is_causal=True (top-left aligned) skips tiles. An attn_mask is
-# added tile by tile, never inspected ahead; skipping here would need the offset S - L
-# in the skip test.
+# None skipped: only is_causal=True (top-left aligned) skips tiles. An
+# attn_mask is added tile by tile, never inspected ahead; skipping here would
+# need the offset S - L in the skip test.
 
 # %% [markdown]
 # **3. The log-sum-exp is enough.** FlashAttention-2's backward pass keeps, for each
@@ -742,12 +743,13 @@ for name, attention in (
         for T in (512, 1024)
     ]
     print(
-        f"{name}: {mib[0]:5.2f} MiB at T = 512, {mib[1]:5.2f} MiB at T = 1024, "
-        f"ratio {mib[1] / mib[0]:.1f}"
+        f"{name}: {mib[0]:5.2f} MiB at T = 512,",
+        f"{mib[1]:5.2f} MiB at T = 1024, ratio {mib[1] / mib[0]:.1f}",
     )
-# Both grow faster than T (a ratio of 2 per doubling), towards T**2 (a ratio of 4): to
-# differentiate, autograd keeps every tile's scores and weights, which together make up
-# the whole (T, T) matrix again. FlashAttention recomputes them instead.
+# Both grow faster than T (a ratio of 2 per doubling), towards T**2 (a ratio of
+# 4): to differentiate, autograd keeps every tile's scores and weights, which
+# together make up the whole (T, T) matrix again. FlashAttention recomputes
+# them instead.
 
 # %% [markdown]
 # ## References

@@ -25,6 +25,7 @@
 
 # %%
 import string
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -164,7 +165,8 @@ moved = max(
     )
 )
 print(
-    f"largest change of a cached key or value when a token is appended: {moved:.1e}"
+    "largest change of a cached key or value when a token is appended:",
+    f"{moved:.1e}",
 )
 
 # %% [markdown]
@@ -242,7 +244,7 @@ model(
 
 
 def time_per_token(t):
-    def cached_step():  # the cache of the first t - 1 tokens: slices of the full one
+    def cached_step():  # the first t - 1 tokens' cache: slices of the full one
         keys, values = (
             [x[:, :, : t - 1] for x in xs]
             for xs in (full_cache.keys, full_cache.values)
@@ -286,8 +288,8 @@ ax.legend()
 figure_to_svg(
     fig,
     alt=f"Log-log plot of the time per token against t, from {lengths[0]} to "
-    f"{lengths[-1]}: {timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache, "
-    f"{timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
+    f"{lengths[-1]}: {timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a "
+    f"cache, {timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
 )
 
 # %% [markdown]
@@ -393,7 +395,7 @@ layer(
 try:
     layer(x[:, :1], x[:, :1], x[:, :1], is_causal=True, cache=layer_cache)
 except ValueError as error:
-    print(error)
+    print(textwrap.fill(str(error), width=79))
 
 # %% [markdown]
 # ## What the cache costs
@@ -420,7 +422,8 @@ formula = kv_cache_bytes(
     bytes_per_number=4,
 )
 print(
-    f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}"
+    f"sum of the cached tensors' bytes: {cache.nbytes};",
+    f"formula, float32: {formula}",
 )
 
 # %% [markdown]
@@ -437,7 +440,8 @@ print(
 # cache stops increasing" (its paper, section 2).
 
 # %%
-# name: (layers, key/value heads H_kv, head size d_k, context length, window or None)
+# name: (layers, key/value heads H_kv, head size d_k, context length, window
+# or None)
 models = {
     "7B class, 32 KV heads": (32, 32, 128, 4_096, None),  # Llama 2 7B
     "7B class, 8 KV heads": (32, 8, 128, 4_096, None),
@@ -458,12 +462,12 @@ for name, (layers, kv_heads, size, context, window) in models.items():
         kv_cache_bytes(layers, kv_heads, size, n) / GiB for n in cached
     ]
     per_token = kv_cache_bytes(layers, kv_heads, size, 1) // 2**10
-    capped = f"  (window {window:,})" if window else ""
     print(
         f"{name:<22} {per_token:>5} KiB {context:>9,}",
         *(f"{gib:>11g} GiB" for gib in cache_table[name]),
-        capped,
     )
+    if window:  # on a line of its own: the row is full
+        print(f"{'':<22} (window {window:,})")
 
 # %% [markdown]
 # Up to the context length, the cache grows linearly with the length, unless a window
@@ -494,7 +498,7 @@ torch.manual_seed(0)
 gqa = MultiHeadAttention(embed_dim=32, num_heads=8, num_kv_heads=2)
 H, H_kv, d_k = gqa.num_heads, gqa.num_kv_heads, gqa.head_dim
 print(f"H = {H} query heads, H_kv = {H_kv} key/value heads, d_k = {d_k}")
-# nn.Linear stores W^T, of shape (out, C): .T gives W_Q and W_K, of shape (C, out)
+# nn.Linear stores W^T, of shape (out, C): .T gives W_Q and W_K, (C, out)
 print(
     "W_Q:",
     tuple(gqa.q_proj.weight.T.shape),
@@ -542,7 +546,7 @@ repeated = F.scaled_dot_product_attention(
     k.repeat_interleave(group, dim=1),
     v.repeat_interleave(group, dim=1),
     is_causal=True,
-)  # (B, H_kv, T, d_k) -> (B, H, T, d_k) keys and values: plain multi-head attention
+)  # keys and values (B, H_kv, T, d_k) -> (B, H, T, d_k): plain multi-head
 print(
     "largest |attn_ref - PyTorch enable_gqa| output: "
     f"{(ours - torch_gqa).abs().max():.1e}"
@@ -592,8 +596,8 @@ for kv_heads in (8, 2, 1):
         cache_sizes[8] / cache_sizes[kv_heads]
     )  # multi-head attention's cache over this one's
     print(
-        f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f}"
-        f" {same!s:>17}"
+        f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8}",
+        f"{ratio:>11.0f} {same!s:>17}",
     )
 
 # %% [markdown]

@@ -33,6 +33,7 @@
 
 # %%
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -401,7 +402,8 @@ first_four = X[:, :4, :]  # (B, 4, C): now T and C differ
 try:
     first_four @ torch.eye(first_four.size(1))  # its d_model: T, not C
 except RuntimeError as error:
-    print("identity of size(1): RuntimeError:", error)
+    print("identity of size(1): RuntimeError:")
+    print(textwrap.fill(str(error), width=79))
 right = first_four @ torch.eye(first_four.size(-1))  # (B, 4, C)
 print("identity of size(-1): shape", tuple(right.shape))
 narrow = weights @ V[..., :4]  # values 4 features wide: (B, T, 4)

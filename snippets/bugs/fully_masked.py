@@ -20,7 +20,7 @@ def attention_add(q, k, v, allowed):
 
 
 def attention_d2l(q, k, v, allowed):
-    """Replace blocked scores by -1e6, as d2l's masked_softmax does; softmax."""
+    """Blocked scores set to -1e6, as in d2l's masked_softmax; softmax."""
     scores = (q @ k.transpose(-2, -1) / d_k**0.5).masked_fill(~allowed, -1e6)
     weights = scores.softmax(dim=-1)
     return weights @ v, weights

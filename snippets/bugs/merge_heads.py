@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 B, H, T, d_k = 1, 2, 4, 1
-# Each head's output for each token, labelled 10 * head + token: (B, H, T, d_k).
+# Each head's output for each token, labelled 10 * head + token:
+# (B, H, T, d_k).
 labels = [[10.0 * h + t for t in range(T)] for h in range(H)]
 values = torch.tensor(labels).reshape(B, H, T, d_k)
 merged = values.reshape(B, T, H * d_k)

@@ -13,7 +13,7 @@ W_Q, W_K, W_V = (torch.randn(C, head_size) / C**0.5 for _ in range(3))
 
 
 def head(x, fixed=False):
-    """One head as the lecture's gpt.py computed it: (B, T, C) -> (B, T, d_k)"""
+    """One head as the lecture's gpt.py had it: (B, T, C) -> (B, T, d_k)"""
     _, T, C = x.shape  # C: the width of x
     q, k, v = x @ W_Q, x @ W_K, x @ W_V  # (B, T, head_size) each
     scale = k.shape[-1] ** -0.5 if fixed else C**-0.5  # the bug: C

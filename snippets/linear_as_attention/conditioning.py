@@ -27,7 +27,7 @@ def random_orthogonal():
 
 
 def key_with_condition_number(kappa):
-    """A random key U diag(sigma) V^T, its singular values sigma from 1 to 1 / kappa."""
+    """A random key U diag(sigma) V^T, with sigma from 1 down to 1/kappa."""
     sigma = torch.logspace(0, -math.log10(kappa), d_in, dtype=torch.float64)
     return (
         random_orthogonal() * sigma

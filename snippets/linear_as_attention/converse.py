@@ -12,7 +12,7 @@ Y = torch.randn(
 
 
 def f(X):
-    """Self-attention with fixed (identity) projections: weights recomputed from X."""
+    """Self-attention, identity projections: weights recomputed from X."""
     return scaled_dot_product_attention(X, X, X)[0]
 
 
@@ -23,13 +23,13 @@ def gap(left, right):
 print("|f(2X) - 2 f(X)| =", gap(f(2 * X), 2 * f(X)))
 print("|f(X + Y) - f(X) - f(Y)| =", gap(f(X + Y), f(X) + f(Y)))
 
-# Scaling the input down flattens the weights: f(lam X) / lam tends to the mean token.
+# Scaling the input down flattens the weights: f(lam X) / lam tends to the
+# mean token.
 mean_token = X.mean(dim=0).expand(
     3, 4
 )  # (4,) -> (3, 4): every token gets the mean
 scaled = {}  # lam: f(lam X) / lam
 for lam in (1.0, 0.1, 0.01, 0.001):
     scaled[lam] = f(lam * X) / lam
-    print(
-        f"lam = {lam:<6} |f(lam X) / lam - mean token| = {gap(scaled[lam], mean_token)}"
-    )
+    distance = gap(scaled[lam], mean_token)
+    print(f"lam = {lam:<6} |f(lam X) / lam - mean token| = {distance}")

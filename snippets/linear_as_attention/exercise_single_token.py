@@ -1,4 +1,5 @@
-# Exercise: attention with linear projections is linear for one token, not for two.
+# Exercise: attention with linear projections is linear for one token, not
+# for two.
 import torch
 
 from attn_ref import scaled_dot_product_attention
@@ -24,7 +25,7 @@ inputs = {
     ]
     for T in (1, 2)
 }
-gaps = {}  # T: the largest entries of F(2X) - 2F(X) and of F(X+Y) - F(X) - F(Y)
+gaps = {}  # T: largest entries of F(2X) - 2F(X) and of F(X+Y) - F(X) - F(Y)
 for T, (X, Y) in inputs.items():
     scaling = (F(2 * X) - 2 * F(X)).abs().max().item()
     additivity = (F(X + Y) - F(X) - F(Y)).abs().max().item()

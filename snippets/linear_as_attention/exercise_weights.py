@@ -1,4 +1,5 @@
-# Exercise: the construction's weights for x = (3, -1, 0, 2), and the masked key.
+# Exercise: the construction's weights for x = (3, -1, 0, 2), and the masked
+# key.
 import torch
 
 from attn_ref import scaled_dot_product_attention

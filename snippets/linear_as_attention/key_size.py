@@ -12,7 +12,7 @@ x = torch.randn(B, d_in, generator=generator, dtype=torch.float64)
 W = torch.randn(d_out, d_in, generator=generator, dtype=torch.float64)
 y_exact = x @ W.T  # (B, d_out)
 
-# d_k = d_in - 1: a fixed key whose columns are orthogonal to (1, ..., 1) works.
+# d_k = d_in - 1: a fixed key with columns orthogonal to (1, ..., 1) works.
 q, k, v, mask = linear_as_attention(x, W, d_k=d_in - 1, generator=generator)
 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]
 error = (y - y_exact).abs().max().item()

@@ -1,4 +1,5 @@
-# Adding one number c to every logit leaves the softmax unchanged, up to rounding.
+# Adding one number c to every logit leaves the softmax unchanged, up to
+# rounding.
 import torch
 
 from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE

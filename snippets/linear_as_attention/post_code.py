@@ -9,7 +9,8 @@ from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
 
 
 def post_construction(x, fc_weight, k):
-    """The blog post's steps 2 to 5; k is its random key, (B, d_in, d_k), d_k = d_in."""
+    """The blog post's steps 2 to 5; k is its random key, (B, d_in, d_k),
+    d_k = d_in."""
     x_abs = x.abs()
     x_sum = x_abs.sum(dim=-1, keepdim=True)  # (B, 1), the L1 norm of each row
     attn_weights = (x_abs / x_sum)[:, None]  # (B, d_in) -> (B, 1, d_in)
@@ -60,8 +61,8 @@ print("cond(k), per row:", torch.linalg.cond(k).round().int().tolist())
 # --8<-- [start:many]
 # The same for many seeds: how often do the blog post's checks fail, and where?
 def run_seed(seed):
-    """cond(k) of the worst of the B keys, max |y2 - x W^T|, and the outcomes of two
-    of the checks."""
+    """cond(k) of the worst of the B keys, max |y2 - x W^T|, and the outcomes
+    of two of the checks."""
     torch.manual_seed(seed)
     x = torch.randn(B, d_in)
     fc_weight = torch.randn(d_out, d_in)
@@ -85,15 +86,13 @@ conds, errors, exact_passes, atol_passes = zip(
 )
 conds, errors = torch.tensor(conds), torch.tensor(errors)
 atol_fails = ~torch.tensor(atol_passes)
-print(
-    f"allclose(_y, y1) fails for {n_seeds - sum(exact_passes)} of {n_seeds} seeds"
-)
-print(
-    f"allclose(y2, y1, atol=1e-3) fails for {atol_fails.sum()} of {n_seeds} seeds"
-)
+exact_fails = n_seeds - sum(exact_passes)
+print(f"allclose(_y, y1) fails for {exact_fails} of {n_seeds} seeds")
+print(f"allclose(y2, y1, atol=1e-3) fails for {atol_fails.sum()} of {n_seeds}")
 print(f"largest |y2 - x W^T| = {errors.max():.1e}, at seed {errors.argmax()}")
 print(
-    f"cond(k) over all seeds: median {conds.median():.0f}, largest {conds.max():.0f}"
+    f"cond(k) over all seeds: median {conds.median():.0f},",
+    f"largest {conds.max():.0f}",
 )
 # Where the failing seeds' keys rank among all the seeds' keys:
 # 0 (0 %) for the best-conditioned key, 1 (100 %) for the worst.

@@ -1,4 +1,5 @@
-# attn_ref.linear_as_attention on a batch with negative entries, zeros and a zero row.
+# attn_ref.linear_as_attention on a batch with negative entries, zeros and a
+# zero row.
 import torch
 import torch.nn.functional as F
 

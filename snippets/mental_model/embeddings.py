@@ -1,5 +1,6 @@
 # --8<-- [start:lookup]
-# From words to vectors: one-hot raw vectors of one size, then a linear projection.
+# From words to vectors: one-hot raw vectors of one size, then a linear
+# projection.
 import torch
 
 vocab = ["a", "cat", "mat", "on", "ran", "sat", "the"]

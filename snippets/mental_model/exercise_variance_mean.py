@@ -1,4 +1,5 @@
-# Exercise: the mean and variance of q · k when every component has mean mu, not 0.
+# Exercise: the mean and variance of q · k when every component has mean mu,
+# not 0.
 import numpy as np
 
 rng = np.random.default_rng(0)

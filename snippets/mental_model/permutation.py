@@ -1,5 +1,6 @@
 # --8<-- [start:shuffle]
-# Shuffle the tokens: the outputs are shuffled the same way, until a mask or positions.
+# Shuffle the tokens: the outputs are shuffled the same way, until a mask or
+# positions.
 import torch
 
 from attn_ref import (

@@ -17,7 +17,8 @@ print(
     torch.allclose(A, A.T),
 )
 
-# Cauchy-Schwarz: x_i · x_j <= |x_i| |x_j| < |x_i|^2 = x_i · x_i if |x_j| < |x_i|.
+# Cauchy-Schwarz: x_i · x_j <= |x_i| |x_j| < |x_i|^2 = x_i · x_i
+# if |x_j| < |x_i|.
 top, lengths = scores.argmax(dim=-1), X.norm(dim=-1)  # (T,) each
 print(
     "each query's top key:",

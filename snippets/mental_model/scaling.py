@@ -31,17 +31,21 @@ for d_k in widths:
             [z.var(), p.max(axis=-1).mean(), entropy.mean(), gradient.mean()]
         )
 
-print(
-    "       score variance      largest weight      entropy (nats)      gradient size"
+titles = (
+    "score variance",
+    "largest weight",
+    "entropy (nats)",
+    "gradient size",
 )
-print(" d_k" + "     plain    scaled" * 4)
+print("    " + "".join(f"{title:>18}" for title in titles))
+print(" d_k" + "    plain   scaled" * 4)
 for d_k, plain, scaled in zip(
     widths, results["plain"], results["scaled"], strict=True
 ):
     pairs = np.ravel(
         [plain, scaled], order="F"
     )  # plain, scaled, plain, scaled, ...
-    print(f"{d_k:>4}", *[f"{x:9.3f}" for x in pairs])
+    print(f"{d_k:>4}", *[f"{x:8.3f}" for x in pairs])
 print(
     "uniform weights: largest weight 1/S =",
     1 / S,

@@ -1,4 +1,5 @@
-# Masking key 0 at the playground's first query: the other weights grow, in proportion.
+# Masking key 0 at the playground's first query: the other weights grow, in
+# proportion.
 import torch
 
 from attn_ref import scaled_dot_product_attention
@@ -15,7 +16,8 @@ _, before = scaled_dot_product_attention(q, K, V)
 _, after = scaled_dot_product_attention(q, K, V, attn_mask=allowed)
 print("weights, every key:", before[0])
 print("weights, key 0 masked:", after[0])
-# The survivors share the weight key 0 had, each in proportion to its own weight.
+# The survivors share the weight key 0 had, each in proportion to its own
+# weight.
 renormalised = before[0, 1:] / (1 - before[0, 0])
 print("other weights / (1 - weight of key 0):", renormalised)
 print(

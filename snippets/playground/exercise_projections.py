@@ -13,7 +13,7 @@ print("symmetric:", torch.equal(dots_identity, dots_identity.T))
 W_Q = torch.eye(2)  # (C, d_k)
 W_K = torch.eye(2)
 W_K[0, 1] = (
-    1.0  # row 0, column 1: each key adds the token's feature 0 to its feature 1
+    1.0  # row 0, column 1: each key adds the token's feature 0 to feature 1
 )
 Q, K = X @ W_Q, X @ W_K  # (T, d_k)
 dots = Q @ K.T  # (T, T)

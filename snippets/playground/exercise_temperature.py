@@ -1,5 +1,5 @@
-# The playground's first query: the slider's left end, sqrt(d_k), its right end,
-# and far beyond.
+# The playground's first query: the slider's left end, sqrt(d_k), its right
+# end, and far beyond.
 import torch
 
 from attn_ref import scaled_dot_product_attention
@@ -12,7 +12,8 @@ results = {}  # tau -> (output, weights)
 for tau in (0.25, 2**0.5, 16.0, 1000.0):
     results[tau] = scaled_dot_product_attention(q, K, V, scale=1 / tau)
     output, weights = results[tau]
-    print(f"tau = {tau:.2f}, weights:", weights[0])
+    print(f"tau = {tau:.2f}, weights:")
+    print(weights[0])
     print(f"tau = {tau:.2f}, output:", output[0])
 print("v0:", V[0])
 print("mean of the values:", V.mean(dim=0))

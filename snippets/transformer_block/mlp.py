@@ -1,4 +1,5 @@
-# The MLP: widen each token to 4C features, bend them with a GELU, project back.
+# The MLP: widen each token to 4C features, bend them with a GELU, project
+# back.
 import torch
 
 from attn_ref import DecoderBlock

@@ -21,7 +21,7 @@ def kind(out):
 
 
 def run(fn):
-    """fn's result, and the attention kernels that computed it, per the profiler."""
+    """fn's result, and the attention kernels that computed it (profiler)."""
     with profile() as prof:
         result = fn()
     names = []
@@ -96,7 +96,8 @@ for backend in ("default", "math", "flash"):
             "error"
         )
 
-# nn.MultiheadAttention: a boolean mask is True where a query may NOT see a key.
+# nn.MultiheadAttention: a boolean mask is True where a query may NOT see a
+# key.
 T, C = 3, 4
 mha = torch.nn.MultiheadAttention(
     C, num_heads=2, batch_first=True
@@ -124,7 +125,8 @@ for mask_name, (mask, masked_rows) in cases.items():
                 (out, w), kernels = run(
                     lambda: mha(x, x, x, need_weights=need_weights, **mask)  # noqa:B023
                 )
-            name = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
+            returned = "weights" if need_weights else "no_weights"
+            name = f"mha_{mask_name}_{path}_{returned}"
             results[f"{name}_output"] = kind(masked_rows(out.detach()))
             rows = None if w is None else masked_rows(w.detach())
             results[f"{name}_weights"] = kind(rows)

@@ -1,5 +1,6 @@
-# The measured behaviour (fully_masked_rows.json, written by scripts/torch_versions.py)
-# as a Markdown table, one row per run of PyTorch versions that behave alike.
+# The measured behaviour (fully_masked_rows.json, written by
+# scripts/torch_versions.py) as a Markdown table, one row per run of PyTorch
+# versions that behave alike.
 # Run it from the repository's root.
 import json
 from pathlib import Path
