@@ -85,7 +85,8 @@ def repeated_tokens(
         ``(tokens, periods)``: ``(B, T)`` token ids and each sequence's ``(B,)`` period.
 
     Examples:
-        >>> tokens, period = repeated_tokens(1, 10, 64, (4, 4), torch.Generator().manual_seed(0))
+        >>> g = torch.Generator().manual_seed(0)
+        >>> tokens, period = repeated_tokens(1, 10, 64, (4, 4), g)
         >>> tokens
         tensor([[47, 53,  0,  3, 47, 53,  0,  3, 47, 53]])
         >>> period
@@ -124,8 +125,10 @@ def part_masks(periods: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:
 
     Examples:
         >>> first, repeated = part_masks(torch.tensor([3]), seq_len=7)
-        >>> first.int(), repeated.int()
-        (tensor([[1, 1, 0, 0, 0, 0]], dtype=torch.int32), tensor([[0, 0, 0, 1, 1, 1]], dtype=torch.int32))
+        >>> first.tolist()
+        [[True, True, False, False, False, False]]
+        >>> repeated.tolist()
+        [[False, False, False, True, True, True]]
     """
     _validate.integer_vector("periods", periods)
     _validate.count("seq_len", seq_len, minimum=2)
@@ -144,7 +147,7 @@ def next_token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
         ``(B, T - 1)`` losses in nats; the last position predicts nothing.
 
     Examples:
-        >>> logits = torch.zeros(1, 3, 4)  # every token equally likely: the loss is ln 4
+        >>> logits = torch.zeros(1, 3, 4)  # all tokens equally likely: loss ln 4
         >>> next_token_losses(logits, torch.tensor([[0, 1, 2]]))
         tensor([[1.3863, 1.3863]])
     """
@@ -180,11 +183,15 @@ class AttentionOnlyDecoder(nn.Module):
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = AttentionOnlyDecoder(vocab_size=8, context_length=6, embed_dim=4, num_layers=2, num_heads=2)
+        >>> model = AttentionOnlyDecoder(
+        ...     vocab_size=8, context_length=6, embed_dim=4, num_layers=2, num_heads=2
+        ... )
         >>> logits, weights = model(torch.tensor([[1, 2, 3, 1, 2]]))
-        >>> logits.shape, [tuple(w.shape) for w in weights]  # (B, T, V); per layer (B, H, T, T)
-        (torch.Size([1, 5, 8]), [(1, 2, 5, 5), (1, 2, 5, 5)])
-        >>> bool(weights[0][0, 0].triu(diagonal=1).eq(0).all())  # causal: nothing above the diagonal
+        >>> logits.shape  # (B, T, V)
+        torch.Size([1, 5, 8])
+        >>> [tuple(w.shape) for w in weights]  # per layer, (B, H, T, T)
+        [(1, 2, 5, 5), (1, 2, 5, 5)]
+        >>> bool(weights[0][0, 0].triu(diagonal=1).eq(0).all())  # causal
         True
     """
 
@@ -285,9 +292,11 @@ def train_induction(
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = AttentionOnlyDecoder(vocab_size=8, context_length=8, embed_dim=8, num_layers=2, num_heads=2)
+        >>> model = AttentionOnlyDecoder(
+        ...     vocab_size=8, context_length=8, embed_dim=8, num_layers=2, num_heads=2
+        ... )
         >>> history = train_induction(model, steps=3, batch_size=4, periods=(2, 4))
-        >>> len(history.repeated), model.training  # one loss per step; left in evaluation mode
+        >>> len(history.repeated), model.training  # a loss per step; eval mode
         (3, False)
     """
     _validate.count("steps", steps)
@@ -333,9 +342,10 @@ def previous_token_scores(weights: Tensor) -> Tensor:
         ``(H,)`` scores.
 
     Examples:
-        >>> previous = torch.eye(4).roll(-1, dims=1).tril()  # query i attends to key i - 1
+        >>> previous = torch.eye(4).roll(-1, dims=1).tril()  # query i: key i - 1
         >>> previous[0, 0] = 1.0  # query 0 has only itself
-        >>> previous_token_scores(torch.stack([previous, causal_mask(4) / torch.arange(1.0, 5.0)[:, None]])[None])
+        >>> uniform = causal_mask(4) / torch.arange(1.0, 5.0)[:, None]
+        >>> previous_token_scores(torch.stack([previous, uniform])[None])
         tensor([1.0000, 0.3611])
     """
     _validate.tensor("weights", weights)
@@ -414,9 +424,10 @@ def without_heads(model: AttentionOnlyDecoder, heads: Iterable[tuple[int, int]])
     Examples:
         >>> _ = torch.manual_seed(0)
         >>> model = AttentionOnlyDecoder(8, 6, embed_dim=4, num_layers=1, num_heads=2)
-        >>> silent = without_heads(model, [(0, 0), (0, 1)])  # every head: only the bias is left
+        >>> silent = without_heads(model, [(0, 0), (0, 1)])  # all: the bias is left
         >>> x = model.embed(torch.tensor([[1, 2, 3]]))
-        >>> torch.equal(silent.layers[0](x, x, x)[0], model.layers[0].out_proj.bias.expand(1, 3, 4))
+        >>> bias = model.layers[0].out_proj.bias
+        >>> torch.equal(silent.layers[0](x, x, x)[0], bias.expand(1, 3, 4))
         True
     """
     ablated = copy.deepcopy(model)
@@ -457,9 +468,13 @@ def token_scores(model: AttentionOnlyDecoder, head: int, through: int | None = N
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = AttentionOnlyDecoder(vocab_size=5, context_length=4, embed_dim=4, num_layers=2, num_heads=2)
-        >>> token_scores(model, head=0).shape, token_scores(model, head=1, through=0).shape
-        (torch.Size([5, 5]), torch.Size([5, 5]))
+        >>> model = AttentionOnlyDecoder(
+        ...     vocab_size=5, context_length=4, embed_dim=4, num_layers=2, num_heads=2
+        ... )
+        >>> token_scores(model, head=0).shape
+        torch.Size([5, 5])
+        >>> token_scores(model, head=1, through=0).shape
+        torch.Size([5, 5])
     """
     if len(model.layers) < 2:
         raise ValueError(f"model must have at least 2 layers for a head of layer 1, got {len(model.layers)}")
@@ -532,7 +547,8 @@ def sorting_batch(
         A `SortingBatch`.
 
     Examples:
-        >>> batch = sorting_batch(2, num_values=10, lengths=(2, 4), generator=torch.Generator().manual_seed(1))
+        >>> g = torch.Generator().manual_seed(1)
+        >>> batch = sorting_batch(2, num_values=10, lengths=(2, 4), generator=g)
         >>> batch.source  # 10 pads
         tensor([[ 2,  4,  0, 10],
                 [ 9,  1,  8,  3]])
@@ -585,12 +601,17 @@ class TinyEncoderDecoder(nn.Module):
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyEncoderDecoder(vocab_size=13, context_length=5, embed_dim=8, num_heads=1)
-        >>> batch = sorting_batch(2, num_values=10, lengths=(2, 4), generator=torch.Generator().manual_seed(1))
+        >>> model = TinyEncoderDecoder(
+        ...     vocab_size=13, context_length=5, embed_dim=8, num_heads=1
+        ... )
+        >>> g = torch.Generator().manual_seed(1)
+        >>> batch = sorting_batch(2, num_values=10, lengths=(2, 4), generator=g)
         >>> logits, weights = model(batch.source, batch.lengths, batch.decoder_input)
-        >>> logits.shape, weights["cross"].shape  # (B, L, V) and (B, H, L, S): L = 5 outputs, S = 4 keys
-        (torch.Size([2, 5, 13]), torch.Size([2, 1, 5, 4]))
-        >>> weights["cross"][0, 0, :, 3]  # the first source has 3 numbers: key 3 is padding
+        >>> logits.shape  # (B, L, V): L = 5 outputs
+        torch.Size([2, 5, 13])
+        >>> weights["cross"].shape  # (B, H, L, S): S = 4 keys
+        torch.Size([2, 1, 5, 4])
+        >>> weights["cross"][0, 0, :, 3]  # source 0 has 3 numbers: key 3 is padding
         tensor([0., 0., 0., 0., 0.], grad_fn=<SelectBackward0>)
     """
 
@@ -689,8 +710,10 @@ def train_sorting(
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyEncoderDecoder(vocab_size=13, context_length=5, embed_dim=8, num_heads=1)
-        >>> len(train_sorting(model, steps=2, batch_size=4, lengths=(2, 4)))  # 10 numbers and 3 tokens
+        >>> model = TinyEncoderDecoder(  # 10 numbers and 3 tokens
+        ...     vocab_size=13, context_length=5, embed_dim=8, num_heads=1
+        ... )
+        >>> len(train_sorting(model, steps=2, batch_size=4, lengths=(2, 4)))
         2
     """
     _validate.count("steps", steps)
@@ -845,7 +868,8 @@ def model_from_playground_json(text: str) -> AttentionOnlyDecoder:
         >>> model = AttentionOnlyDecoder(16, 8, embed_dim=8, num_layers=2, num_heads=2)
         >>> copy = model_from_playground_json(playground_json(model))
         >>> tokens = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
-        >>> (model(tokens)[1][1] - copy(tokens)[1][1]).abs().max() < 0.05  # int8 weights: close
+        >>> gap = (model(tokens)[1][1] - copy(tokens)[1][1]).abs().max()
+        >>> gap < 0.05  # int8 weights: close
         tensor(True)
     """
     document = json.loads(text)

@@ -341,11 +341,11 @@ print("right token by output position, given the right previous outputs:")
 print(by_position)
 ends_at_10 = (long_logits[:, 10].argmax(dim=-1) == END).float().mean().item()
 print(f"writes the end token at output 10: {ends_at_10:.2f} of the sources")
-# Most sources come out wrong. Output 10 goes wrong often: in training it was always
-# the end token (the longest sources had 10 numbers), and the model has learned to end
-# there, whatever the source holds. The other positions go wrong more often too than on
-# the lengths it trained on; source positions 10 to 13, for one, have embeddings that
-# no training example used.
+# Most sources come out wrong. Output 10 goes wrong often: in training it was
+# always the end token (the longest sources had 10 numbers), and the model has
+# learned to end there, whatever the source holds. The other positions go wrong
+# more often too than on the lengths it trained on; source positions 10 to 13,
+# for one, have embeddings that no training example used.
 
 # %% [markdown]
 # **2. Without the mask.** Run the trained model on the test batch as if every source
@@ -384,9 +384,10 @@ for name in ("encoder_attn", "decoder_attn", "cross_attn"):
     right = silent_logits.argmax(dim=-1) == test.target  # (B, L)
     silenced[name] = right[real].float().mean().item()
     print(f"{name} silenced: right token {silenced[name]:.3f}")
-# Without cross-attention the decoder cannot see the source and the accuracy collapses.
-# Without either self-attention it stays high: in this model, a query made from the
-# previous output, matched against keys made from the source numbers, nearly suffices.
+# Without cross-attention the decoder cannot see the source and the accuracy
+# collapses. Without either self-attention it stays high: in this model, a
+# query made from the previous output, matched against keys made from the
+# source numbers, nearly suffices.
 
 # %% [markdown]
 # ## References

@@ -680,10 +680,11 @@ entropy = per_query[:, :, 8:].mean(dim=(0, 2))  # (H,): queries 8 to T - 1
 # Uniform attention over i + 1 keys has entropy ln(i + 1).
 uniform_entropy = torch.log(torch.arange(9.0, T + 1)).mean()
 print(f"entropy of layer 1's heads: {entropy}; uniform: {uniform_entropy:.2f}")
-# With nothing to match, the induction heads still put nearly all their weight on a
-# few keys, and the model's predictions are confident and wrong: its loss is above
-# ln 64, worse than a uniform guess. Elhage et al.'s models attend to a start-of-text
-# token when nothing matches; this one has no such token to rest on.
+# With nothing to match, the induction heads still put nearly all their weight
+# on a few keys, and the model's predictions are confident and wrong: its loss
+# is above ln 64, worse than a uniform guess. Elhage et al.'s models attend to
+# a start-of-text token when nothing matches; this one has no such token to
+# rest on.
 
 # %% [markdown]
 # **3. Periods it never saw.** The model trained on periods from 8 to 16. Measure its
@@ -698,8 +699,9 @@ for period in (4, 24):
         seq_losses = next_token_losses(model(seqs)[0], seqs)
     unseen[period] = seq_losses[seq_repeated].mean().item()
     print(f"period {period}: loss on the repeated part {unseen[period]:.2f}")
-# Still far below ln 64: an induction head finds the earlier occurrence by its content,
-# wherever it is, so periods it never saw work too, as long as the repeat fits.
+# Still far below ln 64: an induction head finds the earlier occurrence by its
+# content, wherever it is, so periods it never saw work too, as long as the
+# repeat fits.
 
 # %% [markdown]
 # **4. Why the period varies.** Train the one-layer model again, on sequences whose
@@ -718,9 +720,9 @@ for name, low in (("period 16", 16), ("periods 8 to 16", 8)):
         seq_losses = next_token_losses(fixed(seqs)[0], seqs)
     fixed_losses[name] = seq_losses[seq_repeated].mean().item()
     print(f"{name}: loss on the repeated part {fixed_losses[name]:.2f}")
-# With one fixed period, one layer is enough: the next token always sits 15 positions
-# back, which a head can find by position alone. On other periods the token there is
-# the wrong one, and the model does worse than a uniform guess.
+# With one fixed period, one layer is enough: the next token always sits 15
+# positions back, which a head can find by position alone. On other periods the
+# token there is the wrong one, and the model does worse than a uniform guess.
 
 # %% [markdown]
 # ## References

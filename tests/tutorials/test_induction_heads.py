@@ -282,7 +282,10 @@ def test_other_seeds_and_the_closing_figures(tutorial, values):
     }
     for name, expected in page.items():  # the same batch, the same models: float32 rounding apart
         assert by_seed[0][name] == pytest.approx(expected, abs=1e-5), name
-    assert by_seed[0]["roles"] == {"previous": values["previous_heads"], "induction": values["induction_heads"]}
+    assert by_seed[0]["roles"] == {
+        "previous": values["previous_heads"],
+        "induction": values["induction_heads"],
+    }
     assert seconds[0] == (values["train_seconds"], values["one_layer_seconds"])
     columns = ["previous", "prefix", "trained", "previous zeroed", "induction zeroed", "one layer"]
     for seed, f in by_seed.items():
@@ -294,4 +297,6 @@ def test_other_seeds_and_the_closing_figures(tutorial, values):
         assert_printed(tutorial, [seed, *(f[c] for c in columns)], atol=[0] + [half_unit(2)] * 6)
         closing = [seed, *seconds[seed], f["previous"], f["prefix"], f["trained"], f["one layer"]]
         closing += [f["previous zeroed"], f["induction zeroed"]]
-        assert_printed(tutorial, closing, atol=[0, half_unit(1), half_unit(1)] + [half_unit(2)] * 6, gaps=True)
+        assert_printed(
+            tutorial, closing, atol=[0, half_unit(1), half_unit(1)] + [half_unit(2)] * 6, gaps=True
+        )
