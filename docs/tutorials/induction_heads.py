@@ -14,9 +14,9 @@
 # reads the mechanism off the trained weights.
 #
 # It assumes causal self-attention ([Self-attention with a causal
-# mask](causal_self_attention.md)), multi-head attention ([Scaled dot-product
-# attention, step by step](scaled_dot_product_step_by_step.md)) and the residual
-# stream of [the transformer block](../concepts/transformer_block.md). The model here
+# mask](causal_self_attention.md)), attention with several heads ([Scaled
+# dot-product attention, step by step](scaled_dot_product_step_by_step.md)) and the
+# residual stream of [the transformer block](../concepts/transformer_block.md). The model here
 # keeps the block's stream and its attention, and drops the rest. Symbols follow the
 # [notation table](../notation.md): tokens are row vectors, shapes `(B, T, C)` for
 # tokens and `(B, H, T, T)` for one layer's attention weights.
