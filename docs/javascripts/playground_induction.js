@@ -261,8 +261,9 @@
         if (best > ROLE) induction = scores[1].indexOf(best);
       }
       const previousQuery = Number(query.value);
+      const atEnd = previousQuery === Number(query.max); // then follow the last token as the reader types
       query.max = tokens.length - 1;
-      query.value = Math.min(previousQuery, tokens.length - 1);
+      query.value = atEnd ? tokens.length - 1 : Math.min(previousQuery, tokens.length - 1);
       current = { tokens, weights, targets, scores, induction };
       draw();
       root.dataset.state = JSON.stringify({ input: input.value, error: null, tokens, weights, prefix: scores, induction });
