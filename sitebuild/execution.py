@@ -15,7 +15,9 @@ capability does not discard the executions of this one:
   each run of printed text in one output (the kernel may flush a print in two messages), so
   that two executions give the same bytes;
 - ``<name>.values.pickle``: the kernel's variables after the last cell, as `sitebuild.values`
-  keeps them, for the tests to compare with their own references.
+  keeps them, for the tests to compare with their own references;
+- ``<name>.files/``: the files the tutorial wrote in its working folder (the induction
+  tutorial's trained model, for the playground), which the build publishes beside the page.
 
 The key hashes the tutorial, every file it can import or include (``attn_ref``,
 ``snippets``), the pinned versions (``constraints.txt``) and this module with `sitebuild.values`;
@@ -90,6 +92,11 @@ def saved_values(notebook: Path) -> Path:
     return notebook.with_suffix(".values.pickle")
 
 
+def written_files(notebook: Path) -> Path:
+    """The folder of the files the tutorial wrote in its working folder."""
+    return notebook.with_suffix(".files")
+
+
 def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
     """Start executing every tutorial whose result is not kept yet, ``WORKERS`` kernels at a time.
 
@@ -133,6 +140,8 @@ def execute(source: Path, target: Path, root: Path) -> Path:
     partial = target.with_name(target.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)
+    written = written_files(partial)
+    shutil.rmtree(written, ignore_errors=True)  # left by an execution that failed
     save = SAVE_VALUES.format(module=str(VALUES_MODULE), path=str(values))
     notebook.cells.append(nbformat.v4.new_code_cell(save))
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as sockets:
@@ -150,12 +159,15 @@ def execute(source: Path, target: Path, root: Path) -> Path:
                 "MATPLOTLIBRC": str(plot_style.RC_FILE),  # the site's plot style
             }
         )
+        shutil.copytree(folder, written)
     notebook.cells.pop()
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = _merge_printed_text(cell.outputs)
     nbformat.write(notebook, partial)
     values.replace(saved_values(target))
+    shutil.rmtree(written_files(target), ignore_errors=True)
+    written.replace(written_files(target))
     partial.replace(target)  # last, so that a kept notebook always has its values beside it
     return target
 

@@ -7,6 +7,7 @@ normally. What one build learns lives in `Build`, made afresh when the build sta
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from concurrent.futures import Future
 from pathlib import Path
@@ -105,6 +106,13 @@ def on_post_build(config: MkDocsConfig) -> None:
     for path, text in build.files.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
+    for src_uri, (running, _) in build.executions.items():  # what each tutorial wrote, beside its page
+        page_folder = site / Path(src_uri).with_suffix("")
+        for written in sorted(execution.written_files(running.result()).glob("*")):
+            if not written.is_file():
+                continue
+            page_folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(written, page_folder / written.name)
     build.typesetter.close()
     build.downloads.cleanup()
     typeset.copy_assets(site)

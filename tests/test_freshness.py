@@ -23,6 +23,8 @@ TINY_TUTORIAL = """# %% [markdown]
 # %%
 import os
 print("working folder holds:", os.listdir("."))
+with open("written.txt", "w") as file:  # kept with the execution, published beside the page
+    file.write("a file the tutorial wrote")
 
 # %% tags=["plot"]
 shown = "a plot"
@@ -64,6 +66,9 @@ def test_a_tutorial_runs_top_to_bottom_in_a_fresh_kernel_in_an_empty_folder(proj
     assert code[2].metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}  # a solution
     values = pickle.loads(tutorial_execution.saved_values(executed).read_bytes())
     assert values == {"shown": "a plot", "answer": 42}
+    written = tutorial_execution.written_files(executed)
+    assert [p.name for p in written.iterdir()] == ["written.txt"]
+    assert (written / "written.txt").read_text() == "a file the tutorial wrote"
 
 
 def test_a_kept_execution_is_reused_until_the_code_changes(project):
@@ -113,8 +118,10 @@ def test_a_second_build_gives_byte_identical_pages(built_site, tmp_path):
     build(ROOT, tmp_path)
     first = [p.relative_to(built_site.path) for p in html_pages(built_site.path)]
     first += [p.relative_to(built_site.path) for p in built_site.path.rglob("*.ipynb")]
+    first += [p.relative_to(built_site.path) for p in built_site.path.glob("tutorials/*/*.json")]  # written
     assert first == [p.relative_to(tmp_path) for p in html_pages(tmp_path)] + [
         p.relative_to(tmp_path) for p in tmp_path.rglob("*.ipynb")
-    ]
+    ] + [p.relative_to(tmp_path) for p in tmp_path.glob("tutorials/*/*.json")]
+    assert any(p.name == "induction_heads.json" for p in first)
     differing = [str(p) for p in first if (built_site.path / p).read_bytes() != (tmp_path / p).read_bytes()]
     assert differing == []

@@ -31,7 +31,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import attn_ref
 from attn_ref.functional import causal_mask
 from attn_ref.plotting import figure_to_svg
 from attn_ref.training import (
@@ -577,18 +576,15 @@ for seed, f in by_seed.items():
 # attention weights depend on: the two embeddings, the four projections of layer 0, and
 # the query and key projections of layer 1. `attn_ref.training.playground_json` writes
 # those to a JSON document, each tensor as 8-bit integers times one scale (the format is
-# in the function's documentation), and the cell saves it where the site's build can
-# publish it. Rounding each weight to one of 255 levels changes it a little, and so the
-# attention weights; the cell measures by how much, on the test batch.
+# in the function's documentation), and the cell saves it in the current folder. The
+# site's build publishes it, and [the induction playground](../playground_induction.md)
+# runs this very model in your browser, on tokens you type. Rounding each weight to one
+# of 255 levels changes it a little, and so the attention weights; the cell measures by
+# how much, on the test batch.
 
 # %%
 exported = playground_json(model)
-project = Path(attn_ref.__file__).resolve().parents[1]
-# Built by the site: into its .cache; elsewhere, into the current folder.
-in_the_site = (project / "mkdocs.yml").is_file()
-folder = project / ".cache" / "playground" if in_the_site else Path.cwd()
-folder.mkdir(parents=True, exist_ok=True)
-(folder / "induction_heads.json").write_text(exported)
+Path("induction_heads.json").write_text(exported)
 reloaded = model_from_playground_json(exported)
 with torch.no_grad():
     _, reloaded_weights = reloaded(tokens)
