@@ -594,7 +594,8 @@ class ServeResult:
         logits: Request index -> the ``(max_new_tokens, vocab_size)`` logits its tokens were chosen from.
         steps: One dict per forward pass: ``running`` (request indices in the
             batch), ``tokens`` (tokens fed), ``stored`` (positions the running
-            requests hold), ``blocks`` (blocks in use), ``admitted``,
+            requests hold), ``lengths`` (request index -> positions it holds),
+            ``blocks`` (blocks in use), ``admitted``,
             ``finished`` and ``preempted`` (request indices).
         finished_at: Request index -> the step at which it finished.
     """
@@ -624,8 +625,8 @@ def serve(
 
     1. retires every request that has all its tokens, releasing its blocks;
     2. admits waiting requests that have arrived, first come first served,
-       while the free list has the blocks of their first chunk, and at most
-       ``max_running`` run;
+       while the free list has the blocks of their whole prompt and one block
+       to spare for each running request, and at most ``max_running`` run;
     3. reserves each running request's new positions; when the free list runs
        dry, it *preempts* the request admitted last: releases its blocks and
        puts it back at the front of the queue, to recompute its tokens later.
@@ -694,7 +695,8 @@ def serve(
     step = 0
     while waiting or running:
         admitted, preempted = [], []
-        while waiting and requests[waiting[0]].arrival <= step and not (static and running):
+        batch_open = not (static and running)  # static batching waits for an empty batch
+        while batch_open and waiting and requests[waiting[0]].arrival <= step:
             i = waiting[0]
             if max_running is not None and len(running) >= max_running:
                 break
@@ -710,11 +712,12 @@ def serve(
                 None,
             )
             first = min(chunk, len(known[i]) - (share_prefix if donor is not None else 0))
-            if donor is None and cache.blocks_for(first) > cache.num_free:
+            spare = len(running) + 1  # a block in hand for each running request's next token
+            if donor is None and cache.blocks_for(len(known[i])) + spare > cache.num_free:
                 break
             copied = bool(share_prefix % cache.block_size)  # a shared, partly filled block is copied
             grown = cache.blocks_for(share_prefix + first) - cache.blocks_for(share_prefix)
-            if donor is not None and grown + copied > cache.num_free:
+            if donor is not None and grown + copied + spare > cache.num_free:
                 break
             waiting.pop(0)
             if donor is not None:  # share the donor's blocks of the prefix
@@ -740,7 +743,8 @@ def serve(
                 victim = running[-1]
                 running.remove(victim)
                 batch = [(j, p) for j, p in batch if j != victim]
-                cache.release(victim)
+                if victim in cache.tables:  # admitted this step, it may hold no block yet
+                    cache.release(victim)
                 del fed[victim]  # its prompt and new tokens are fed again when it is readmitted
                 waiting.insert(0, victim)
                 preempted.append(victim)
@@ -781,6 +785,7 @@ def serve(
                 "running": [i for i, _ in batch],
                 "tokens": len(seq),
                 "stored": sum(cache.lengths[i] for i, _ in batch),
+                "lengths": {i: cache.lengths[i] for i, _ in batch},
                 "blocks": cache.num_blocks - cache.num_free,
                 "admitted": admitted,
                 "finished": finished,
