@@ -41,7 +41,8 @@ from attn_ref.serving import (
 )
 
 torch.set_grad_enabled(False)  # generation only: no gradients
-torch.set_num_threads(1)  # one thread: results that do not depend on the machine's cores
+# one thread: results that do not depend on the machine's cores
+torch.set_num_threads(1)
 
 # %% [markdown]
 # ## A model, and each request decoded alone
@@ -54,10 +55,21 @@ torch.set_num_threads(1)  # one thread: results that do not depend on the machin
 
 # %%
 torch.manual_seed(0)
-model = TinyDecoder(vocab_size=48, context_length=96, embed_dim=32, num_layers=2, num_heads=4)
+model = TinyDecoder(
+    vocab_size=48,
+    context_length=96,
+    embed_dim=32,
+    num_layers=2,
+    num_heads=4,
+)
 model.eval()
 attn = model.blocks[0].attn
 H, H_kv, d_k = attn.num_heads, attn.num_kv_heads, attn.head_dim
+
+
+def new_pool(num_blocks, block_size=4):
+    """An empty paged cache shaped for the model."""
+    return PagedKVCache(model.num_layers, num_blocks, block_size, H_kv, d_k)
 
 
 def random_requests(n, seed, prompt=(2, 24), new=(2, 24), spread=0):
@@ -173,8 +185,10 @@ for lower_right in (True, False):
 
 # %%
 padded = generate_padded(model, batch)
-print("padded batch, identical tokens per request:",
-      [torch.equal(a, b) for a, b in zip(padded, expected, strict=True)])
+print(
+    "padded batch, identical tokens per request:",
+    [torch.equal(a, b) for a, b in zip(padded, expected, strict=True)],
+)
 steps = max(r.max_new_tokens for r in batch)
 T_pad = max(len(r.prompt) for r in batch)
 computed = len(batch) * (T_pad + steps - 1)  # every row, every step
@@ -208,8 +222,10 @@ print(document_causal_mask(seq, pos).int().numpy())
 
 # %%
 packed = generate_packed(model, batch)
-print("packed batch, identical tokens per request:",
-      [torch.equal(a, b) for a, b in zip(packed, expected, strict=True)])
+print(
+    "packed batch, identical tokens per request:",
+    [torch.equal(a, b) for a, b in zip(packed, expected, strict=True)],
+)
 print("token positions computed:", useful)
 
 # %% [markdown]
@@ -231,9 +247,7 @@ print("token positions computed:", useful)
 # layer at once.
 
 # %%
-pool = PagedKVCache(
-    model.num_layers, num_blocks=8, block_size=4, num_kv_heads=H_kv, head_dim=d_k
-)
+pool = new_pool(num_blocks=8, block_size=4)
 pool.reserve("a", 6)  # 6 positions: 2 blocks
 pool.reserve("b", 3)  # 1 block
 pool.reserve("a", 3)  # a grows to 9 positions: a third block
@@ -252,20 +266,23 @@ print(f"one block holds {pool.block_nbytes} bytes (keys and values, every layer)
 # With all requests arriving at step 0 and enough blocks, it decodes them together.
 
 # %%
-paged_pool = PagedKVCache(
-    model.num_layers, num_blocks=32, block_size=4, num_kv_heads=H_kv, head_dim=d_k
-)
+paged_pool = new_pool(num_blocks=32)
 paged = serve(model, batch, paged_pool)
-print("paged batch, identical tokens per request:",
-      [torch.equal(paged.tokens[i], expected[i]) for i in range(len(batch))])
-logit_gap = max(
-    (paged.logits[i] - generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[1][0])
-    .abs()
-    .max()
-    for i, r in enumerate(batch)
+print(
+    "paged batch, identical tokens per request:",
+    [torch.equal(paged.tokens[i], expected[i]) for i in range(len(batch))],
 )
+contiguous = [  # the logits of each request decoded alone with a KVCache
+    generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[1][0] for r in batch
+]
+logit_gap = max((paged.logits[i] - c).abs().max() for i, c in enumerate(contiguous))
 print(f"largest |paged - contiguous cache| logit: {logit_gap:.1e}")
-print("blocks free again after the batch:", paged_pool.num_free, "of", paged_pool.num_blocks)
+print(
+    "blocks free again after the batch:",
+    paged_pool.num_free,
+    "of",
+    paged_pool.num_blocks,
+)
 
 # %% [markdown]
 # Same tokens, and the logits agree with the contiguous `KVCache` up to float
@@ -311,17 +328,14 @@ pool.tables["c"].pop()
 # %%
 stream = random_requests(40, seed=3, prompt=(4, 40), new=(4, 48), spread=60)
 stream_alone = [alone(r) for r in stream]  # the reference tokens, computed once
-big_pool = PagedKVCache(
-    model.num_layers, num_blocks=1024, block_size=4, num_kv_heads=H_kv, head_dim=d_k
-)
+big_pool = new_pool(num_blocks=1024)
 streamed = serve(model, stream, big_pool)
-lengths_log = [s["lengths"] for s in streamed.steps]  # one {request: positions} per step
+# one {request: positions it holds} per step
+lengths_log = [s["lengths"] for s in streamed.steps]
 stored = sum(sum(held.values()) for held in lengths_log)
 held = {
     "reserve the context": sum(96 * len(h) for h in lengths_log),
-    "reserve own maximum": sum(
-        sum(stream[i].max_length for i in h) for h in lengths_log
-    ),
+    "reserve own maximum": sum(stream[i].max_length for h in lengths_log for i in h),
 }
 for block in (4, 8, 16):
     held[f"paged, blocks of {block:>2}"] = sum(
@@ -331,8 +345,10 @@ waste = {policy: 1 - stored / slots for policy, slots in held.items()}
 print(f"{len(streamed.steps)} steps; positions stored, summed over steps: {stored:,}")
 for policy, share in waste.items():
     print(f"{policy:<22} holds {held[policy]:>7,}: waste {share:6.1%}")
-print("every request identical to decoding it alone:",
-      all(torch.equal(streamed.tokens[i], t) for i, t in enumerate(stream_alone)))
+print(
+    "every request identical to decoding it alone:",
+    all(torch.equal(streamed.tokens[i], t) for i, t in enumerate(stream_alone)),
+)
 
 # %% [markdown]
 # Reserving the full context wastes most of the memory, as vLLM reports for earlier
@@ -367,8 +383,11 @@ print("every request identical to decoding it alone:",
 g = torch.Generator().manual_seed(4)
 prefix = tuple(torch.randint(0, 48, (30,), generator=g).tolist())
 shared_stream = [
-    Request(prefix + tuple(torch.randint(0, 48, (6 + 2 * i,), generator=g).tolist()), 8,
-            arrival=int(i > 0))
+    Request(
+        prefix + tuple(torch.randint(0, 48, (6 + 2 * i,), generator=g).tolist()),
+        8,
+        arrival=int(i > 0),
+    )
     for i in range(6)
 ]
 runs = {}
@@ -377,17 +396,30 @@ for share in (0, 30):
         model.num_layers, num_blocks=256, block_size=4, num_kv_heads=H_kv, head_dim=d_k
     )
     runs[share] = serve(model, shared_stream, shared_pool, share_prefix=share)
-peak_blocks = {share: max(s["blocks"] for s in run.steps) for share, run in runs.items()}
+
+
+def peak(run):
+    return max(s["blocks"] for s in run.steps)
+
+
+peak_blocks = {share: peak(run) for share, run in runs.items()}
 saved = peak_blocks[0] - peak_blocks[30]
 full_blocks = 30 // 4  # blocks the prefix fills completely
-print(f"peak blocks in use: {peak_blocks[0]} without sharing, {peak_blocks[30]} with it")
-print(f"blocks saved: {saved} ({saved / peak_blocks[0]:.0%}), bytes saved:"
-      f" {saved * shared_pool.block_nbytes:,}; five later requests x {full_blocks}"
-      f" full prefix blocks = {5 * full_blocks}")
-print("identical tokens, with and without sharing, and alone:",
-      all(torch.equal(runs[30].tokens[i], runs[0].tokens[i])
-          and torch.equal(runs[0].tokens[i], alone(r))
-          for i, r in enumerate(shared_stream)))
+print(
+    f"peak blocks in use: {peak_blocks[0]} without sharing,",
+    f"{peak_blocks[30]} with it",
+)
+print(
+    f"blocks saved: {saved} ({saved / peak_blocks[0]:.0%}), bytes saved:"
+    f" {saved * shared_pool.block_nbytes:,}; five later requests x {full_blocks}"
+    f" full prefix blocks = {5 * full_blocks}"
+)
+same_shared = all(
+    torch.equal(runs[30].tokens[i], runs[0].tokens[i])  # sharing changes nothing
+    and torch.equal(runs[0].tokens[i], alone(r))  # and both are the request alone
+    for i, r in enumerate(shared_stream)
+)
+print("identical tokens, with and without sharing, and alone:", same_shared)
 
 # %% [markdown]
 # The prefix fills its blocks of 4 completely but for the last one, which holds only
@@ -418,27 +450,37 @@ print("identical tokens, with and without sharing, and alone:",
 # %%
 schedules = {}
 for static in (False, True):
-    small_pool = PagedKVCache(
-        model.num_layers, num_blocks=48, block_size=4, num_kv_heads=H_kv, head_dim=d_k
-    )
-    schedules[static] = serve(model, stream, small_pool, chunk_size=16, static=static)
+    schedules[static] = serve(model, stream, new_pool(48), chunk_size=16, static=static)
 for static, run in schedules.items():
     name = "static    " if static else "continuous"
     waits = [run.finished_at[i] - r.arrival for i, r in enumerate(stream)]
+    batch_sizes = [len(s["running"]) for s in run.steps]
     preempted = sum(len(s["preempted"]) for s in run.steps)
-    print(f"{name}: {len(run.steps)} steps, {np.mean([len(s['running']) for s in run.steps]):.1f}"
-          f" requests per step, mean arrival-to-finish {np.mean(waits):.1f} steps,"
-          f" {preempted} preemptions")
-print("continuous batching, identical tokens per request:",
-      all(torch.equal(schedules[False].tokens[i], t) for i, t in enumerate(stream_alone)))
+    print(
+        f"{name}: {len(run.steps)} steps, {np.mean(batch_sizes):.1f}"
+        f" requests per step, mean arrival-to-finish {np.mean(waits):.1f} steps,"
+        f" {preempted} preemptions"
+    )
+print(
+    "continuous batching, identical tokens per request:",
+    all(torch.equal(schedules[False].tokens[i], t) for i, t in enumerate(stream_alone)),
+)
 
 # %% tags=["plot"]
 run = schedules[False]
 fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
-ax.step([s["step"] for s in run.steps], [s["blocks"] for s in run.steps], where="post",
-        label="blocks in use")
-ax.step([s["step"] for s in run.steps], [len(s["running"]) for s in run.steps],
-        where="post", label="requests running")
+ax.step(
+    [s["step"] for s in run.steps],
+    [s["blocks"] for s in run.steps],
+    where="post",
+    label="blocks in use",
+)
+ax.step(
+    [s["step"] for s in run.steps],
+    [len(s["running"]) for s in run.steps],
+    where="post",
+    label="requests running",
+)
 ax.axhline(48, color="k", linestyle="--", linewidth=1, label="blocks in the pool")
 ax.set(xlabel="step", ylabel="count", title="Continuous batching on 48 blocks")
 ax.legend(fontsize=10)
@@ -486,44 +528,56 @@ figure_to_svg(
 # **1. Chunk sizes.** Feed the 20-token prompt in chunks of 1, 3, 7 and 20 tokens,
 # with the bottom-right mask, and print the largest logit difference from one pass.
 
+
 # %% tags=["solution"]
-chunk_gaps = {c: (chunked(prompt, c, True) - one_pass).abs().max().item() for c in (1, 3, 7, 20)}
+def chunk_gap(c):
+    return (chunked(prompt, c, True) - one_pass).abs().max().item()
+
+
+chunk_gaps = {c: chunk_gap(c) for c in (1, 3, 7, 20)}
 for c, gap in chunk_gaps.items():
     print(f"chunks of {c:>2}: {gap:.1e}")
 
 # %% [markdown]
-# **2. How many blocks?** A request of $n$ positions takes $\lceil n / b \rceil$ blocks of
-# $b$ positions and wastes the rest of its last block. For the stream above, print
-# the blocks each request holds when it finishes, with $b = 16$, and the positions
-# they waste.
+# **2. How many blocks?** A request of $n$ positions takes $\lceil n / b \rceil$
+# blocks of $b$ positions and wastes the rest of its last block. For the stream
+# above, print the blocks each request holds when it finishes, with $b = 16$, and
+# the positions they waste.
 
 # %% tags=["solution"]
 final = [r.max_length for r in stream]  # positions each request holds at the end
 blocks_16 = [-(-n // 16) for n in final]
 print("blocks:", blocks_16)
-print("wasted positions:", sum(16 * b - n for b, n in zip(blocks_16, final, strict=True)),
-      "of", 16 * sum(blocks_16))
+print(
+    "wasted positions:",
+    sum(16 * b - n for b, n in zip(blocks_16, final, strict=True)),
+    "of",
+    16 * sum(blocks_16),
+)
 
 # %% [markdown]
 # **3. A request too long for the pool.** Serve one request whose prompt and output
 # need more positions than a pool of 4 blocks of 4 holds, and print the error.
 
 # %% tags=["solution"]
-tiny_pool = PagedKVCache(model.num_layers, 4, 4, H_kv, d_k)
+tiny_pool = new_pool(4)
 try:
     serve(model, [Request(tuple(range(12)), 8)], tiny_pool)
 except ValueError as error:
     print("ValueError:", error)
 
 # %% [markdown]
-# **4. A tighter pool.** Serve the stream with a pool of only 24 blocks, just enough for its longest request. Count the
-# preemptions, and check that every request still gets its own tokens.
+# **4. A tighter pool.** Serve the stream with a pool of only 24 blocks, just enough
+# for its longest request. Count the preemptions, and check that every request still
+# gets its own tokens.
 
 # %% tags=["solution"]
-tight = serve(model, stream, PagedKVCache(model.num_layers, 24, 4, H_kv, d_k), chunk_size=16)
+tight = serve(model, stream, new_pool(24), chunk_size=16)
 print("preemptions:", sum(len(s["preempted"]) for s in tight.steps))
-print("identical tokens:",
-      all(torch.equal(tight.tokens[i], t) for i, t in enumerate(stream_alone)))
+print(
+    "identical tokens:",
+    all(torch.equal(tight.tokens[i], t) for i, t in enumerate(stream_alone)),
+)
 
 # %% [markdown]
 # ## References
