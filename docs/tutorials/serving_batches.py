@@ -438,7 +438,8 @@ print("identical tokens, with and without sharing, and alone:", same_shared)
 #
 # 1. it retires the requests that have all their tokens, and frees their blocks;
 # 2. it admits waiting requests that have arrived, first come first served, while the
-#    free list has the blocks for their first chunk of prompt;
+#    free list has the blocks for their prompt and one block to spare for each running
+#    request;
 # 3. when a running request needs a new block and none is free, it *preempts* the
 #    request admitted last: frees its blocks and puts it back in the queue, to
 #    recompute its keys when it is readmitted (vLLM calls this recomputation).
@@ -492,9 +493,9 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# The pool stays nearly full while requests wait, and the batch changes at every step.
+# The blocks in use never exceed the pool, and the batch changes from step to step.
 # Static batching needs more steps for the same stream, and requests wait longer, as
-# the table shows: a batch holds its blocks until its longest request finishes. Every
+# the printed lines show: a batch holds its blocks until its longest request finishes. Every
 # request still gets exactly its own tokens, whatever batch it ran in, whether it was
 # preempted or not.
 #
