@@ -495,9 +495,9 @@ figure_to_svg(
 # %% [markdown]
 # The blocks in use never exceed the pool, and the batch changes from step to step.
 # Static batching needs more steps for the same stream, and requests wait longer, as
-# the printed lines show: a batch holds its blocks until its longest request finishes. Every
-# request still gets exactly its own tokens, whatever batch it ran in, whether it was
-# preempted or not.
+# the printed lines show: a batch holds its blocks until its longest request finishes.
+# Every request still gets exactly its own tokens, whatever batch it ran in, whether
+# it was preempted or not.
 #
 # <details class="note">
 # <summary>Going deeper: why packing one batch changes nothing</summary>

@@ -226,62 +226,52 @@ def soft_cap(score, b, h, q_idx, kv_idx):
     return 2.0 * torch.tanh(score / 2.0)
 
 
-cases = {  # name: (mask_mod, score_mod)
-    "causal": (causal, None),
-    "sliding window": (sliding, None),
-    "document": (document, None),
-    "prefix-LM": (prefix_lm, None),
-    "ALiBi": (causal, alibi),
-    "soft-capping": (causal, soft_cap),
-}
 g = torch.Generator().manual_seed(2)
 # (B, H, L, d_k) each
 q, k, v = (2 * torch.randn(1, 4, L, 16, generator=g) for _ in range(3))
-flex_results = {}
 
 
 def torch_block_mask(mask_mod, L):
     """PyTorch's block mask for one sequence, all heads alike, tiles of 32."""
-    return torch_flex.create_block_mask(
-        mask_mod,
-        1,
-        1,
-        L,
-        L,
-        device="cpu",
-        BLOCK_SIZE=32,
-    )
+    return torch_flex.create_block_mask(mask_mod, 1, 1, L, L, "cpu", BLOCK_SIZE=32)
 
 
-print(f"{'':<15} empty partial  full  skipped  |ours - PyTorch|  agree on tiles")
-for name, (mask_mod, score_mod) in cases.items():
+def compare(mask_mod, score_mod):
+    """attn_ref's flex_attention against PyTorch's: outputs, and tiles per kind."""
     ours_mask = create_block_mask(mask_mod, 1, 1, L, L, block_size=32)
-    ours, state = flex_attention(q, k, v, score_mod=score_mod, block_mask=ours_mask)
+    ours, state = flex_attention(q, k, v, score_mod, block_mask=ours_mask)
     theirs_mask = torch_block_mask(mask_mod, L)
-    theirs = torch_flex.flex_attention(
-        q,
-        k,
-        v,
-        score_mod=score_mod,
-        block_mask=theirs_mask,
+    theirs = torch_flex.flex_attention(q, k, v, score_mod, block_mask=theirs_mask)
+    kinds = ours_mask.kinds[0, 0]  # (query blocks, key blocks)
+    # PyTorch counts, per block of queries, its partial tiles and its full ones
+    agree = torch.equal((kinds == 1).sum(-1), theirs_mask.kv_num_blocks[0, 0]) and (
+        torch.equal((kinds == 2).sum(-1), theirs_mask.full_kv_num_blocks[0, 0])
     )
-    # per block of queries: its partial tiles, and its full ones
-    touched = theirs_mask.kv_num_blocks[0, 0]
-    full = theirs_mask.full_kv_num_blocks[0, 0]
-    counts = (
-        (ours_mask.kinds[0, 0] == 1).sum(-1),
-        (ours_mask.kinds[0, 0] == 2).sum(-1),
-    )
-    agree = torch.equal(counts[0], touched) and torch.equal(counts[1], full)
-    skipped = state.tiles_skipped / (state.tiles_computed + state.tiles_skipped)
-    error = (ours - theirs).abs().max().item()
-    flex_results[name] = {"skipped": skipped, "error": error, "agree": agree}
-    fractions = [ours_mask.fraction(kind) for kind in (0, 1, 2)]
-    print(
-        f"{name:<15}",
-        *(f"{f:5.2f}" for f in fractions),
-        f"{skipped:8.1%} {error:>16.1e} {agree!s:>15}",
-    )
+    return {
+        "fractions": [ours_mask.fraction(kind) for kind in (0, 1, 2)],
+        "skipped": state.tiles_skipped / (state.tiles_computed + state.tiles_skipped),
+        "error": (ours - theirs).abs().max().item(),
+        "agree": agree,
+        "output": ours,
+    }
+
+
+flex_results = {
+    name: compare(mask_mod, score_mod)
+    for name, (mask_mod, score_mod) in {
+        "causal": (causal, None),
+        "sliding window": (sliding, None),
+        "document": (document, None),
+        "prefix-LM": (prefix_lm, None),
+        "ALiBi": (causal, alibi),
+        "soft-capping": (causal, soft_cap),
+    }.items()
+}
+print(f"{'':<15} empty partial  full  skipped  |ours - PyTorch|  agree on tiles")
+for name, r in flex_results.items():
+    fractions = " ".join(f"{f:5.2f}" for f in r["fractions"])
+    skipped, error, agree = r["skipped"], r["error"], r["agree"]
+    print(f"{name:<15} {fractions} {skipped:8.1%} {error:>16.1e} {agree!s:>15}")
 largest = max(r["error"] for r in flex_results.values())
 print(f"largest |attn_ref - flex_attention| over the six: {largest:.1e}")
 
@@ -420,24 +410,14 @@ def dilated(b, h, q_idx, kv_idx):
     return (q_idx >= kv_idx) & ((q_idx - kv_idx) % 2 == 0)
 
 
-dilated_mask = create_block_mask(dilated, 1, 1, L, L, block_size=32)
-dilated_out, dilated_state = flex_attention(q, k, v, block_mask=dilated_mask)
-dilated_theirs = torch_flex.flex_attention(
-    q,
-    k,
-    v,
-    block_mask=torch_block_mask(dilated, L),
-)
-print(
-    f"skipped: {dilated_state.tiles_skipped / dilated_mask.kinds.numel():.1%};"
-    f" largest difference: {(dilated_out - dilated_theirs).abs().max():.1e}"
-)
+dilated_result = compare(dilated, None)
+skipped, error = dilated_result["skipped"], dilated_result["error"]
+print(f"skipped: {skipped:.1%}; largest difference from PyTorch: {error:.1e}")
 
 # %% [markdown]
-# **3. Where decoding stops being memory-bound.** Decoding $n$ tokens at once for one
-# sequence (as speculative decoding verifies several guessed tokens in one step) makes
-# $L = n$. For the 7B-class shape with 8 key/value heads and $S = 4096$, print the
-# intensity for $n = 1, 4, 16, 64$.
+# **3. Where decoding stops being memory-bound.** Decoding $n$ tokens of one sequence
+# in one step makes $L = n$. For the 7B-class shape with 8 key/value heads and
+# $S = 4096$, print the intensity for $n = 1, 4, 16, 64$.
 
 # %% tags=["solution"]
 for n in (1, 4, 16, 64):
