@@ -163,9 +163,11 @@ def chunked(prompt, chunk, lower_right):
 one_pass = model(prompt)  # (1, 20, vocab)
 print("chunk 2 of 3 (8 queries, 16 keys), bottom-right mask:")
 print(causal_mask(8, 16, lower_right=True).int().numpy())
+corner_gaps = {}  # bottom-right (True) or top-left (False): largest logit difference
 for lower_right in (True, False):
-    gap = (chunked(prompt, 8, lower_right) - one_pass).abs().max()
+    corner_gaps[lower_right] = (chunked(prompt, 8, lower_right) - one_pass).abs().max()
     corner = "bottom-right" if lower_right else "top-left    "
+    gap = corner_gaps[lower_right]
     print(f"{corner} chunks: largest |chunked - one pass| logit = {gap:.1e}")
 
 # %% [markdown]

@@ -140,11 +140,13 @@ def test_intensity_by_hand(tutorial, values):
 def test_split_k_equals_sdpa(tutorial, values):
     q1, keys, vals = values["q1"], values["keys"], values["values"]
     expected = F.scaled_dot_product_attention(q1.double(), keys.double(), vals.double())
-    bound = 16 * EPS32 * (1000 + 64) * vals.abs().max().item()
+    # Each output is a convex combination of 1000 values: float32 rounding of the weights and of
+    # the sum moves it by at most about 1000 eps max|v| (the worst case; typical errors are far less).
+    bound = 1000 * EPS32 * vals.abs().max().item()
     for splits, error in values["split_errors"].items():
-        assert error < 2 * bound, splits
+        assert error < bound, splits
     naive = values["naive"].double()
-    assert (naive - expected).abs().max().item() > 100 * bound  # averaging the parts is wrong
+    assert (naive - expected).abs().max().item() > 10 * bound  # averaging the parts is wrong
     assert (values["sdpa"].double() - expected).abs().max().item() < bound
     assert values["two_rounds"].sub(values["one_round"]).abs().max().item() < bound
 
