@@ -302,8 +302,8 @@ except TypeError as error:
 # "materializes the full scores matrix". Under `torch.compile`, it turns `score_mod`
 # and `mask_mod` into code inside one fused tiled kernel, and uses the block mask to
 # skip empty tiles and to leave the mask out of full ones, as the loop here does in
-# Python. Compiling takes tens of seconds on a CPU, longer than this page may spend
-# when the site is built, so the page compares with the eager function.
+# Python. Compiling it takes far longer than this page may spend when the site is
+# built, so the page compares with the eager function.
 #
 # </details>
 #
