@@ -45,7 +45,7 @@ $(INSTALLED): pyproject.toml constraints.txt sitebuild/temml/package-lock.json
 # version, not the +cpu build pip finds on a machine with the CPU wheel.
 lock: $(INSTALLED)  ## regenerate constraints.txt from pyproject.toml's dependencies (pip-tools)
 	$(BIN)/python -m pip install --quiet pip-tools
-	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links \
+	$(BIN)/pip-compile --quiet --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
 		--extra docs --extra test --output-file constraints.txt pyproject.toml
 	$(BIN)/python -c 'import pathlib, re; p = pathlib.Path("constraints.txt"); \
 		p.write_text(re.sub(r"^(torch==[^+\s]+)\+\w+", r"\1", p.read_text(), flags=re.M))'

@@ -23,6 +23,21 @@ def count(name: str, value: object, minimum: int = 1, maximum: int | None = None
     return value
 
 
+def probability(name: str, value: object) -> float:
+    """A probability of dropping, a ``float`` (or ``int``) in ``[0, 1)``: 1 would drop everything."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def one_of(name: str, value: object, options: Sequence[object]) -> object:
+    """``value`` is one of ``options`` (compared with ``==``; ``True`` is not taken for ``1``)."""
+    if isinstance(value, bool) or value not in options:
+        listed = ", ".join(repr(option) for option in options)
+        raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+    return value
+
+
 def divides(name: str, part: int, whole_name: str, whole: int, why: str = "") -> None:
     """``part`` divides ``whole``."""
     if whole % part:

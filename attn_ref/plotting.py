@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from numpy.typing import ArrayLike
 
 __all__ = ["InlineSVG", "attention_heatmap", "figure_to_svg"]
@@ -29,11 +30,15 @@ def attention_heatmap(
     title: str | None = None,
     annotate: bool | None = None,
     vmax: float | None = None,
+    mask: ArrayLike | None = None,
 ) -> Axes:
     """Draw an ``(L, S)`` attention-weight matrix, one row per query.
 
     Each cell is also written as a number (for up to 12 keys by default),
-    so that the figure does not rely on colour alone.
+    so that the figure does not rely on colour alone. With a ``mask``, a
+    key that a query may not see is drawn hatched in grey, not as a weight
+    of 0.00 in the colour of the smallest weights: a masked key and a key
+    given almost no weight are different things.
 
     Args:
         weights: ``(L, S)`` weights, as a tensor or an array.
@@ -45,6 +50,8 @@ def attention_heatmap(
         annotate: Write each weight in its cell.
         vmax: Weight drawn in the brightest colour; defaults to the largest
             weight. Give panels the same ``vmax`` to compare them by colour.
+        mask: ``(L, S)`` booleans, ``True`` where the query may attend to the
+            key (as `attn_ref.causal_mask` makes them); ``None``: every key.
 
     Returns:
         The axes drawn on.
@@ -53,6 +60,12 @@ def attention_heatmap(
         >>> ax = attention_heatmap([[0.9, 0.1], [0.3, 0.7]], query_labels=["a", "b"])
         >>> [t.get_text() for t in ax.texts]
         ['0.90', '0.10', '0.30', '0.70']
+
+        A causal mask: the key after the first query is hatched, not written.
+
+        >>> ax = attention_heatmap([[1.0, 0.0], [0.4, 0.6]], mask=[[True, False], [True, True]])
+        >>> [t.get_text() for t in ax.texts]
+        ['1.00', '0.40', '0.60']
     """
     w = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights, dtype=float)
     if w.ndim != 2:
@@ -63,14 +76,22 @@ def attention_heatmap(
         key_labels = query_labels if L == S else [str(j) for j in range(S)]
     if len(query_labels) != L or len(key_labels) != S:
         raise ValueError(f"expected {L} query labels and {S} key labels for weights of shape {w.shape}")
+    allowed = np.ones_like(w, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if allowed.shape != w.shape:
+        raise ValueError(f"mask has shape {allowed.shape}, expected the weights' (L, S) = {w.shape}")
     fontsize = 8  # numbers in cells drawn on the caller's axes, whose size the caller chose
     if ax is None:  # cells just wide enough for their numbers, so a phone shrinks the figure less
-        cell, fontsize = 0.42, 10
+        cell, fontsize = 0.5, 11
         size = min(1.0 + cell * S, 7.0)
         _, ax = plt.subplots(figsize=(size + 1.2, min(0.8 + cell * L, 7.0)), layout="constrained")
     vmax = float(w.max()) if vmax is None else vmax
-    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-12, vmax))
-    ax.figure.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
+    image = ax.imshow(np.ma.masked_where(~allowed, w), cmap="viridis", vmin=0.0, vmax=max(1e-12, vmax))
+    label = "attention weight" if allowed.all() else "attention weight\n(hatched: masked)"
+    ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
+    for i, j in zip(*np.nonzero(~allowed), strict=True):  # masked: grey, hatched, no number
+        ax.add_patch(
+            Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.85", edgecolor="0.45", hatch="///", lw=0)
+        )
     ax.set_xticks(range(S), key_labels)
     ax.set_yticks(range(L), query_labels)
     ax.set_xlabel("key (attended to)")
@@ -79,10 +100,9 @@ def attention_heatmap(
         ax.set_title(title)
     if annotate if annotate is not None else S <= 12:
         threshold = 0.6 * vmax
-        for i in range(L):
-            for j in range(S):
-                colour = "black" if w[i, j] > threshold else "white"
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", color=colour, fontsize=fontsize)
+        for i, j in zip(*np.nonzero(allowed), strict=True):
+            colour = "black" if w[i, j] > threshold else "white"
+            ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", color=colour, fontsize=fontsize)
     return ax
 
 

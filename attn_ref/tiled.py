@@ -10,7 +10,10 @@ and the result is exact: it equals `scaled_dot_product_attention` up to float
 rounding.
 
 Both return, beside their result, the running state a reader needs to follow
-the computation, and on request a trace of it, block by block.
+the computation, and on request a trace of it, block by block. `tiled_attention`
+also counts its multiply-adds, and can apply dropout to the weights with a mask
+that `dropout_mask` regenerates from a seed, tile by tile, so that a backward
+pass (`attn_ref.backward`) never has to store it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "SoftmaxStep",
     "TileStep",
     "TiledAttentionState",
+    "dropout_mask",
     "online_softmax",
     "tiled_attention",
 ]
@@ -83,6 +87,8 @@ class TileStep:
         row_sum: $\\ell$ of each query after this tile.
         rescale: $e^{m_\\text{old} - m_\\text{new}}$: what the earlier sum and output were multiplied by.
         output: The output so far, ``(..., len(rows), d_v)``: attention over the keys read so far.
+        keep: With dropout, the tile's mask (``True`` = kept), ``(..., len(rows), len(cols))``;
+            else ``None``.
     """
 
     rows: range
@@ -92,6 +98,7 @@ class TileStep:
     row_sum: Tensor
     rescale: Tensor
     output: Tensor
+    keep: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,10 @@ class TiledAttentionState:
             (``is_causal=True`` only).
         block_size: ``(block_q, block_k)``, the tile's shape.
         trace: One `TileStep` per computed tile, in order, when asked for.
+        multiply_adds: Multiply-adds of the two matrix products of every computed tile,
+            $Q_i K_j^\\top$ and $P V_j$: ``len(rows) * len(cols) * (d_k + d_v)`` per tile and
+            per batch entry.
+        dropout_seed: The seed of the dropout mask (`dropout_mask`), or ``None`` without dropout.
     """
 
     row_max: Tensor
@@ -114,6 +125,8 @@ class TiledAttentionState:
     tiles_skipped: int
     block_size: tuple[int, int]
     trace: list[TileStep] | None = None
+    multiply_adds: int = 0
+    dropout_seed: int | None = None
 
     @property
     def logsumexp(self) -> Tensor:
@@ -201,6 +214,8 @@ def tiled_attention(
     scale: float | None = None,
     block_size: int | tuple[int, int] = 64,
     trace: bool = False,
+    dropout_p: float = 0.0,
+    dropout_seed: int | None = None,
 ) -> tuple[Tensor, TiledAttentionState]:
     r"""Exact attention computed tile by tile, never holding the ``(L, S)`` scores.
 
@@ -236,6 +251,13 @@ def tiled_attention(
     ``nan`` and ``inf`` propagate as in PyTorch's math backend; half-precision
     inputs are computed in float32 and the output cast back.
 
+    With ``dropout_p > 0``, each weight is kept with probability
+    $1 - p$ and scaled by $1 / (1 - p)$, or set to zero, after the softmax, as
+    PyTorch's ``dropout_p`` does; the softmax's sum $\ell$ counts every weight.
+    The mask is not drawn from PyTorch's generator but computed, tile by tile,
+    from ``dropout_seed`` and the positions (`dropout_mask`), so that the
+    backward pass can compute it again instead of storing it.
+
     Args:
         query: ``(..., L, d_k)``.
         key: ``(..., S, d_k)``, same leading dimensions as ``query``.
@@ -253,11 +275,16 @@ def tiled_attention(
             including 1 and sizes larger than ``L`` or ``S``.
         trace: Also return one `TileStep` per computed tile. For small examples:
             it keeps every tile.
+        dropout_p: Probability of dropping each weight, in ``[0, 1)``.
+        dropout_seed: Seed of the dropout mask, an int in ``[0, 2**32)``; by default
+            drawn from PyTorch's global generator (so ``torch.manual_seed`` fixes it).
+            Ignored without dropout.
 
     Returns:
         ``(output, state)``: the output, ``(..., L, d_v)``, and a
         `TiledAttentionState` with each query's $m$ and $\ell$ (in the compute
-        dtype), the numbers of tiles computed and skipped, and the trace.
+        dtype), the numbers of tiles computed and skipped, the multiply-adds
+        of their matrix products, the dropout seed, and the trace.
 
     Raises:
         TypeError: An argument is not a floating tensor, or dtypes differ.
@@ -285,9 +312,23 @@ def tiled_attention(
         >>> _, state = tiled_attention(x, x, x, is_causal=True, block_size=2)
         >>> state.tiles_computed, state.tiles_skipped
         (6, 3)
+
+        Each computed tile multiplies a ``(2, 4)`` block of queries by a ``(2, 4)`` block
+        of keys, then a ``(2, 2)`` tile of weights by a ``(2, 4)`` block of values:
+        ``2 * 2 * (4 + 4)`` multiply-adds each.
+
+        >>> state.multiply_adds == state.tiles_computed * 2 * 2 * (4 + 4)
+        True
     """
     batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
     block_q, block_k = _block_sizes(block_size)
+    dropout_p = _validate.probability("dropout_p", dropout_p)
+    if dropout_p == 0.0:
+        dropout_seed = None
+    elif dropout_seed is None:
+        dropout_seed = int(torch.randint(0, 2**32, ()))  # from the global generator
+    else:
+        dropout_seed = _validate.count("dropout_seed", dropout_seed, minimum=0, maximum=2**32 - 1)
     dtype = compute_dtype(query.dtype)
     if scale is None:
         scale = 1.0 / math.sqrt(d_k)
@@ -298,7 +339,8 @@ def tiled_attention(
     output = torch.empty((*batch, L, d_v), dtype=dtype, device=query.device)  # (..., L, d_v)
     all_max = torch.empty((*batch, L), dtype=dtype, device=query.device)  # (..., L)
     all_sum = torch.empty_like(all_max)  # (..., L)
-    computed = skipped = 0
+    computed = skipped = multiply_adds = 0
+    per_entry = math.prod(batch)  # the products below are made once per batch entry
     steps = [] if trace else None
     for q_start in range(0, L, block_q):
         rows = range(q_start, min(q_start + block_q, L))
@@ -312,31 +354,122 @@ def tiled_attention(
                 skipped += 1
                 continue
             computed += 1
+            multiply_adds += per_entry * len(rows) * len(cols) * (d_k + d_v)  # Q_i K_j^T, then P V_j
             k = key[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_k)
             v = value[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_v)
-            scores = q @ k.transpose(-2, -1) * scale  # (..., bq, d_k) @ (..., d_k, bk) -> (..., bq, bk)
-            if attn_mask is not None:
-                scores = scores + additive_mask(_mask_tile(attn_mask, rows, cols), scores)
-            elif is_causal and cols[-1] > rows[0]:  # the tile crosses the diagonal
-                key_pos = torch.arange(cols.start, cols.stop, device=query.device)  # (bk,)
-                query_pos = torch.arange(rows.start, rows.stop, device=query.device)  # (bq,)
-                allowed = key_pos[None, :] <= query_pos[:, None]  # (bq, bk): key j visible to query i
-                scores = scores + additive_mask(allowed, scores)
+            scores = _tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
             new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., bq)
             shift = finite_or_zero(new_max)  # a query with no allowed key yet: subtract 0, not -inf
             rescale = (row_max - shift).exp()  # (..., bq): how much the old sum and output shrink
-            p = (scores - shift[..., None]).exp()  # (..., bq, bk)
+            if steps is None and not torch.is_grad_enabled():  # no one reads the scores again
+                p = scores.sub_(shift[..., None]).exp_()  # (..., bq, bk), in the scores' place
+            else:
+                p = (scores - shift[..., None]).exp_()  # (..., bq, bk)
             row_sum = row_sum * rescale + p.sum(dim=-1)
+            keep = None
+            if dropout_seed is not None:  # the sum counts every weight; the output only the kept ones
+                keep = dropout_mask(dropout_seed, batch, rows, cols, dropout_p, device=query.device)
+                p = p.masked_fill(~keep, 0.0) / (1.0 - dropout_p)  # (..., bq, bk)
             acc = acc * rescale[..., None] + p @ v  # (..., bq, bk) @ (..., bk, d_v) -> (..., bq, d_v)
             row_max = new_max
             if steps is not None:  # new tensors at every tile, never changed in place: no copies
                 so_far = _normalise(acc, row_max, row_sum)
-                steps.append(TileStep(rows, cols, scores, row_max, row_sum, rescale, so_far))
+                steps.append(TileStep(rows, cols, scores, row_max, row_sum, rescale, so_far, keep))
         output[..., rows.start : rows.stop, :] = _normalise(acc, row_max, row_sum)
         all_max[..., rows.start : rows.stop] = row_max
         all_sum[..., rows.start : rows.stop] = row_sum
-    state = TiledAttentionState(all_max, all_sum, computed, skipped, (block_q, block_k), steps)
+    state = TiledAttentionState(
+        all_max, all_sum, computed, skipped, (block_q, block_k), steps, multiply_adds, dropout_seed
+    )
     return output.to(query.dtype), state
+
+
+_LOW_32_BITS = 0xFFFFFFFF
+
+
+def dropout_mask(
+    seed: int,
+    batch: tuple[int, ...] | list[int],
+    rows: range,
+    cols: range,
+    dropout_p: float,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    r"""The dropout mask of one tile, computed from ``seed`` and the positions alone.
+
+    Entry $(b, i, j)$ (batch entry $b$ in row-major order, query $i$, key $j$) is
+    kept when $h / 2^{32} \ge p$, where $h$ is a 32-bit integer hash of the seed and
+    the three positions, applied one position at a time. The hash is
+    ``lowbias32`` from Chris Wellons' hash prospector: xor-shift, multiply,
+    xor-shift, multiply, xor-shift, in 32-bit arithmetic. So the mask does not
+    depend on the tile's shape or on the order tiles are visited, and the
+    backward pass gets the forward pass's mask by calling this again.
+    FlashAttention does the same with the Philox generator, which maps a
+    counter (here, the positions) to random bits.
+
+    Args:
+        seed: An int in ``[0, 2**32)``.
+        batch: The leading dimensions ``...`` of the attention inputs.
+        rows: Query positions of the tile.
+        cols: Key positions of the tile.
+        dropout_p: Probability of dropping each entry, in ``[0, 1)``.
+        device: Where to create the mask.
+
+    Returns:
+        A boolean ``(..., len(rows), len(cols))`` tensor, ``True`` where the weight is kept.
+
+    Examples:
+        >>> keep = dropout_mask(7, (), range(0, 4), range(0, 6), 0.5)
+        >>> keep.shape
+        torch.Size([4, 6])
+        >>> torch.equal(keep[2:, 3:], dropout_mask(7, (), range(2, 4), range(3, 6), 0.5))
+        True
+    """
+    seed = _validate.count("seed", seed, minimum=0, maximum=_LOW_32_BITS)
+    dropout_p = _validate.probability("dropout_p", dropout_p)
+    entries = torch.arange(math.prod(batch), device=device).reshape(*batch, 1, 1)  # (..., 1, 1)
+    i = torch.arange(rows.start, rows.stop, device=device)[:, None]  # (bq, 1)
+    j = torch.arange(cols.start, cols.stop, device=device)[None, :]  # (1, bk)
+    h = torch.full((), seed, dtype=torch.int64, device=device)
+    for position in (entries, i, j):  # (...) -> (..., 1, 1) -> (..., bq, 1) -> (..., bq, bk)
+        h = _lowbias32((_lowbias32(h) + position) & _LOW_32_BITS)
+    return h >= math.ceil(dropout_p * 2**32)  # kept: h / 2**32 >= p
+
+
+def _lowbias32(x: Tensor) -> Tensor:
+    """Chris Wellons' ``lowbias32`` hash of 32-bit integers held in int64."""
+    x = x ^ (x >> 16)
+    x = _times_mod_2_32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _times_mod_2_32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _times_mod_2_32(x: Tensor, factor: int) -> Tensor:
+    """``x * factor mod 2**32`` for ``0 <= x < 2**32``, without overflowing int64: the factor in
+    16-bit halves, and of the high half's product only the 16 bits that survive the shift."""
+    low = x * (factor & 0xFFFF)  # < 2**48
+    high = ((x * (factor >> 16)) & 0xFFFF) << 16  # < 2**32
+    return (low + high) & _LOW_32_BITS
+
+
+def _tile_scores(
+    q: Tensor, k: Tensor, scale: float, attn_mask: Tensor | None, is_causal: bool, rows: range, cols: range
+) -> Tensor:
+    """The tile of scores of queries ``rows`` (``q``) and keys ``cols`` (``k``), mask added.
+
+    ``attn_mask`` has a dimension for each of the scores' (see `tiled_attention`). The backward
+    pass (`attn_ref.backward`) recomputes the forward pass's tiles with this same function.
+    """
+    scores = (q @ k.transpose(-2, -1)).mul_(scale)  # (..., bq, d_k) @ (..., d_k, bk) -> (..., bq, bk)
+    if attn_mask is not None:
+        scores = scores + additive_mask(_mask_tile(attn_mask, rows, cols), scores)
+    elif is_causal and cols[-1] > rows[0]:  # the tile crosses the diagonal
+        key_pos = torch.arange(cols.start, cols.stop, device=q.device)  # (bk,)
+        query_pos = torch.arange(rows.start, rows.stop, device=q.device)  # (bq,)
+        allowed = key_pos[None, :] <= query_pos[:, None]  # (bq, bk): key j visible to query i
+        scores = scores + additive_mask(allowed, scores)
+    return scores
 
 
 def _normalise(acc: Tensor, row_max: Tensor, row_sum: Tensor) -> Tensor:

@@ -39,9 +39,15 @@ import nbformat
 from nbclient import NotebookClient
 from traitlets.config import Config
 
+from sitebuild import plot_style
+
 CODE_DIRS = ("attn_ref", "snippets")
 VERSIONS = "constraints.txt"
-HOW = (Path("sitebuild/execution.py"), Path("sitebuild/values.py"))  # how a tutorial is executed and kept
+HOW = (  # how a tutorial is executed and kept, and how its plots look
+    Path("sitebuild/execution.py"),
+    Path("sitebuild/values.py"),
+    Path("sitebuild/matplotlibrc"),
+)
 VALUES_MODULE = Path(__file__).resolve().parent / "values.py"
 CACHE = Path(".cache") / "tutorials"
 WORKERS = 2  # the build machine's cores
@@ -141,6 +147,7 @@ def execute(source: Path, target: Path, root: Path) -> Path:
             env={
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+                "MATPLOTLIBRC": str(plot_style.RC_FILE),  # the site's plot style
             }
         )
     notebook.cells.pop()

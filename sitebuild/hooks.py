@@ -7,6 +7,7 @@ normally. What one build learns lives in `Build`, made afresh when the build sta
 
 from __future__ import annotations
 
+import tempfile
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -16,7 +17,16 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from sitebuild import execution, freshness, html, snippet_titles, tutorial_pages, typeset
+from sitebuild import (
+    downloads,
+    execution,
+    freshness,
+    html,
+    plot_style,
+    snippet_titles,
+    tutorial_pages,
+    typeset,
+)
 
 
 class Build:
@@ -27,6 +37,10 @@ class Build:
         self.executions: dict[str, tuple[Future, str]] = {}  # page src_uri -> (notebook, download name)
         self.files: dict[str, str] = {}  # site path -> text (plots)
         self.typesetter = typeset.Typesetter()
+        self.wheel = downloads.wheel(self.root)
+        self.wheel_url = downloads.wheel_url(config.site_url or "", self.wheel)
+        self.site_url = config.site_url or ""
+        self.downloads = tempfile.TemporaryDirectory()  # the notebooks as readers download them
 
 
 build: Build
@@ -36,6 +50,7 @@ def on_pre_build(config: MkDocsConfig) -> None:
     global build
     build = Build(config)
     freshness.forget_imported_code()
+    plot_style.use()
 
 
 @event_priority(100)  # before other plugins look at the files
@@ -50,12 +65,13 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         source = Path(file.abs_src_path)
         notebook = execution.executed_notebook(source, build.root, digest)
         files.remove(file)
-        page = File.generated(
-            config, f"tutorials/{source.stem}.md", content=""
-        )  # its text: on_page_read_source
+        page = File.generated(config, f"tutorials/{source.stem}.md", content="")  # text: on_page_read_source
         files.append(page)
-        files.append(File(f"tutorials/{notebook.name}", str(notebook.parent.parent), config.site_dir, False))
+        download = Path(build.downloads.name) / notebook.name  # written with the page, copied after
+        files.append(File.generated(config, f"tutorials/{notebook.name}", abs_src_path=str(download)))
         build.executions[page.src_uri] = (running[source], notebook.name)
+    wheel = File.generated(config, f"{downloads.FOLDER}/{build.wheel.name}", abs_src_path=str(build.wheel))
+    files.append(wheel)
     return files
 
 
@@ -64,11 +80,13 @@ def on_page_read_source(page: Page, config: MkDocsConfig) -> str | None:
         return None
     running, download = build.executions[page.file.src_uri]
     notebook = nbformat.read(running.result(), as_version=4)  # a failing cell stops the build here
+    readers_copy = downloads.for_download(notebook, page.file.src_uri, build.site_url, build.wheel_url)
+    nbformat.write(readers_copy, Path(build.downloads.name) / download)
     return tutorial_pages.markdown_page(notebook, download)
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-    return snippet_titles.titled(markdown)
+    return downloads.with_wheel_url(snippet_titles.titled(markdown), build.wheel_url)
 
 
 def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files) -> str:
@@ -88,6 +106,7 @@ def on_post_build(config: MkDocsConfig) -> None:
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
     build.typesetter.close()
+    build.downloads.cleanup()
     typeset.copy_assets(site)
     docs = Path(config.docs_dir)
     used = {

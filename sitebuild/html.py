@@ -6,6 +6,8 @@ markup they touch is made during rendering (by markdown-exec's executed blocks a
 
 - a plot printed as inline SVG (``attn_ref.plotting.figure_to_svg``) becomes an
   SVG file shown with ``<img alt=...>``; the page stays small, and a plot shown twice loads once.
+  It is never drawn below 75 % of its size (so that its 12 pt text stays 12 px or more on a
+  phone, see ``sitebuild/matplotlibrc``): a plot wider than that scrolls inside its frame.
 - code blocks, printed output (``text``) and examples (``python``), are marked
   ``data-search-exclude``: a reader searching for "softmax" wants the page that teaches it, not
   every page that printed a tensor or called a function. It also halves the search index, which
@@ -32,6 +34,7 @@ from html.parser import HTMLParser
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 LOOKLESS_TOKENS = {"n", "w", "p", "o"}  # names, whitespace, punctuation, operators
 PLOT_SIZE = re.compile(r'\swidth="([\d.]+)pt" height="([\d.]+)pt"')
+SMALLEST_PLOT_SCALE = 0.75
 
 
 @dataclass
@@ -142,12 +145,14 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
         path = f"assets/plots/{hashlib.sha256(svg.encode()).hexdigest()[:16]}.svg"
         files[path] = svg
         size = PLOT_SIZE.search(html, element.start, element.start_end)
-        dimensions = (
-            f' width="{float(size[1]) * 4 / 3:.0f}" height="{float(size[2]) * 4 / 3:.0f}"' if size else ""
-        )
+        dimensions = ""
+        if size:  # pt to CSS px
+            width, height = float(size[1]) * 4 / 3, float(size[2]) * 4 / 3
+            smallest = SMALLEST_PLOT_SCALE * width
+            dimensions = f' width="{width:.0f}" height="{height:.0f}" style="min-width: {smallest:.0f}px"'
         alt = _attribute(element.attrs.get("aria-label") or "")
         image = f'<img class="plot" src="{"../" * page_url.count("/")}{path}" alt="{alt}"{dimensions}>'
-        edits.append((element.start, element.end_end, image))
+        edits.append((element.start, element.end_end, f'<span class="plot-frame">{image}</span>'))
     return edits, files
 
 

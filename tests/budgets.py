@@ -9,7 +9,7 @@ KB = 1024
 PAGE_BUDGET = 150 * KB  # bytes of HTML, the largest page
 FIRST_VISIT_BUDGET = 1_000_000  # bytes transferred, all requests of a first visit together
 SEARCHES = {  # what a reader types: the pages with a section that teaches it
-    "softmax": ("tutorials/linear_to_self_attention/",),
+    "softmax": ("tutorials/linear_to_self_attention/", "tutorials/scaled_dot_product_step_by_step/"),
     "causal mask": ("tutorials/causal_self_attention/",),
     "multi-head": ("concepts/mental_model/", "tutorials/scaled_dot_product_step_by_step/"),
     "positional encoding": ("concepts/positions/",),

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from sitebuild import values as saved_values
 
+ROOT = Path(__file__).resolve().parents[1]
+
 PRELOADED = ["torch", "numpy", "matplotlib.pyplot"]
 os.environ.setdefault("MPLBACKEND", "Agg")  # before the server starts: no window, no display
 
@@ -61,6 +63,7 @@ def _main(path: str, cwd: str, stdout: str, stderr: str, kept: str) -> None:
     os.chdir(cwd)
     sys.argv = [path]
     sys.path[0] = os.path.dirname(path)
+    sys.path.insert(1, str(ROOT))  # this project's attn_ref, whatever copy of it is installed
     try:
         namespace = runpy.run_path(path, run_name="__main__")
         saved_values.save(namespace, kept)

@@ -39,6 +39,14 @@ PAGE_FACTS = """() => ({
   svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
   codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
   untypesetMath: document.querySelectorAll("article .arithmatex").length,
+  plotScales: [...document.querySelectorAll("article img.plot")]
+    .map(i => ({src: new URL(i.src).pathname, scale: i.clientWidth / Number(i.getAttribute("width"))})),
+  codeWiderThanItsBlock: [...document.querySelectorAll("article pre > code")]
+    .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split("\\n").find(l => l.length > 60) || c.textContent.slice(0, 60)),
+  scrollingWithoutCue: [...document.querySelectorAll("article *")]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && ["auto", "scroll"].includes(getComputedStyle(e).overflowX))
+    .filter(e => !getComputedStyle(e).backgroundImage.includes("gradient"))
+    .map(e => e.tagName + "." + e.className),
   formulas: document.querySelectorAll("article math").length,
   mathFont: [...document.fonts].some(f => f.family.replace(/"/g, "") === "Latin Modern Math" && f.status === "loaded"),
   headings: [...document.querySelectorAll("article h1, article h2, article h3, article h4, article h5, article h6")]
@@ -216,6 +224,10 @@ def test_page_renders_offline(looks, page_path, mode):
     if mode == "desktop":
         assert look.transferred <= FIRST_VISIT_BUDGET
     assert look.overflow <= 0, f"the page scrolls sideways by {look.overflow} px"
+    # Whatever scrolls sideways inside the column shows it; at 1280 px, code never has to.
+    assert facts["scrollingWithoutCue"] == []
+    if mode == "desktop":
+        assert facts["codeWiderThanItsBlock"] == [], "code lines wider than the column at 1280 px"
 
 
 def _source_text(page_path: str) -> str:
@@ -226,6 +238,18 @@ def _source_text(page_path: str) -> str:
             included = re.findall(r'--8<-- "([^":]+)', text)
             return text + "".join((ROOT / path).read_text() for path in included)
     return ""
+
+
+TICK_LABEL = re.compile(r'<g id="[xy]tick_\d+">.*?font-size: ([\d.]+)px', re.S)
+
+
+def test_tick_labels_are_11_px_or_more_on_a_phone(looks, page_path, built_site):
+    """A plot's axis tick labels, as drawn at 375 px: font size (pt, 4/3 px each) times the scale."""
+    for plot in looks(page_path, "narrow").facts["plotScales"]:
+        svg = (built_site.path / plot["src"].lstrip("/")).read_text()
+        sizes = [float(size) for size in TICK_LABEL.findall(svg)]
+        if sizes:
+            assert min(sizes) * 4 / 3 * plot["scale"] >= 11, plot["src"]
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

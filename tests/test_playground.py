@@ -1,36 +1,55 @@
 """The attention playground (docs/playground.md) in headless Chromium, offline.
 
-Each test loads the page, perturbs the playground the way a reader does (the mouse, the arrow
-keys, the slider, the mask toggles, a token's field), then reads the ``data-state`` the script
-keeps on each view's root and checks its weights and output against
-``attn_ref.scaled_dot_product_attention``, computed here on the inputs the state records.
+Each test loads the page, changes the playground the way a reader does (the mouse, a finger, the
+arrow keys, the slider, the mask toggles, a token's or a projection's field, the causal toggle),
+then reads the ``data-state`` the script keeps on each view's root and checks its dot products,
+scores, weights and output against ``attn_ref.scaled_dot_product_attention``, computed here in
+float64 on the inputs the state records (and, for the projections, on X W_Q and X W_K computed
+here, with attn_ref's own causal mask).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
+import numpy as np
 import pytest
 import torch
 
-from attn_ref import scaled_dot_product_attention
+from attn_ref import causal_mask, scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
 from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot
+from tests.snippets.mental_model.helpers import EPS32, assert_within, float32_attention
+from tests.test_browser import accessibility_violations
 
 pytestmark = pytest.mark.browser
 
 PAGE = "playground/"
 DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
+PHONE = {
+    "viewport": {"width": 375, "height": 800},
+    "color_scheme": "light",
+    "is_mobile": True,
+    "has_touch": True,
+}
 LOOKUP = '.playground[data-view="lookup"]'
 SELF_ATTENTION = '.playground[data-view="self-attention"]'
-SCRIPT_AND_STYLE_BUDGET = 150 * 1024  # bytes the playground adds to a page, uncompressed
+SCRIPT_AND_STYLE_BUDGET = (
+    60 * 1024
+)  # bytes the playground's script and stylesheet add to the page, uncompressed
+PAGE_BUDGET = 150 * 1024  # bytes of the page's HTML, uncompressed
 PLANE_EXTENT, PLANE_UNIT, PLANE_SIZE = 3.5, 40, 300  # the SVG planes' geometry, as drawn by the script
+SETTLE_MS = 250  # the live region speaks this long after the last change
+NAME = "e => e.getAttribute('aria-label') || (e.labels && e.labels[0] ? e.labels[0].textContent : e.textContent.trim())"
+TOKENS = [token[:2] for token in THREE_TOKENS]  # the view keeps the first two features of each token
 
 # The script and style files a page loaded, with their uncompressed sizes.
 LOADED_FILES = """() => Object.fromEntries(performance.getEntriesByType("resource")
   .filter(entry => /\\.(js|css)(\\?|$)/.test(entry.name))
   .map(entry => [new URL(entry.name).pathname.split("/").pop(), entry.decodedBodySize]))"""
+PAGE_SIZE = '() => performance.getEntriesByType("navigation")[0].decodedBodySize'
 
 
 @pytest.fixture
@@ -49,24 +68,114 @@ def read_state(page, view: str) -> dict:
     return json.loads(page.get_attribute(view, "data-state"))
 
 
-def attn_ref_on(state: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """attn_ref's (output, weights) on the queries, keys, values, mask and scale of ``state``."""
-    query, key, value = (
-        torch.tensor(state[name], dtype=torch.float32) for name in ("queries", "keys", "values")
-    )
-    mask = torch.tensor(state["mask"], dtype=torch.bool)
-    return scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=state["scale"])
+def live_text(page, view: str) -> str:
+    return page.locator(f"{view} [aria-live]:not(.pg-error)").inner_text()
 
 
-def assert_computes_attn_ref(state: dict) -> None:
-    """The state's scores, weights and output are attn_ref's on its inputs, to float32 tolerance."""
-    output, weights = attn_ref_on(state)
-    query, key = (torch.tensor(state[name], dtype=torch.float32) for name in ("queries", "keys"))
-    torch.testing.assert_close(
-        torch.tensor(state["scores"], dtype=torch.float32), query @ key.T * state["scale"]
+# ---- What the state must hold, and how far from attn_ref it may be ----
+#
+# The script computes in float64 (JavaScript's numbers), and so does attn_ref here. Each of the two
+# results is within the standard first-order bound of the exact one (Higham, *Accuracy and
+# Stability of Numerical Algorithms*, ch. 3), so they are within twice that bound of each other.
+# The bounds are those of tests/snippets/mental_model/helpers.py, with EPS64, the relative error of
+# one float64 operation (twice the unit roundoff), in place of EPS32: a dot product of n terms is
+# off by at most n EPS64 times the sum of its terms' sizes; a softmax weight, whose row's scores are
+# off by at most delta, by a relative 2 delta + 4 EPS64 max|z| + (S + 6) EPS64 (the scores' errors,
+# z - max, exp within one ulp in V8 and in PyTorch, the sum of S terms, the division); an output by
+# that relative error plus the sum of S terms, times sum_j w_j |v_j|.
+
+EPS64 = float(np.finfo(np.float64).eps)
+TINY64 = float(np.finfo(np.float64).tiny)
+SAFETY = 2.0  # for the second-order terms the first-order bounds leave out
+COMPUTATIONS = 2  # the script's and attn_ref's, each within the bound of the exact result
+
+
+def as64(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def assert_close(actual, expected, bound, what: str) -> None:
+    assert_within(actual, expected, COMPUTATIONS * np.asarray(bound), what)
+
+
+def check_attention(state: dict, queries, keys, values, mask, rounds: int = 0, sizes=None) -> None:
+    """The state's dots, scores, weights and output are attn_ref's on these inputs, within the bounds.
+
+    ``rounds`` and ``sizes``: when the queries and keys were computed as X @ W with C terms, the
+    reference's and the state's may differ by C EPS64 |X| @ |W| each (``sizes``: those |X| @ |W|).
+    """
+    q, k, v = (torch.as_tensor(x, dtype=torch.float64) for x in (queries, keys, values))
+    allowed = torch.as_tensor(mask, dtype=torch.bool)
+    output, weights = scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=state["scale"])
+    dots = q @ k.T  # (L, S)
+    size_q, size_k = sizes or (np.abs(as64(q)), np.abs(as64(k)))
+    size_dots = size_q @ size_k.T
+    d_k, S = q.shape[-1], k.shape[-2]
+    dots_error = SAFETY * (d_k + 2 * rounds) * EPS64 * size_dots
+    scores_error = SAFETY * (d_k + 2 * rounds + 2) * EPS64 * size_dots * state["scale"]
+    assert_close(state["dots"], dots, dots_error, "dot products")
+    assert_close(state["scores"], dots * state["scale"], scores_error, "scores")
+
+    z = np.where(allowed.numpy(), as64(dots) * state["scale"], -np.inf)
+    finite = np.isfinite(z)
+    size = np.where(finite, np.abs(z), 0.0).max(axis=-1, keepdims=True)
+    delta = np.where(finite, scores_error, 0.0).max(axis=-1, keepdims=True)
+    relative = 2 * delta + 4 * EPS64 * size + (S + 6) * EPS64
+    w = as64(weights)
+    weights_error = SAFETY * (relative * w + np.where(w > 0, TINY64, 0.0))
+    assert_close(state["weights"], w, weights_error, "weights")
+    size_v = np.abs(as64(v))
+    output_error = SAFETY * ((relative + (S + rounds) * EPS64) * (w @ size_v) + TINY64 * size_v.sum(axis=0))
+    assert_close(state["output"], output, output_error, "output")
+
+
+def check_built(built: dict, queries, keys, values, mask) -> None:
+    """What attn_ref computed when the page was built, in float32 (PyTorch's default dtype), is within
+    float32's bounds of the exact results (tests/snippets/mental_model/helpers.py)."""
+    q, k = as64(queries), as64(keys)
+    exact = float32_attention(q, k, values, scale=built["scale"], allowed=np.array(mask))
+    dots = q @ k.T
+    size = np.abs(q) @ np.abs(k).T
+    assert_within(built["dots"], dots, SAFETY * q.shape[-1] * EPS32 * size, "dot products, at build")
+    assert_within(
+        built["scores"],
+        dots * built["scale"],
+        SAFETY * (q.shape[-1] + 2) * EPS32 * size * built["scale"],
+        "scores",
     )
-    torch.testing.assert_close(torch.tensor(state["weights"], dtype=torch.float32), weights)
-    torch.testing.assert_close(torch.tensor(state["output"], dtype=torch.float32), output)
+    assert_within(built["weights"], exact.weights, exact.weights_error, "weights, at build")
+    assert_within(built["output"], exact.output, exact.output_error, "output, at build")
+
+
+def check_lookup(state: dict) -> None:
+    """The soft lookup's state against attn_ref on the query, keys, values, mask and scale it records."""
+    check_attention(state, state["queries"], state["keys"], state["values"], state["mask"])
+
+
+def check_self_attention(state: dict) -> None:
+    """The self-attention view's state against attn_ref on X W_Q and X W_K computed here, V = X, and
+    attn_ref's causal mask when the state says causal."""
+    X, W_Q, W_K = (torch.tensor(state[name], dtype=torch.float64) for name in ("tokens", "W_Q", "W_K"))
+    C = X.shape[-1]
+    Q, K = X @ W_Q, X @ W_K  # (T, d_k)
+    sizes = (np.abs(as64(X)) @ np.abs(as64(W_Q)), np.abs(as64(X)) @ np.abs(as64(W_K)))
+    assert_close(state["queries"], Q, SAFETY * C * EPS64 * sizes[0], "Q = X W_Q")
+    assert_close(state["keys"], K, SAFETY * C * EPS64 * sizes[1], "K = X W_K")
+    assert state["values"] == state["tokens"]  # W_V is the identity
+    assert state["scale"] == 1 / math.sqrt(W_Q.shape[-1])
+    T = X.shape[0]
+    mask = causal_mask(T) if state["causal"] else torch.ones(T, T, dtype=torch.bool)  # attn_ref's own mask
+    assert state["mask"] == mask.tolist()
+    check_attention(state, Q, K, X, mask, rounds=C, sizes=sizes)
+    if state["causal"]:  # the same as attn_ref's is_causal=True
+        output, weights = scaled_dot_product_attention(Q, K, X, is_causal=True, scale=state["scale"])
+        reference = scaled_dot_product_attention(Q, K, X, attn_mask=mask, scale=state["scale"])
+        assert torch.equal(output, reference[0]) and torch.equal(weights, reference[1])
+
+
+# ---- The first state of each view ----
 
 
 def test_initial_states_are_the_build_time_examples(playground, executed_tutorials):
@@ -75,65 +184,183 @@ def test_initial_states_are_the_build_time_examples(playground, executed_tutoria
     assert (lookup["queries"], lookup["keys"], lookup["values"]) == (LOOKUP_QUERY, LOOKUP_KEYS, LOOKUP_VALUES)
     assert lookup["mask"] == [[True] * len(LOOKUP_KEYS)]
     assert lookup["scale"] == pytest.approx(1 / math.sqrt(2))  # 1/sqrt(d_k), d_k = 2
-    assert_computes_attn_ref(lookup)
-    built = json.loads(page.get_attribute(LOOKUP, "data-initial"))  # what attn_ref printed at build
-    for name in ("scores", "weights", "output"):
-        torch.testing.assert_close(torch.tensor(lookup[name]), torch.tensor(built[name]))
+    check_lookup(lookup)
+    built = json.loads(page.get_attribute(LOOKUP, "data-initial"))  # what attn_ref computed at build
+    check_built(built, lookup["queries"], lookup["keys"], lookup["values"], lookup["mask"])
 
-    # The worked example of the first tutorial: Q = K = V = X, scale 1/sqrt(d_k) with d_k = 4.
+    # The first tutorial's tokens, each its first two features twice: the view keeps those two,
+    # with identity projections.
     tokens = read_state(page, SELF_ATTENTION)
-    assert tokens["tokens"] == tokens["queries"] == tokens["keys"] == tokens["values"] == THREE_TOKENS
-    X = torch.tensor(THREE_TOKENS)
-    output, weights = scaled_dot_product_attention(X, X, X)
-    torch.testing.assert_close(torch.tensor(tokens["weights"], dtype=torch.float32), weights)
-    torch.testing.assert_close(torch.tensor(tokens["output"], dtype=torch.float32), output)
-    assert_computes_attn_ref(tokens)
+    assert [token * 2 for token in tokens["tokens"]] == THREE_TOKENS
+    assert tokens["tokens"] == TOKENS
+    assert tokens["W_Q"] == tokens["W_K"] == [[1, 0], [0, 1]]
+    assert tokens["causal"] is False
+    assert tokens["queries"] == tokens["keys"] == tokens["values"] == TOKENS
+    check_self_attention(tokens)
+    built = json.loads(page.get_attribute(SELF_ATTENTION, "data-initial"))
+    check_built(built, TOKENS, TOKENS, TOKENS, tokens["mask"])
+
+    # The page says: the tutorial's tokens have twice these dot products and divide them by sqrt(4)
+    # = 2, so its weights are softmax(these dot products), a little sharper, in the same order.
     tutorial = executed_tutorials["linear_to_self_attention"].values
-    torch.testing.assert_close(torch.tensor(tokens["weights"], dtype=torch.float32), tutorial["weights_pt"])
-    torch.testing.assert_close(torch.tensor(tokens["output"], dtype=torch.float32), tutorial["output_pt"])
+    X = np.array(TOKENS)
+    sharper = float32_attention(X, X, X, scale=1.0)  # exact softmax(X X^T), float32's error bound
+    assert_within(tutorial["weights_pt"], sharper.weights, sharper.weights_error, "the tutorial's weights")
+    shown = np.array(tokens["weights"])
+    assert (
+        np.argsort(shown, axis=-1, kind="stable") == np.argsort(sharper.weights, axis=-1, kind="stable")
+    ).all()
+    assert (sharper.weights.max(axis=-1) > shown.max(axis=-1)).all()
+
+
+# ---- The soft lookup: a query, keys and values moved by the mouse, the keyboard and a finger ----
+
+
+def plane_point(page, plane: str, x: float, y: float) -> tuple[float, float]:
+    """Where the point (x, y) of a plane ("Query and keys" or "Values and the output") is on screen."""
+    box = page.get_by_role("group", name=plane).bounding_box()
+    return (
+        box["x"] + (PLANE_SIZE / 2 + x * PLANE_UNIT) / PLANE_SIZE * box["width"],
+        box["y"] + (PLANE_SIZE / 2 - y * PLANE_UNIT) / PLANE_SIZE * box["height"],
+    )
+
+
+def centre(page, name: str) -> tuple[float, float]:
+    box = page.get_by_role("slider", name=name, exact=True).bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def mouse_drag(page, handle: str, plane: str, to: tuple[float, float]) -> None:
+    page.get_by_role("group", name=plane).scroll_into_view_if_needed()
+    page.mouse.move(*centre(page, handle))
+    page.mouse.down()
+    page.mouse.move(*plane_point(page, plane, *to), steps=8)
+    page.mouse.up()
 
 
 def test_dragging_the_query_with_the_mouse(playground):
     page = playground.page
-    page.get_by_role("group", name="Query and keys").scroll_into_view_if_needed()
-    plane = page.get_by_role("group", name="Query and keys").bounding_box()
-    handle = page.locator(f"{LOOKUP} .pg-handle").bounding_box()
-
-    def on_screen(x: float, y: float) -> tuple[float, float]:
-        return (
-            plane["x"] + (PLANE_SIZE / 2 + x * PLANE_UNIT) / PLANE_SIZE * plane["width"],
-            plane["y"] + (PLANE_SIZE / 2 - y * PLANE_UNIT) / PLANE_SIZE * plane["height"],
-        )
-
     before = read_state(page, LOOKUP)
-    page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(*on_screen(-2.0, 1.5), steps=8)
-    page.mouse.up()
+    mouse_drag(page, "Query q", "Query and keys", (-2.0, 1.5))
     state = read_state(page, LOOKUP)
     assert state["queries"][0] == pytest.approx([-2.0, 1.5], abs=0.03)
-    assert state["weights"] != before["weights"]
+    assert (state["keys"], state["values"]) == (before["keys"], before["values"])
     assert max(state["weights"][0]) == state["weights"][0][2]  # now closest to k2 = (-1.5, 1)
-    assert_computes_attn_ref(state)
+    check_lookup(state)
+
+    # The mouse pressed anywhere else in the query plane brings the query there.
+    page.mouse.click(*plane_point(page, "Query and keys", 0.5, -2.5))
+    state = read_state(page, LOOKUP)
+    assert state["queries"][0] == pytest.approx([0.5, -2.5], abs=0.03)
+    check_lookup(state)
 
 
-def test_moving_the_query_with_the_arrow_keys(playground):
+def test_dragging_a_key_and_a_value_with_the_mouse(playground):
     page = playground.page
-    handle = page.get_by_role("slider", name="Query q")
-    handle.focus()
-    (x, y) = read_state(page, LOOKUP)["queries"][0]
-    for key, (dx, dy) in [("ArrowRight", (0.1, 0)), ("ArrowUp", (0, 0.1)), ("Shift+ArrowDown", (0, -0.5))]:
-        page.keyboard.press(key)
-        x, y = round(x + dx, 2), round(y + dy, 2)
-        state = read_state(page, LOOKUP)
-        assert state["queries"][0] == pytest.approx([x, y])
-        assert handle.get_attribute("aria-valuetext") == f"x {x:.2f}, y {y:.2f}".replace("-", "\u2212")
-        assert_computes_attn_ref(state)
-    for _ in range(20):  # the query stops at the edge of the plane
+    before = read_state(page, LOOKUP)
+    mouse_drag(page, "Key 3", "Query and keys", (1.0, 2.0))  # key 3 to beside the query
+    state = read_state(page, LOOKUP)
+    assert state["keys"][3] == pytest.approx([1.0, 2.0], abs=0.03)
+    assert [k for j, k in enumerate(state["keys"]) if j != 3] == [
+        k for j, k in enumerate(before["keys"]) if j != 3
+    ]
+    assert state["queries"] == before["queries"] and state["values"] == before["values"]
+    assert state["weights"][0][3] > before["weights"][0][3]
+    check_lookup(state)
+
+    # A value moves the output by its weight times the move, and no weight: values are not scored.
+    before = state
+    mouse_drag(page, "Value 1", "Values and the output", (-3.0, -3.0))
+    state = read_state(page, LOOKUP)
+    assert state["values"][1] == pytest.approx([-3.0, -3.0], abs=0.03)
+    assert state["weights"] == before["weights"] and state["keys"] == before["keys"]
+    check_lookup(state)
+    moved = np.subtract(state["values"][1], before["values"][1])
+    np.testing.assert_allclose(
+        np.subtract(state["output"][0], before["output"][0]),
+        state["weights"][0][1] * moved,
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+def test_moving_the_query_a_key_and_a_value_with_the_arrow_keys(playground):
+    page = playground.page
+    for name, (field, j) in {
+        "Query q": ("queries", 0),
+        "Key 2": ("keys", 2),
+        "Value 4": ("values", 4),
+    }.items():
+        handle = page.get_by_role("slider", name=name, exact=True)
+        handle.focus()
+        (x, y) = read_state(page, LOOKUP)[field][j]
+        for key, (dx, dy) in [
+            ("ArrowRight", (0.1, 0)),
+            ("ArrowUp", (0, 0.1)),
+            ("Shift+ArrowDown", (0, -0.5)),
+        ]:
+            page.keyboard.press(key)
+            x, y = round(x + dx, 2), round(y + dy, 2)
+            state = read_state(page, LOOKUP)
+            assert state[field][j] == pytest.approx([x, y])
+            assert handle.get_attribute("aria-valuetext") == f"x {x:.2f}, y {y:.2f}".replace("-", "\u2212")
+            check_lookup(state)
+    for _ in range(20):  # the value stops at the edge of the plane
         page.keyboard.press("Shift+ArrowLeft")
     state = read_state(page, LOOKUP)
-    assert state["queries"][0][0] == -PLANE_EXTENT
-    assert_computes_attn_ref(state)
+    assert state["values"][4][0] == -PLANE_EXTENT
+    check_lookup(state)
+
+
+def touch_drag(cdp, page, start: tuple[float, float], move: tuple[float, float], steps: int = 10) -> None:
+    """A finger on the screen at ``start``, moved by ``move`` (pixels) in ``steps`` frames, then lifted."""
+    cdp.send(
+        "Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": start[0], "y": start[1]}]}
+    )
+    for i in range(1, steps + 1):
+        point = {"x": start[0] + move[0] * i / steps, "y": start[1] + move[1] * i / steps}
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [point]})
+        page.wait_for_timeout(20)  # a frame apart, as a finger's moves arrive
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
+
+def test_on_a_phone_the_output_stays_in_sight_and_only_handles_hold_the_finger(browser, server):
+    visit = Tab(browser, server, **PHONE).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{LOOKUP}[data-state]")
+    query_plane = page.get_by_role("group", name="Query and keys")
+    value_plane = page.get_by_role("group", name="Values and the output")
+    query_plane.evaluate("plane => scrollBy(0, plane.getBoundingClientRect().top - 120)")  # below the header
+    # The two planes side by side, both on the screen at once.
+    a, b = query_plane.bounding_box(), value_plane.bounding_box()
+    assert abs(a["y"] - b["y"]) < 1 and a["x"] + a["width"] <= b["x"]
+    assert a["x"] >= 0 and b["x"] + b["width"] <= 375 and a["y"] > 0 and a["y"] + a["height"] <= 800
+
+    # A finger on the query's handle drags the query; the page does not scroll.
+    cdp = visit.context.new_cdp_session(page)
+    before, scrolled = read_state(page, LOOKUP), page.evaluate("scrollY")
+    touch_drag(cdp, page, centre(page, "Query q"), (-40, -30))
+    state = read_state(page, LOOKUP)
+    assert page.evaluate("scrollY") == scrolled
+    x, y = before["queries"][0]
+    assert state["queries"][0] == pytest.approx(
+        [x - 40 / a["width"] * PLANE_SIZE / PLANE_UNIT, y + 30 / a["height"] * PLANE_SIZE / PLANE_UNIT],
+        abs=0.03,
+    )
+    check_lookup(state)
+    assert value_plane.bounding_box() == b  # the output's plane stayed in sight, where it was
+
+    # A finger elsewhere on the plane scrolls the page, and moves nothing.
+    corner = plane_point(page, "Query and keys", -3.2, -3.2)
+    assert page.evaluate("([x, y]) => document.elementFromPoint(x, y).closest('.pg-handle')", corner) is None
+    touch_drag(cdp, page, corner, (0, -150))
+    page.wait_for_function(f"() => scrollY > {scrolled}")
+    assert read_state(page, LOOKUP) == state
+    assert visit.outside == [] and visit.console_errors == []
+    visit.close()
+
+
+# ---- The temperature and the mask ----
 
 
 def test_temperature_slider(playground):
@@ -147,7 +374,7 @@ def test_temperature_slider(playground):
         # The slider holds 4 log2(tau), and the scale is 1/tau.
         assert state["scale"] == pytest.approx(2 ** (-int(slider.input_value()) / 4))
         assert state["queries"] == start["queries"]
-        assert_computes_attn_ref(state)
+        check_lookup(state)
         if key == "Home":  # the lowest temperature: the sharpest weights
             assert max(state["weights"][0]) > max(start["weights"][0])
         if key == "End":  # the highest: the flattest
@@ -162,71 +389,309 @@ def test_masking_keys_one_by_one_and_all(playground):
     assert state["mask"] == [[False, True, True, True, True]]
     assert state["weights"][0][0] == 0
     assert sum(state["weights"][0]) == pytest.approx(1)
-    assert_computes_attn_ref(state)
+    check_lookup(state)
+    assert lookup.locator("tbody tr").nth(0).locator("td").nth(1).inner_text() == "\u2212\u221e"
 
     lookup.get_by_role("checkbox", name="key 2").focus()
     page.keyboard.press("Space")
     state = read_state(page, LOOKUP)
     assert state["mask"] == [[False, True, False, True, True]]
-    assert_computes_attn_ref(state)
+    check_lookup(state)
 
     for name in ("key 1", "key 3", "key 4"):
         lookup.get_by_role("checkbox", name=name).click()
-        assert_computes_attn_ref(read_state(page, LOOKUP))
+        check_lookup(read_state(page, LOOKUP))
     state = read_state(page, LOOKUP)
     assert state["mask"] == [[False] * 5]
     assert state["weights"] == [[0] * 5] and state["output"] == [[0, 0]]  # as attn_ref: no NaN
-    assert_computes_attn_ref(state)
-    assert "Every key is masked" in lookup.locator("[aria-live]").inner_text()
+    check_lookup(state)
+    page.wait_for_function(
+        "view => document.querySelector(view + ' [aria-live]').textContent.includes('Every key is masked')",
+        arg=LOOKUP,
+    )
 
     lookup.get_by_role("checkbox", name="key 1").click()  # one key back: all its weight
     state = read_state(page, LOOKUP)
     assert state["weights"] == [[0, 1, 0, 0, 0]] and state["output"] == [LOOKUP_VALUES[1]]
-    assert_computes_attn_ref(state)
+    check_lookup(state)
+
+
+# ---- Self-attention: tokens, projections, the causal mask, and bad input ----
 
 
 def test_editing_a_token_of_the_self_attention_view(playground):
     page = playground.page
     field = page.get_by_label("token 0, feature 0")
     field.fill("2")
-    field.dispatch_event("change")
     state = read_state(page, SELF_ATTENTION)
-    expected = [row[:] for row in THREE_TOKENS]
+    expected = [row[:] for row in TOKENS]
     expected[0][0] = 2.0
     assert state["tokens"] == state["queries"] == state["keys"] == state["values"] == expected
-    assert state["scale"] == 0.5
-    assert_computes_attn_ref(state)
+    assert state["scale"] == 1 / math.sqrt(2)
+    check_self_attention(state)
 
-    page.get_by_label("token 2, feature 3").fill("-1.5")
-    expected[2][3] = -1.5
+    page.get_by_label("token 2, feature 1").fill("\u22121.5")  # a true minus sign, as the page prints them
+    expected[2][1] = -1.5
     state = read_state(page, SELF_ATTENTION)
     assert state["tokens"] == expected
-    assert_computes_attn_ref(state)
+    check_self_attention(state)
 
     page.get_by_label("token 1, feature 1").fill("")  # not a number: the last valid state stays
     assert read_state(page, SELF_ATTENTION) == state
     page.get_by_role("button", name="Reset the three tokens").click()
-    assert read_state(page, SELF_ATTENTION)["tokens"] == THREE_TOKENS
+    assert read_state(page, SELF_ATTENTION)["tokens"] == TOKENS
 
 
-def test_resetting_the_soft_lookup(playground):
+def test_editing_w_q_and_w_k(playground):
+    page = playground.page
+    view = page.locator(SELF_ATTENTION)
+    page.get_by_label("W_K, row 0, column 1").fill("1")  # exercise 7: the dot products lose their symmetry
+    state = read_state(page, SELF_ATTENTION)
+    assert state["W_K"] == [[1, 1], [0, 1]] and state["W_Q"] == [[1, 0], [0, 1]]
+    check_self_attention(state)
+    dots = np.array(state["dots"])
+    assert (dots != dots.T).any()
+    assert state["dots"][1][0] > state["dots"][0][1]
+
+    page.get_by_label("W_Q, row 1, column 0").fill("-0.5")
+    page.get_by_label("W_Q, row 0, column 0").fill("2.25")
+    state = read_state(page, SELF_ATTENTION)
+    assert state["W_Q"] == [[2.25, 0], [-0.5, 1]]
+    check_self_attention(state)
+    # What the tables show is the state, at two decimals.
+    shown = (
+        view.locator("table").filter(has_text=re.compile("^Queries")).locator("tbody td").all_inner_texts()
+    )
+    assert [float(text.replace("\u2212", "-")) for text in shown] == pytest.approx(
+        np.ravel(state["queries"]), abs=0.005
+    )
+
+
+def test_causal_toggle(playground):
+    page = playground.page
+    view = page.locator(SELF_ATTENTION)
+    page.get_by_label("token 2, feature 0").fill("0.5")
+    page.get_by_label("W_K, row 1, column 0").fill("0.75")
+    view.get_by_role("checkbox", name="Causal").check()
+    state = read_state(page, SELF_ATTENTION)
+    assert state["causal"] is True
+    assert state["mask"] == [[True, False, False], [True, True, False], [True, True, True]]
+    check_self_attention(state)  # against attn_ref's is_causal=True on X W_Q, X W_K
+    assert state["weights"][0] == [1, 0, 0]  # token 0 sees only itself
+    assert state["output"][0] == state["tokens"][0]
+    weights = (
+        view.locator("table").filter(has_text=re.compile("^Weights")).locator("tbody td").all_inner_texts()
+    )
+    assert weights[1:3] == ["masked", "masked"] and weights[5] == "masked"
+    scores = (
+        view.locator("table").filter(has_text=re.compile("^Scores")).locator("tbody td").all_inner_texts()
+    )
+    assert scores[1] == scores[2] == scores[5] == "\u2212\u221e"
+
+    # Two equal tokens: equal rows without the mask, different rows with it.
+    page.get_by_label("token 2, feature 0").fill("1")
+    page.get_by_label("token 2, feature 1").fill("0")
+    state = read_state(page, SELF_ATTENTION)
+    assert state["tokens"][2] == state["tokens"][0]
+    check_self_attention(state)
+    assert state["weights"][2] != state["weights"][0]
+    view.get_by_role("checkbox", name="Causal").uncheck()
+    state = read_state(page, SELF_ATTENTION)
+    check_self_attention(state)
+    assert state["weights"][2] == state["weights"][0]
+
+
+@pytest.mark.parametrize(
+    "typed, says", [("abc", "\u201cabc\u201d is not a number"), ("1e9", "is beyond"), ("", "is empty")]
+)
+def test_bad_input_gets_a_message_not_nan(playground, typed, says):
+    page = playground.page
+    view = page.locator(SELF_ATTENTION)
+    before = read_state(page, SELF_ATTENTION)
+    field = page.get_by_label("W_Q, row 0, column 1")
+    field.fill(typed)
+    state = read_state(page, SELF_ATTENTION)
+    assert state == before  # the last valid numbers stay, and everything computed from them
+    assert np.isfinite(state["weights"]).all() and np.isfinite(state["output"]).all()
+    message = view.locator(".pg-error")
+    assert message.is_visible()
+    assert re.fullmatch(rf"W_Q, row 0, column 1\b.*{re.escape(says)}.*", message.inner_text())
+    assert field.get_attribute("aria-invalid") == "true"
+    assert field.get_attribute("aria-describedby") == message.get_attribute("id")
+    assert "NaN" not in view.inner_text()
+
+    field.fill("0.5")  # a number again: the message goes, the view follows
+    assert message.is_hidden()
+    assert field.get_attribute("aria-invalid") == "false"
+    state = read_state(page, SELF_ATTENTION)
+    assert state["W_Q"][0][1] == 0.5
+    check_self_attention(state)
+
+
+# ---- Resets ----
+
+
+def test_resetting_both_views(playground):
     page = playground.page
     first = read_state(page, LOOKUP)
     page.get_by_role("slider", name="Query q").focus()
     page.keyboard.press("ArrowDown")
+    page.get_by_role("slider", name="Key 1").focus()
+    page.keyboard.press("ArrowLeft")
+    page.get_by_role("slider", name="Value 2").focus()
+    page.keyboard.press("ArrowUp")
     page.locator(LOOKUP).get_by_role("checkbox", name="key 1").click()
     page.get_by_label("Temperature").press("End")
     assert read_state(page, LOOKUP) != first
     page.get_by_role("button", name="Reset the soft lookup").click()
     assert read_state(page, LOOKUP) == first
 
+    first = read_state(page, SELF_ATTENTION)
+    page.get_by_label("W_K, row 1, column 1").fill("3")
+    page.get_by_label("W_Q, row 0, column 0").fill("abc")
+    page.locator(SELF_ATTENTION).get_by_role("checkbox", name="Causal").check()
+    page.get_by_role("button", name="Reset the three tokens").click()
+    assert read_state(page, SELF_ATTENTION) == first
+    assert page.locator(f"{SELF_ATTENTION} .pg-error").is_hidden()
+    assert page.get_by_label("W_Q, row 0, column 0").input_value() == "1"
+
+
+# ---- The keyboard alone, and what a screen reader hears ----
+
+
+def test_keyboard_alone_from_the_skip_link(browser, server):
+    """Tab to the skip link, follow it, reach a key, move it with the arrows; the live region then
+    names the new weights, once they have settled."""
+    tab = Tab(browser, server, **DESKTOP)
+    tab.context.clock.install()
+    page = tab.open(PAGE).page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+    focused = (
+        "() => document.activeElement.getAttribute('aria-label') || document.activeElement.textContent.trim()"
+    )
+    page.keyboard.press("Tab")  # the theme's own skip link, to the top of the content
+    assert page.evaluate(focused) == "Skip to content"
+    page.keyboard.press("Enter")
+    presses = 0
+    while page.evaluate(focused) != "the soft lookup":
+        page.keyboard.press("Tab")
+        presses += 1
+        assert presses <= 2, (
+            f"the skip link is not among the first two stops of the content ({page.evaluate(focused)!r})"
+        )
+    page.keyboard.press("Enter")
+    assert page.evaluate(focused) == "Query q"
+    assert page.evaluate("() => document.activeElement.matches(':focus-visible')")
+    page.keyboard.press("Tab")
+    assert page.evaluate(focused) == "Key 0"
+
+    before = read_state(page, LOOKUP)
+    said = live_text(page, LOOKUP)
+    for _ in range(5):
+        page.keyboard.press("ArrowUp")
+    page.keyboard.press("Shift+ArrowLeft")
+    state = read_state(page, LOOKUP)
+    x, y = before["keys"][0]
+    assert state["keys"][0] == pytest.approx([round(x - 0.5, 2), round(y + 0.5, 2)])
+    assert state["weights"] != before["weights"]
+    check_lookup(state)
+
+    # Not on every step: the live region keeps its text until the value has settled.
+    page.clock.run_for(SETTLE_MS - 1)
+    assert live_text(page, LOOKUP) == said
+    page.clock.run_for(2)
+    spoken = live_text(page, LOOKUP)
+    weights = [f"key {j} {w:.2f}" for j, w in enumerate(state["weights"][0])]
+    assert spoken.startswith("Weights: " + ", ".join(weights) + ".")
+    x, y = state["output"][0]
+    assert f"Output ({x:.2f}, {y:.2f})".replace("-", "\u2212") in spoken
+    assert page.locator(f"{LOOKUP} [aria-live]").first.get_attribute("aria-live") == "polite"
+
+    # Every control of both views is reached with Tab alone, and draws an outline where the focus is.
+    controls = page.evaluate(
+        f"() => [...document.querySelectorAll('.playground :is(input, button, [tabindex])')].map({NAME})"
+    )
+    seen = {"Query q", "Key 0"}
+    for _ in range(400):
+        page.keyboard.press("Tab")
+        name, visible, outline = page.evaluate(f"""() => {{ const e = document.activeElement;
+          return [({NAME})(e), e.matches(':focus-visible'), getComputedStyle(e).outlineStyle]; }}""")
+        if name in controls:
+            seen.add(name)
+            assert visible and outline != "none", f"{name} shows no focus"
+        if name == "Reset the three tokens":
+            break
+    assert seen == set(controls)
+    tab.close()
+
+
+def test_the_self_attention_view_speaks_its_weights_once_settled(browser, server):
+    tab = Tab(browser, server, **DESKTOP)
+    tab.context.clock.install()
+    page = tab.open(PAGE).page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+    said = live_text(page, SELF_ATTENTION)
+    page.get_by_label("W_Q, row 1, column 1").fill("")
+    page.keyboard.type("13")  # three changes (empty, 1, 13), one announcement
+    page.locator(SELF_ATTENTION).get_by_role("checkbox", name="Causal").check()
+    page.clock.run_for(SETTLE_MS - 1)
+    assert live_text(page, SELF_ATTENTION) == said
+    page.clock.run_for(2)
+    state = read_state(page, SELF_ATTENTION)
+    assert state["W_Q"][1][1] == 13 and state["causal"]
+    check_self_attention(state)
+    for i, row in enumerate(state["weights"]):
+        assert f"Token {i} attends with weights {', '.join(f'{w:.2f}' for w in row)}" in live_text(
+            page, SELF_ATTENTION
+        )
+    tab.close()
+
+
+# ---- Accessibility, size and fit ----
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_accessibility_violation_after_a_readers_changes(browser, server, scheme):
+    """axe-core on the page once a reader has changed it: a key masked, a key and a value moved, the
+    causal mask on, a field with a wrong entry and its message; the planes' labels 4.5:1 on the page."""
+    visit = Tab(browser, server, **{**DESKTOP, "color_scheme": scheme}).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    if scheme == "dark":
+        page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+    assert accessibility_violations(page) == []
+    page.locator(LOOKUP).get_by_role("checkbox", name="key 0").click()
+    page.get_by_role("slider", name="Key 2").press("Shift+ArrowUp")
+    page.get_by_role("slider", name="Value 3").press("Shift+ArrowRight")
+    page.locator(SELF_ATTENTION).get_by_role("checkbox", name="Causal").check()
+    page.get_by_label("W_K, row 0, column 0").fill("abc")
+    page.wait_for_timeout(SETTLE_MS + 50)
+    assert accessibility_violations(page) == []
+    # axe does not judge SVG text: the planes' labels, against the page's background.
+    ratios = page.evaluate("""() => {
+      const rgb = c => c.match(/[\\d.]+/g).slice(0, 3).map(Number).map(v => v / 255)
+        .map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      const lum = c => { const [r, g, b] = rgb(c); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+      const back = lum(getComputedStyle(document.body).backgroundColor);
+      return [...document.querySelectorAll('.pg-plane text:not(.pg-off *, .pg-off)')].map(t => {
+        const fore = lum(getComputedStyle(t).fill);
+        return [t.textContent, (Math.max(fore, back) + 0.05) / (Math.min(fore, back) + 0.05)];
+      }); }""")
+    assert len(ratios) >= 9 and [label for label, ratio in ratios if ratio < 4.5] == []
+    assert visit.outside == [] and visit.console_errors == []
+    visit.close()
+
 
 def test_the_playground_adds_little_script_and_style(browser, server):
-    """Only this page loads the playground's files, and together they stay within the budget."""
+    """Only this page loads the playground's files, together within the budget; the page too."""
     loaded = {}
     for path in ("", PAGE):
         visit = Tab(browser, server, **DESKTOP).open(path)
         loaded[path] = visit.page.evaluate(LOADED_FILES)
+        if path == PAGE:
+            assert 0 < visit.page.evaluate(PAGE_SIZE) <= PAGE_BUDGET
         visit.close()
     added = {name: size for name, size in loaded[PAGE].items() if name not in loaded[""]}
     assert sorted(added) == ["playground.css", "playground.js"]
@@ -235,11 +700,7 @@ def test_the_playground_adds_little_script_and_style(browser, server):
 
 @pytest.mark.parametrize(
     "mode, options",
-    [
-        ("light", DESKTOP),
-        ("dark", {**DESKTOP, "color_scheme": "dark"}),
-        ("narrow", {"viewport": {"width": 375, "height": 800}, "color_scheme": "light", "is_mobile": True}),
-    ],
+    [("light", DESKTOP), ("dark", {**DESKTOP, "color_scheme": "dark"}), ("narrow", PHONE)],
 )
 def test_no_sideways_scroll_before_and_after_a_readers_changes(browser, server, mode, options):
     visit = Tab(browser, server, **options).open(PAGE)
@@ -249,10 +710,14 @@ def test_no_sideways_scroll_before_and_after_a_readers_changes(browser, server, 
         page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
     screenshot(page, f"playground-interactive-{mode}")
-    # Then a reader's changes: a key masked, the query moved, a token edited.
+    # Then a reader's changes: a key masked, the query and a value moved, a token edited, a
+    # projection's field given a wrong entry, the causal mask on.
     page.locator(LOOKUP).get_by_role("checkbox", name="key 0").click()
     page.get_by_role("slider", name="Query q").press("Shift+ArrowLeft")
+    page.get_by_role("slider", name="Value 0").press("Shift+ArrowRight")
     page.get_by_label("token 0, feature 0").fill("2")
+    page.get_by_label("W_Q, row 0, column 0").fill("abc")
+    page.locator(SELF_ATTENTION).get_by_role("checkbox", name="Causal").check()
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
     page.evaluate("window.scrollTo(0, 0)")  # the sticky header back at the top of the picture
     screenshot(page, f"playground-interactive-{mode}-changed")

@@ -12,6 +12,7 @@
   // ---- Attention, computed as attn_ref.scaled_dot_product_attention computes it ----
 
   const dot = (a, b) => a.reduce((sum, x, i) => sum + x * b[i], 0);
+  const matmul = (A, B) => A.map((row) => B[0].map((_, c) => dot(row, B.map((r) => r[c])))); // (n, m) @ (m, p)
 
   // Softmax over the allowed entries of one row of scores. The largest allowed score is
   // subtracted first, so that no exponent is positive and exp never overflows. A row with no
@@ -26,12 +27,13 @@
   }
 
   // softmax(Q K^T * scale + M) V for L queries and S keys; mask[i][j] is true where query i may see key j.
+  // dots are the raw q_i . k_j, scores the scaled ones (before the mask, as attn_ref computes them).
   function attention({ queries, keys, values, scale, mask }) {
-    const scores = queries.map((q) => keys.map((k) => dot(q, k) * scale)); // (L, S)
+    const dots = queries.map((q) => keys.map((k) => dot(q, k))); // (L, S)
+    const scores = dots.map((row) => row.map((d) => d * scale)); // (L, S)
     const weights = scores.map((row, i) => maskedSoftmax(row, mask[i])); // (L, S)
-    const columns = values[0].map((_, c) => values.map((v) => v[c])); // (d_v, S)
-    const output = weights.map((w) => columns.map((column) => dot(w, column))); // (L, d_v)
-    return { scores, weights, output };
+    const output = matmul(weights, values); // (L, S) @ (S, d_v) -> (L, d_v)
+    return { dots, scores, weights, output };
   }
 
   // ---- Small helpers ----
@@ -52,6 +54,7 @@
     const text = x.toFixed(digits);
     return (/^-0\.?0*$/.test(text) ? text.slice(1) : text).replace("-", "\u2212");
   }
+  const pair = ([x, y]) => `(${fmt(x)}, ${fmt(y)})`;
 
   const copy = (data) => JSON.parse(JSON.stringify(data));
   const SUBSCRIPTS = "\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089";
@@ -60,6 +63,25 @@
 
   function publish(root, state) {
     root.dataset.state = JSON.stringify(state);
+  }
+
+  // A polite live region that speaks once a value has settled, not on every step of a drag:
+  // say(text) replaces the text 250 ms after the last call.
+  const SETTLE_MS = 250;
+  function announcer(parent) {
+    const region = el("p", { class: "pg-status", "aria-live": "polite" }, parent);
+    let [started, timer] = [false, 0];
+    const say = (text, warning = false) => {
+      const write = () => {
+        region.classList.toggle("pg-warning", warning);
+        region.textContent = text;
+      };
+      clearTimeout(timer);
+      if (started) timer = setTimeout(write, SETTLE_MS);
+      else write(); // the first text at once, as the view is drawn: nothing has changed yet
+      started = true;
+    };
+    return { region, say };
   }
 
   // ---- View 1: attention as a soft lookup, in the plane ----
@@ -74,16 +96,18 @@
   // The slider holds 4 log2(tau): tau = 2^(i/4), so i = 2 is tau = sqrt(2) = sqrt(d_k) for d_k = 2.
   const TAU_STEPS = { min: -8, max: 16, perOctave: 4 };
 
-  function plane(parent, attributes) {
+  // A plane: an SVG drawing, and over it, on a stage of the same size, the handles a reader moves.
+  function plane(parent, label) {
     const figure = el("figure", { class: "pg-figure" }, parent);
-    const root = svg("svg", { viewBox: `0 0 ${SIZE} ${SIZE}`, class: "pg-plane", ...attributes }, figure);
+    const stage = el("div", { class: "pg-stage", role: "group", "aria-label": label }, figure);
+    const root = svg("svg", { viewBox: `0 0 ${SIZE} ${SIZE}`, class: "pg-plane", "aria-hidden": "true" }, stage);
     const grid = svg("g", { class: "pg-grid", "aria-hidden": "true" }, root);
     for (let t = -3; t <= 3; t += 1) {
       const axis = t === 0 ? " pg-axis" : "";
       svg("line", { x1: sx(t), y1: sy(-EXTENT), x2: sx(t), y2: sy(EXTENT), class: `pg-gridline${axis}` }, grid);
       svg("line", { x1: sx(-EXTENT), y1: sy(t), x2: sx(EXTENT), y2: sy(t), class: `pg-gridline${axis}` }, grid);
     }
-    return { figure, root };
+    return { figure, stage, root };
   }
 
   // An arrow from the origin to (x, y), as one path: the shaft, then the two sides of the head.
@@ -97,6 +121,18 @@
     const [tipX, tipY] = [sx(x), sy(y)];
     const side = (s) => `${tipX - head * ux + s * 0.5 * head * uy} ${tipY - head * uy - s * 0.5 * head * ux}`;
     return `M${sx(0)} ${sy(0)}L${tipX} ${tipY}M${side(1)}L${tipX} ${tipY}L${side(-1)}`;
+  }
+
+  // Where a point's label goes: beyond the point, away from the origin, on the side it leans to,
+  // and on the other side when the plane's edge is too close.
+  function placeLabel(text, [x, y], gap) {
+    const length = Math.hypot(x, y) || 1;
+    const dx = (gap * Math.abs(x)) / length + 3;
+    const width = text.getComputedTextLength() || 20;
+    const right = x >= 0 ? sx(x) + dx + width <= SIZE : sx(x) - dx - width < 0;
+    text.setAttribute("x", right ? sx(x) + dx : sx(x) - dx);
+    text.setAttribute("y", Math.min(SIZE - 4, Math.max(24, sy(y) - (gap * y) / length + 5)));
+    text.setAttribute("text-anchor", right ? "start" : "end");
   }
 
   // The corners of the convex hull of points, in order (Andrew's monotone chain).
@@ -114,67 +150,82 @@
     return sorted.length < 3 ? sorted : [...half(sorted), ...half([...sorted].reverse())];
   }
 
+  // A point a reader moves: a focusable two-dimensional slider, an HTML element over the drawing,
+  // wider than the dot it shows so that a finger finds it. Only the handles keep a finger from
+  // scrolling the page (touch-action in the stylesheet; Chromium ignores it on SVG's inner elements).
+  function handle(stage, label, className, style = "") {
+    return el(
+      "div",
+      {
+        class: `pg-handle ${className}`,
+        style,
+        tabindex: 0,
+        role: "slider",
+        "aria-roledescription": "two-dimensional slider",
+        "aria-label": label,
+        "aria-valuemin": -EXTENT,
+        "aria-valuemax": EXTENT,
+      },
+      stage,
+    );
+  }
+
   function lookupView(root, initial) {
     const id = `pg${counter++}`;
     const S = initial.keys.length;
-    const inputs = copy({ queries: initial.queries, mask: initial.mask, scale: initial.scale });
-    const { keys, values } = initial;
+    const { queries, keys, values, mask, scale } = initial;
+    const first = () => copy({ queries, keys, values, mask, scale });
+    const inputs = first();
     const colour = (j) => `--pg-c: var(--pg-key-${j + 1})`;
+    const last = subscript(S - 1);
 
-    // The query plane: keys as arrows, the query as a draggable, focusable handle.
+    // The two planes, side by side at every width, so that the output moves in sight of the hand.
     const planes = el("div", { class: "pg-planes" }, root);
-    const queryPlane = plane(planes, { role: "group", "aria-label": "Query and keys" });
-    const queryHint = "Drag the query q, or focus it and use the arrow keys (Shift for bigger steps).";
-    el("figcaption", { text: `Keys k\u2080 to k${subscript(S - 1)} and the query q. ${queryHint}` }, queryPlane.figure);
-    const keyArrows = keys.map((k, j) => {
+    const queryPlane = plane(planes, "Query and keys");
+    el("figcaption", { text: `The query q and the keys k\u2080 to k${last}.` }, queryPlane.figure);
+    const valuePlane = plane(planes, "Values and the output");
+    el("figcaption", { text: `The values v\u2080 to v${last} and the output \u25c6.` }, valuePlane.figure);
+    const help = el("p", { class: "pg-help", id: `${id}-help` }, root);
+    help.textContent =
+      "Drag the query, a key's tip or a value, or focus one (Tab) and move it with the arrow keys, " +
+      "Shift for bigger steps. The output \u25c6 is the values' average, weighted by the weights below: " +
+      "it never leaves the shaded region the values span.";
+
+    const keyArrows = inputs.keys.map((_, j) => {
       const group = svg("g", { class: "pg-key", style: colour(j), "aria-hidden": "true" }, queryPlane.root);
-      svg("path", { d: arrowPath(...k), class: "pg-arrow" }, group);
-      const [lx, ly] = [sx(k[0] * 1.15) + (k[0] >= 0 ? 4 : -4), sy(k[1] * 1.15) + 4];
-      svg("text", { x: lx, y: ly, "text-anchor": k[0] >= 0 ? "start" : "end", text: `k${subscript(j)}` }, group);
-      return group;
+      const arrow = svg("path", { class: "pg-arrow" }, group);
+      const label = svg("text", { text: `k${subscript(j)}` }, group);
+      return { group, arrow, label };
     });
     const queryGroup = svg("g", { class: "pg-query" }, queryPlane.root);
     const queryArrow = svg("path", { class: "pg-arrow", "aria-hidden": "true" }, queryGroup);
     const queryLabel = svg("text", { "aria-hidden": "true", text: "q" }, queryGroup);
-    const handle = svg(
-      "circle",
-      {
-        r: 9,
-        class: "pg-handle",
-        tabindex: 0,
-        role: "slider",
-        "aria-roledescription": "two-dimensional slider",
-        "aria-label": "Query q",
-        "aria-valuemin": -EXTENT,
-        "aria-valuemax": EXTENT,
-      },
-      queryGroup,
-    );
 
-    // The value plane: values as points, the region they span, and the output inside it.
-    const valuePlane = plane(planes, {
-      role: "img",
-      "aria-label": "Values and the output, their weighted average, inside the shaded region the values span.",
-    });
-    const valueCaption =
-      `Values v\u2080 to v${subscript(S - 1)}. The output \u25c6 is their average weighted by the weights ` +
-      "below: it never leaves the shaded region.";
-    el("figcaption", { text: valueCaption }, valuePlane.figure);
     const hull = svg("polygon", { class: "pg-hull" }, valuePlane.root);
-    const pulls = values.map((_, j) => svg("line", { class: "pg-pull", style: colour(j) }, valuePlane.root));
-    const valueDots = values.map((v, j) => {
-      const group = svg("g", { class: "pg-value", style: colour(j) }, valuePlane.root);
-      svg("circle", { cx: sx(v[0]), cy: sy(v[1]), r: 6 }, group);
-      const [lx, ly] = [sx(v[0]) + (v[0] >= 0 ? 9 : -9), sy(v[1]) + (v[1] >= 0 ? -7 : 16)];
-      svg("text", { x: lx, y: ly, "text-anchor": v[0] >= 0 ? "start" : "end", text: `v${subscript(j)}` }, group);
-      return group;
-    });
-    const outputMark = svg("path", { class: "pg-output" }, valuePlane.root);
+    const pulls = inputs.values.map((_, j) => svg("line", { class: "pg-pull", style: colour(j) }, valuePlane.root));
+    const valueLabels = inputs.values.map((_, j) =>
+      svg("text", { class: "pg-value-label", style: colour(j), text: `v${subscript(j)}` }, valuePlane.root),
+    );
+    const outputMark = svg("path", { class: "pg-output", "aria-hidden": "true" }, valuePlane.root);
+
+    // Handles last, so that they are drawn on top and come first to a pointer.
+    // Keyboard order: the query, each key, each value.
+    const queryHandle = { list: "queries", j: 0, el: handle(queryPlane.stage, "Query q", "pg-q") };
+    const handles = [
+      ...keys.map((_, j) => ({ list: "keys", j, el: handle(queryPlane.stage, `Key ${j}`, "pg-k", colour(j)) })),
+      queryHandle,
+      ...values.map((_, j) => ({ list: "values", j, el: handle(valuePlane.stage, `Value ${j}`, "pg-v", colour(j)) })),
+    ];
+    queryHandle.el.classList.add("pg-first"); // where the skip link lands
+    for (const part of [queryPlane.stage, valuePlane.stage, ...handles.map((h) => h.el)]) {
+      part.setAttribute("aria-describedby", help.id); // the planes' text alternative, with the live text
+    }
 
     // The temperature slider, with sqrt(d_k) marked.
-    const d_k = keys[0].length;
+    const d_k = inputs.keys[0].length;
     const controls = el("div", { class: "pg-slider" }, root);
     el("label", { for: `${id}-tau`, text: "Temperature \u03c4: the scores are divided by \u03c4" }, controls);
+    const stepOf = (scale) => Math.round(-TAU_STEPS.perOctave * Math.log2(scale));
     const slider = el(
       "input",
       {
@@ -183,7 +234,7 @@
         min: TAU_STEPS.min,
         max: TAU_STEPS.max,
         step: 1,
-        value: Math.round(-TAU_STEPS.perOctave * Math.log2(inputs.scale)),
+        value: stepOf(inputs.scale),
         list: `${id}-ticks`,
       },
       controls,
@@ -197,19 +248,21 @@
     el("span", { text: "flat" }, ends);
     const tauReadout = el("output", { for: `${id}-tau` }, controls);
 
-    // The table of scores and weights, with one mask toggle per key.
+    // The scores before the softmax, and the weights after it, with one mask toggle per key.
     const table = el("table", { class: "pg-table" }, root);
-    el("caption", { text: "Scores and weights. Untick a key to mask it." }, table);
+    const caption = "The scores before the softmax (q\u00b7k\u2c7c, then divided by \u03c4) and the weights after it.";
+    el("caption", { text: `${caption} Untick a key to mask it.` }, table);
     const head = el("tr", {}, el("thead", {}, table));
-    for (const title of ["key", "q\u00b7k", "\u00f7 \u03c4", "weight"]) el("th", { scope: "col", text: title }, head);
+    for (const title of ["key", "q\u00b7k\u2c7c", "\u00f7 \u03c4", "weight"]) {
+      el("th", { scope: "col", text: title }, head);
+    }
     const body = el("tbody", {}, table);
-    const rows = keys.map((_, j) => {
+    const rows = inputs.keys.map((_, j) => {
       const row = el("tr", { style: colour(j) }, body);
       const label = el("label", { class: "pg-toggle" }, el("th", { scope: "row" }, row));
       const toggle = el("input", { type: "checkbox" }, label);
       el("span", { class: "pg-swatch", "aria-hidden": "true" }, label);
       label.append(`key ${j}`);
-      toggle.checked = inputs.mask[0][j];
       toggle.addEventListener("change", () => {
         inputs.mask[0][j] = toggle.checked;
         update();
@@ -221,37 +274,43 @@
       return { row, toggle, dotCell, scoreCell, fill, number };
     });
 
-    const status = el("p", { class: "pg-status", "aria-live": "polite" }, root);
+    const { say } = announcer(root);
     const reset = el("button", { type: "button", class: "md-button", text: "Reset the soft lookup" }, root);
     reset.addEventListener("click", () => {
-      Object.assign(inputs, copy({ queries: initial.queries, mask: initial.mask, scale: initial.scale }));
-      slider.value = Math.round(-TAU_STEPS.perOctave * Math.log2(inputs.scale));
-      rows.forEach((r, j) => (r.toggle.checked = inputs.mask[0][j]));
+      Object.assign(inputs, first());
       update();
     });
 
     function update() {
-      const state = { ...copy(inputs), keys, values };
-      const { scores, weights, output } = attention(state);
+      const state = copy(inputs);
+      const { dots, scores, weights, output } = attention(state);
+      const { keys, values } = state;
       const [q] = state.queries;
       const [w] = weights;
       const [out] = output;
-      const allowed = inputs.mask[0];
+      const allowed = state.mask[0];
       const none = !allowed.some(Boolean);
-      const tau = 1 / inputs.scale;
+      const tau = 1 / state.scale;
 
+      for (const h of handles) {
+        const [x, y] = state[h.list][h.j];
+        h.el.style.left = `${(100 * sx(x)) / SIZE}%`;
+        h.el.style.top = `${(100 * sy(y)) / SIZE}%`;
+        h.el.setAttribute("aria-valuenow", x);
+        h.el.setAttribute("aria-valuetext", `x ${fmt(x)}, y ${fmt(y)}`);
+      }
       queryArrow.setAttribute("d", arrowPath(...q));
-      handle.setAttribute("cx", sx(q[0]));
-      handle.setAttribute("cy", sy(q[1]));
-      queryLabel.setAttribute("x", sx(q[0]) + 12);
-      queryLabel.setAttribute("y", sy(q[1]) - 10);
-      handle.setAttribute("aria-valuenow", q[0]);
-      handle.setAttribute("aria-valuetext", `x ${fmt(q[0])}, y ${fmt(q[1])}`);
+      placeLabel(queryLabel, q, 18);
+      keys.forEach((k, j) => {
+        keyArrows[j].arrow.setAttribute("d", arrowPath(...k));
+        placeLabel(keyArrows[j].label, k, 16);
+      });
 
       const active = values.filter((_, j) => allowed[j]);
       hull.setAttribute("points", convexHull(active).map(([x, y]) => `${sx(x)},${sy(y)}`).join(" "));
       const [ox, oy] = [sx(out[0]), sy(out[1])];
-      outputMark.setAttribute("d", `M${ox} ${oy - 9}L${ox + 9} ${oy}L${ox} ${oy + 9}L${ox - 9} ${oy}Z`);
+      const r = Math.max(9, (7 * SIZE) / (valuePlane.root.getBoundingClientRect().width || SIZE)); // 7 px at least
+      outputMark.setAttribute("d", `M${ox} ${oy - r}L${ox + r} ${oy}L${ox} ${oy + r}L${ox - r} ${oy}Z`);
       outputMark.classList.toggle("pg-empty", none);
       values.forEach((v, j) => {
         const pull = pulls[j];
@@ -261,59 +320,84 @@
         pull.setAttribute("y2", sy(v[1]));
         pull.style.strokeWidth = 0.5 + 6 * w[j];
         pull.style.opacity = allowed[j] ? 0.25 + 0.75 * w[j] : 0;
-        valueDots[j].classList.toggle("pg-off", !allowed[j]);
-        keyArrows[j].classList.toggle("pg-off", !allowed[j]);
+        placeLabel(valueLabels[j], v, 16);
+        for (const part of [keyArrows[j].group, handles[j].el, handles[S + 1 + j].el, valueLabels[j]]) {
+          part.classList.toggle("pg-off", !allowed[j]);
+        }
         const r = rows[j];
+        r.toggle.checked = allowed[j];
         r.row.classList.toggle("pg-off", !allowed[j]);
-        r.dotCell.textContent = fmt(dot(q, keys[j]));
+        r.dotCell.textContent = fmt(dots[0][j]);
         r.scoreCell.textContent = allowed[j] ? fmt(scores[0][j]) : "\u2212\u221e";
         r.fill.style.width = `${100 * w[j]}%`;
         r.number.textContent = fmt(w[j]);
       });
 
+      slider.value = stepOf(state.scale);
       const atSqrt = Number(slider.value) === sqrtStep ? ` = \u221ad\u2096` : "";
-      tauReadout.textContent =
-        `\u03c4 = ${fmt(tau)}${atSqrt}, so each score is multiplied by 1/\u03c4 = ${fmt(inputs.scale, 3)}`;
+      const multiplier = `1/\u03c4 = ${fmt(state.scale, 3)}`;
+      tauReadout.textContent = `\u03c4 = ${fmt(tau)}${atSqrt}, so each score is multiplied by ${multiplier}`;
       slider.setAttribute("aria-valuetext", `\u03c4 = ${fmt(tau)}${atSqrt ? ", the square root of d k" : ""}`);
-      status.classList.toggle("pg-warning", none);
-      status.textContent = none
-        ? "Every key is masked, so there is nothing to average: a plain softmax would divide 0 by 0 and " +
-          "give NaN. attn_ref returns weights of zero and an output of zero, drawn hollow at the origin " +
-          "(recent versions of PyTorch's scaled_dot_product_attention return the same output)."
-        : `Weights: ${w.map((x, j) => `key ${j} ${fmt(x)}`).join(", ")}. Output (${fmt(out[0])}, ${fmt(out[1])}).`;
-      publish(root, { ...state, scores, weights, output });
+      say(
+        none
+          ? "Every key is masked, so there is nothing to average: a plain softmax would divide 0 by 0 and " +
+              "give NaN. attn_ref returns weights of zero and an output of zero, drawn hollow at the origin " +
+              "(recent versions of PyTorch's scaled_dot_product_attention return the same output)."
+          : `Weights: ${w.map((x, j) => `key ${j} ${fmt(x)}`).join(", ")}. Output ${pair(out)}.`,
+        none,
+      );
+      publish(root, { ...state, dots, scores, weights, output });
     }
 
-    function moveQuery(x, y) {
-      inputs.queries[0] = [round2(clamp(x)), round2(clamp(y))];
+    function move(h, [x, y]) {
+      inputs[h.list][h.j] = [round2(clamp(x)), round2(clamp(y))];
       update();
     }
 
-    handle.addEventListener("keydown", (event) => {
-      const step = event.shiftKey ? 0.5 : 0.1;
-      const moves = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] };
-      if (!(event.key in moves)) return;
-      event.preventDefault(); // the arrows move the query, not the page
-      const [q] = inputs.queries;
-      moveQuery(q[0] + moves[event.key][0], q[1] + moves[event.key][1]);
-    });
+    for (const h of handles) {
+      h.el.addEventListener("keydown", (event) => {
+        const step = event.shiftKey ? 0.5 : 0.1;
+        const moves = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] };
+        if (!(event.key in moves)) return;
+        event.preventDefault(); // the arrows move the point, not the page
+        const [x, y] = inputs[h.list][h.j];
+        move(h, [x + moves[event.key][0], y + moves[event.key][1]]);
+      });
+    }
 
-    // Press anywhere in the query plane to move the query there, and drag to move it further.
-    const toPlane = (event) => {
-      const toSvg = queryPlane.root.getScreenCTM().inverse();
-      const point = new DOMPoint(event.clientX, event.clientY).matrixTransform(toSvg);
-      return [(point.x - SIZE / 2) / UNIT, (SIZE / 2 - point.y) / UNIT];
-    };
-    queryPlane.root.addEventListener("pointerdown", (event) => {
-      if (event.button !== 0) return;
-      event.preventDefault();
-      queryPlane.root.setPointerCapture(event.pointerId);
-      handle.focus({ preventScroll: true });
-      moveQuery(...toPlane(event));
-    });
-    queryPlane.root.addEventListener("pointermove", (event) => {
-      if (queryPlane.root.hasPointerCapture(event.pointerId)) moveQuery(...toPlane(event));
-    });
+    // A pointer on a handle drags it (the nearest, where handles overlap), from where it was
+    // grabbed. The mouse may also press anywhere else in the query plane to bring the query there;
+    // a finger elsewhere scrolls the page.
+    for (const { stage: area, root: drawing } of [queryPlane, valuePlane]) {
+      let drag = null; // the handle being dragged, and the offset from the pointer to its centre
+      const toPlane = (event) => {
+        const point = new DOMPoint(event.clientX, event.clientY).matrixTransform(drawing.getScreenCTM().inverse());
+        return [(point.x - SIZE / 2) / UNIT, (SIZE / 2 - point.y) / UNIT];
+      };
+      const near = handles.filter((h) => area.contains(h.el));
+      area.addEventListener("pointerdown", (event) => {
+        const [px, py] = toPlane(event);
+        const distance = (h) => Math.hypot(inputs[h.list][h.j][0] - px, inputs[h.list][h.j][1] - py);
+        const nearest = () => near.reduce((a, b) => (distance(b) < distance(a) ? b : a));
+        const grabbed = event.target.closest(".pg-handle") && nearest();
+        const h = grabbed || (area === queryPlane.stage && event.pointerType === "mouse" ? queryHandle : null);
+        if (!h || event.button !== 0) return;
+        event.preventDefault();
+        area.setPointerCapture(event.pointerId);
+        h.el.focus({ preventScroll: true });
+        const [x, y] = grabbed ? inputs[h.list][h.j] : [px, py];
+        drag = { h, offset: [x - px, y - py], pointer: event.pointerId };
+        if (!grabbed) move(h, [px, py]);
+      });
+      area.addEventListener("pointermove", (event) => {
+        if (!drag || drag.pointer !== event.pointerId) return;
+        const [px, py] = toPlane(event);
+        move(drag.h, [px + drag.offset[0], py + drag.offset[1]]);
+      });
+      const drop = () => (drag = null);
+      area.addEventListener("pointerup", drop);
+      area.addEventListener("pointercancel", drop);
+    }
 
     slider.addEventListener("input", () => {
       inputs.scale = 2 ** (-Number(slider.value) / TAU_STEPS.perOctave);
@@ -322,92 +406,161 @@
     update();
   }
 
-  // ---- View 2: self-attention on the tokens of the first tutorial ----
+  // ---- View 2: self-attention on three tokens, with projections and a causal mask ----
+
+  const LIMIT = 100; // typed numbers stay within -LIMIT..LIMIT: scores stay finite, exp stays exact enough
+
+  // What a typed number means, or why it means nothing: { value } or { error }.
+  function parse(text) {
+    const cleaned = text.trim().replace(/\u2212/g, "-").replace(",", ".");
+    const value = cleaned === "" ? NaN : Number(cleaned);
+    if (cleaned === "") return { error: " is empty" };
+    if (!Number.isFinite(value)) return { error: `: \u201c${text.trim()}\u201d is not a number` };
+    if (Math.abs(value) > LIMIT) return { error: `: ${text.trim()} is beyond \u00b1${LIMIT}, the view's limit` };
+    return { value };
+  }
+
+  const fmtInput = (x) => String(x).replace("-", "\u2212");
 
   function selfAttentionView(root, initial) {
-    const tokens = copy(initial.tokens);
-    const [T, C] = [tokens.length, tokens[0].length];
-    const mask = tokens.map(() => tokens.map(() => true));
-    const { scale } = initial;
+    const id = `pg${counter++}`;
+    const first = () => copy({ tokens: initial.tokens, W_Q: initial.W_Q, W_K: initial.W_K, causal: initial.causal });
+    const inputs = first();
+    const [T, C] = [inputs.tokens.length, inputs.tokens[0].length];
+    const d_k = inputs.W_Q[0].length;
+    const scale = 1 / Math.sqrt(d_k);
+    const tokenNames = inputs.tokens.map((_, t) => `token ${t}`);
+    const featureNames = (n) => Array.from({ length: n }, (_, c) => `feature ${c}`);
+    const invalid = new Map(); // field -> message, for every field whose text is not a usable number
 
-    const fieldset = el("fieldset", { class: "pg-tokens" }, root);
-    el("legend", { text: "Tokens X, one row per token. Q = K = V = X." }, fieldset);
-    const inputTable = el("table", { class: "pg-matrix" }, fieldset);
-    const inputHead = el("tr", {}, el("thead", {}, inputTable));
-    el("td", {}, inputHead);
-    for (let c = 0; c < C; c++) el("th", { scope: "col", text: `feature ${c}` }, inputHead);
-    const inputBody = el("tbody", {}, inputTable);
-    const fields = tokens.map((token, t) => {
-      const row = el("tr", {}, inputBody);
-      el("th", { scope: "row", text: `token ${t}` }, row);
-      return token.map((_, c) => {
-        const field = el(
-          "input",
-          { type: "number", step: "any", inputmode: "decimal", "aria-label": `token ${t}, feature ${c}` },
-          el("td", {}, row),
-        );
-        const read = () => {
-          const value = field.value.trim() === "" ? NaN : Number(field.value);
-          field.setAttribute("aria-invalid", String(!Number.isFinite(value)));
-          if (!Number.isFinite(value)) return; // keep the last valid number until this one is
-          tokens[t][c] = value;
-          update();
-        };
-        field.addEventListener("input", read);
-        field.addEventListener("change", read);
-        return field;
+    // A table of numbers: a caption, column titles (none: null), row titles, and a cell per entry.
+    function table(parent, caption, rowTitles, columnTitles, make, columnCount = columnTitles.length) {
+      const node = el("table", { class: "pg-matrix" }, parent);
+      if (caption) el("caption", { text: caption }, node);
+      if (columnTitles) {
+        const head = el("tr", {}, el("thead", {}, node));
+        el("td", {}, head);
+        columnTitles.forEach((title) => el("th", { scope: "col", text: title }, head));
+      }
+      const body = el("tbody", {}, node);
+      return rowTitles.map((title, r) => {
+        const row = el("tr", {}, body);
+        if (title) el("th", { scope: "row", text: title }, row);
+        return Array.from({ length: columnCount }, (_, c) => make(el("td", {}, row), r, c));
       });
+    }
+
+    // Editable matrices: text fields (so that a wrong entry can be explained, not silently refused).
+    const editors = el("div", { class: "pg-editors" }, root);
+    const errors = el("p", { class: "pg-error", id: `${id}-errors`, "aria-live": "polite", hidden: "" }, root);
+    const fields = [];
+    function editor(name, caption, rowTitles, columnTitles, describe) {
+      const box = el("fieldset", { class: "pg-inputs" }, editors);
+      el("legend", {}, box).innerHTML = caption; // the script's own markup, for the subscripts
+      table(box, "", rowTitles, columnTitles, (cell, r, c) => {
+        const label = describe(r, c);
+        const attributes = { type: "text", inputmode: "decimal", autocomplete: "off", spellcheck: "false" };
+        const field = el("input", { ...attributes, "aria-label": label }, cell);
+        field.addEventListener("input", () => {
+          const { value, error } = parse(field.value);
+          if (error) invalid.set(field, `${label}${error}; the view keeps ${fmtInput(inputs[name][r][c])} meanwhile.`);
+          else {
+            invalid.delete(field);
+            inputs[name][r][c] = value;
+          }
+          update();
+        });
+        fields.push({ field, name, r, c });
+      }, inputs[name][0].length);
+    }
+    const tokenField = (t, c) => `token ${t}, feature ${c}`;
+    editor("tokens", "Tokens <var>X</var>: one row per token", tokenNames, featureNames(C), tokenField);
+    const rowTitles = featureNames(C).map(() => ""); // a matrix, read as one: its fields name their places
+    editor("W_Q", "<var>W</var><sub>Q</sub>", rowTitles, null, (r, c) => `W_Q, row ${r}, column ${c}`);
+    editor("W_K", "<var>W</var><sub>K</sub>", rowTitles, null, (r, c) => `W_K, row ${r}, column ${c}`);
+    fields[0].field.classList.add("pg-first"); // where the skip link lands
+
+    const options = el("p", { class: "pg-options" }, root);
+    const causalLabel = el("label", { class: "pg-toggle" }, options);
+    const causal = el("input", { type: "checkbox" }, causalLabel);
+    causalLabel.append("Causal: token i sees tokens 0 to i only");
+    causal.addEventListener("change", () => {
+      inputs.causal = causal.checked;
+      update();
     });
 
     const results = el("div", { class: "pg-matrices" }, root);
-    const matrix = (caption, columns, cellClass) => {
-      const figure = el("figure", { class: "pg-figure" }, results);
-      const table = el("table", { class: "pg-matrix" }, figure);
-      el("caption", { text: caption }, table);
-      const head = el("tr", {}, el("thead", {}, table));
-      el("td", {}, head);
-      columns.forEach((title) => el("th", { scope: "col", text: title }, head));
-      const body = el("tbody", {}, table);
-      return tokens.map((_, t) => {
-        const row = el("tr", {}, body);
-        el("th", { scope: "row", text: `token ${t}` }, row);
-        return columns.map(() => el("td", { class: cellClass }, row));
+    const cells = (caption, columnTitles, className = "") => {
+      const rows = table(el("figure", { class: "pg-figure" }, results), "-", tokenNames, columnTitles, (cell) => {
+        if (className) cell.className = className;
+        return cell;
       });
+      results.lastChild.querySelector("caption").innerHTML = caption; // the script's own markup
+      return rows;
     };
-    const keyTitles = tokens.map((_, t) => `key ${t}`);
-    const heat = matrix(`Weights softmax(X X\u1d40 / \u221a${C}): row = query, column = key`, keyTitles, "pg-heat");
-    const outputCells = matrix("Output = weights \u00b7 X", tokens[0].map((_, c) => `feature ${c}`), "");
-    const status = el("p", { class: "pg-status", "aria-live": "polite" }, root);
+    const keyTitles = inputs.tokens.map((_, t) => `key ${t}`);
+    const outputs = {
+      queries: cells("Queries <var>Q</var> = <var>X W</var><sub>Q</sub>", featureNames(d_k)),
+      keys: cells("Keys <var>K</var> = <var>X W</var><sub>K</sub>", featureNames(d_k)),
+      dots: cells("Dot products <var>Q K</var><sup>T</sup>: row = query, column = key", keyTitles),
+      scores: cells(
+        `Scores <var>Q K</var><sup>T</sup> \u00f7 \u221a${d_k}, before the softmax (\u2212\u221e: masked)`,
+        keyTitles,
+      ),
+      weights: cells("Weights: the softmax of each row of scores", keyTitles, "pg-heat"),
+      output: cells("Output = weights \u00b7 <var>V</var>, with <var>V</var> = <var>X</var>", featureNames(C)),
+    };
+
+    const { say } = announcer(root);
     const reset = el("button", { type: "button", class: "md-button", text: "Reset the three tokens" }, root);
     reset.addEventListener("click", () => {
-      initial.tokens.forEach((token, t) => token.forEach((x, c) => (tokens[t][c] = x)));
+      Object.assign(inputs, first());
+      invalid.clear();
       fill();
       update();
     });
 
     function fill() {
-      fields.forEach((row, t) => row.forEach((field, c) => {
-        field.value = tokens[t][c];
-        field.setAttribute("aria-invalid", "false");
-      }));
+      for (const { field, name, r, c } of fields) field.value = inputs[name][r][c];
+      causal.checked = inputs.causal;
     }
 
     function update() {
-      // Identity projections, as in the tutorial: the queries, the keys and the values are the tokens.
-      const [queries, keys, values] = [copy(tokens), copy(tokens), copy(tokens)];
-      const state = { tokens: copy(tokens), queries, keys, values, scale, mask };
-      const { scores, weights, output } = attention(state);
+      const queries = matmul(inputs.tokens, inputs.W_Q); // (T, C) @ (C, d_k) -> (T, d_k)
+      const keys = matmul(inputs.tokens, inputs.W_K); // (T, C) @ (C, d_k) -> (T, d_k)
+      const values = copy(inputs.tokens); // W_V is the identity: V = X
+      const mask = inputs.tokens.map((_, i) => inputs.tokens.map((_, j) => !inputs.causal || j <= i));
+      const state = { ...copy(inputs), queries, keys, values, mask, scale };
+      const { dots, scores, weights, output } = attention(state);
+      const shown = { queries, keys, dots, output };
+      for (const [name, matrix] of Object.entries(shown)) {
+        matrix.forEach((row, i) => row.forEach((x, c) => (outputs[name][i][c].textContent = fmt(x))));
+      }
       weights.forEach((row, i) => row.forEach((w, j) => {
-        const cell = heat[i][j];
-        cell.textContent = fmt(w);
-        cell.style.setProperty("--pg-weight", `${(100 * w).toFixed(1)}%`);
-        cell.classList.toggle("pg-hot", w > 0.8);
+        const [cell, scoreCell] = [outputs.weights[i][j], outputs.scores[i][j]];
+        cell.textContent = mask[i][j] ? fmt(w) : "masked";
+        cell.classList.toggle("pg-masked", !mask[i][j]);
+        // Two bands, so that the text always stands out 4.5:1: light cells with the page's text below
+        // a weight of 0.5, dark ones with white text from 0.5 on (no colour between serves both).
+        const hot = w >= 0.5;
+        cell.style.setProperty("--pg-weight", `${(hot ? 85 + 30 * (w - 0.5) : 90 * w).toFixed(1)}%`);
+        cell.classList.toggle("pg-hot", hot);
+        scoreCell.textContent = mask[i][j] ? fmt(scores[i][j]) : "\u2212\u221e";
+        scoreCell.classList.toggle("pg-masked", !mask[i][j]);
       }));
-      output.forEach((row, i) => row.forEach((x, c) => (outputCells[i][c].textContent = fmt(x))));
-      status.textContent = weights
-        .map((row, i) => `Token ${i} attends with weights ${row.map((w) => fmt(w)).join(", ")}.`)
-        .join(" ");
-      publish(root, { ...state, scores, weights, output });
+
+      for (const { field } of fields) {
+        const message = invalid.get(field);
+        field.setAttribute("aria-invalid", String(Boolean(message)));
+        if (message) field.setAttribute("aria-describedby", errors.id);
+        else field.removeAttribute("aria-describedby");
+      }
+      errors.hidden = invalid.size === 0;
+      errors.textContent = [...invalid.values()].join(" ");
+
+      const rows = weights.map((row, i) => `Token ${i} attends with weights ${row.map((w) => fmt(w)).join(", ")}`);
+      say(rows.map((row, i) => `${row}; its output is ${pair(output[i])}.`).join(" "));
+      publish(root, { ...state, dots, scores, weights, output });
     }
 
     fill();
@@ -423,6 +576,18 @@
       VIEWS[root.dataset.view](root, JSON.parse(root.dataset.initial));
     }
   }
+
+  // A skip link to a playground lands on its first control, not on the text before it.
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest && event.target.closest('a[href^="#"]');
+    const target = link && document.getElementById(decodeURIComponent(link.hash.slice(1)));
+    const control = target && target.classList.contains("playground") && target.querySelector(".pg-first");
+    if (!control) return;
+    event.preventDefault();
+    history.replaceState(null, "", link.hash);
+    control.scrollIntoView({ block: "center" });
+    control.focus({ preventScroll: true });
+  });
 
   start();
   // With Material's instant loading, pages arrive without a reload and document$ announces each.

@@ -10,10 +10,9 @@
 # [notation](../notation.md): tokens are row vectors, $Q = X W_Q$, and a batch has
 # shape $(B, T, C)$.
 #
-# The page follows a colleague's notebook, called here *the original notebook*: the same
-# random batch, the same random seed, the same layers created in the same order. So
-# every number it printed can be matched. Its mistakes are gathered at the end, in
-# [Where the original notebook goes wrong](#where-the-original-notebook-goes-wrong).
+# The previous tutorial ran one head on three tokens. This one runs it on a batch of
+# longer sequences, and hides each token's future. [Common mistakes](#common-mistakes),
+# at the end, quotes mistakes that are easy to make here, with what the code computes.
 #
 # For the queries $Q$, keys $K$ and values $V$ of one sequence, causal self-attention is
 #
@@ -46,7 +45,7 @@
 #
 # The transformer ("Attention Is All You Need", Vaswani et al., 2017) drops the recurrence
 # and keeps only attention, a mechanism first added to recurrent translation models
-# (Bahdanau et al., 2014; [the original notebook dates it to 2017](#attention-date)).
+# (Bahdanau et al., 2014).
 # Every position looks directly at every position it may see, and decides how much to take
 # from each. All positions do this at
 # once, in a few matrix products. The paper's Table 1 compares the layers: the number
@@ -59,8 +58,8 @@
 # ## The batch
 #
 # There are $B$ sequences. Each has $T$ tokens, and each token is a row vector of $C$
-# features (channels). The tokens are Gaussian noise drawn with the original notebook's
-# random seed: they stand for no words and carry no meaning.
+# features (channels). The tokens are Gaussian noise drawn with a fixed random seed: they
+# stand for no words and carry no meaning.
 
 # %%
 import math
@@ -75,13 +74,19 @@ from attn_ref.examples import BATCH_SEED, BATCH_SHAPE, HEAD_SIZE
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 torch.set_grad_enabled(False)  # nothing is trained here
-np.set_printoptions(precision=3, suppress=True)  # tensors print as NumPy arrays: narrower
+np.set_printoptions(
+    precision=3, suppress=True
+)  # tensors print as NumPy arrays: narrower
 print("torch", torch.__version__)
-B, T, C = BATCH_SHAPE  # batch, time (tokens per sequence), channels (features per token)
+B, T, C = (
+    BATCH_SHAPE  # batch, time (tokens per sequence), channels (features per token)
+)
 head_size = HEAD_SIZE  # d_k
 torch.manual_seed(BATCH_SEED)
 x = torch.randn(B, T, C)  # (B, T, C)
-print("x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy())
+print(
+    "x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy()
+)
 
 # %% [markdown]
 # ## The simplest attention: an average of the past
@@ -91,18 +96,24 @@ print("x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy()
 # from a score of zero for every pair of tokens, so that no token prefers any other.
 # Set the scores of later tokens to $-\infty$, and take the softmax of each row. Row $i$
 # keeps $i + 1$ zeros, which the softmax turns into $i + 1$ equal weights of $1/(i+1)$.
-# This is the line the original notebook leaves commented out, `wei = torch.zeros(T, T)`.
 
 # %%
 tril = torch.tril(torch.ones(T, T))  # (T, T): 1 on and below the diagonal
 wei_avg = torch.zeros((T, T))  # every score zero
-wei_avg = wei_avg.masked_fill(tril == 0, float("-inf"))  # hide the later tokens
+wei_avg = wei_avg.masked_fill(
+    tril == 0, float("-inf")
+)  # hide the later tokens
 wei_avg = torch.softmax(wei_avg, dim=-1)  # (T, T)
 print("weights of the average of the past:")
 print(wei_avg.numpy())
-xbow = wei_avg @ x  # (T, T) @ (B, T, C) -> (B, T, C): one matrix serves every sequence
+xbow = (
+    wei_avg @ x
+)  # (T, T) @ (B, T, C) -> (B, T, C): one matrix serves every sequence
 running_mean = x.cumsum(dim=1) / torch.arange(1, T + 1).view(T, 1)  # (B, T, C)
-print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol=1e-6))
+print(
+    "equal to the running mean of x:",
+    torch.allclose(xbow, running_mean, atol=1e-6),
+)
 
 # %% [markdown]
 # One matrix product averages the past of every token at once. But every earlier token
@@ -111,8 +122,8 @@ print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol
 #
 # ## Attention is a communication mechanism
 #
-# The original notebook ends on this line, and it is a good way to see what the weights
-# do. Picture the $T$ tokens of a sequence as the nodes of a directed graph. An edge
+# Karpathy (2023) puts it this way, and it is a good way to see what the weights do.
+# Picture the $T$ tokens of a sequence as the nodes of a directed graph. An edge
 # from node $j$ to node $i$ carries the weight $a_{ij}$. Each node sends a message (its
 # value), and node $i$ receives the sum of the messages of the nodes that point to it,
 # each times its edge's weight. The matrix of weights *is* the graph: row $i$ lists the
@@ -139,16 +150,21 @@ print("equal to the running mean of x:", torch.allclose(xbow, running_mean, atol
 #
 # `nn.Linear(C, d_k)` stores its matrix transposed: `query.weight` has shape
 # $(d_k, C)$, it holds $W_Q^\top$, and `query(x)` computes `x @ query.weight.T`. The
-# original notebook creates `key` before `query`. We keep that order, because each
-# layer draws its initial weights from the same random generator, and add `value` last.
+# cell creates `key`, then `query`, then `value`. Each layer draws its initial weights
+# from the same seeded random generator, so the order decides which weights each gets.
 
 # %%
-key = nn.Linear(C, head_size, bias=False)  # first, as in the original notebook
-query = nn.Linear(C, head_size, bias=False)  # second, as in the original notebook
-value = nn.Linear(C, head_size, bias=False)  # third: the original notebook has none
-k, q, v = key(x), query(x), value(x)  # each (B, T, C) @ (C, d_k) -> (B, T, d_k)
+# Drawn from the seeded generator in this order: key, query, value.
+key = nn.Linear(C, head_size, bias=False)
+query = nn.Linear(C, head_size, bias=False)
+value = nn.Linear(C, head_size, bias=False)
+# each (B, T, C) @ (C, d_k) -> (B, T, d_k)
+k, q, v = key(x), query(x), value(x)
 print("query.weight:", tuple(query.weight.shape), " q, k, v:", tuple(q.shape))
-print("q equals x @ W_Q, with W_Q = query.weight.T:", torch.allclose(q, x @ query.weight.T))
+print(
+    "q equals x @ W_Q, with W_Q = query.weight.T:",
+    torch.allclose(q, x @ query.weight.T),
+)
 
 # %% [markdown]
 # ## Scores, scaled by the square root of the head size
@@ -163,8 +179,7 @@ print("q equals x @ W_Q, with W_Q = query.weight.T:", torch.allclose(q, x @ quer
 # variance $d_k$, and the division brings it back to one for any head size
 # ([the variance argument](../concepts/mental_model.md#the-variance-argument)).
 # Without it, wider heads give larger scores, and the softmax piles the weight onto a
-# few keys. The original notebook's text mentions the division, but its code
-# [leaves it out](#no-division).
+# few keys.
 #
 # Here the components are not unit-variance: `nn.Linear` starts from small weights, so
 # $q$ and $k$ vary less than the tokens do, and even the raw scores spread less than
@@ -175,7 +190,10 @@ raw_scores = q @ k.transpose(-2, -1)  # (B, T, d_k) @ (B, d_k, T) -> (B, T, T)
 scores = raw_scores / math.sqrt(head_size)  # (B, T, T)
 print("scores:", tuple(scores.shape))
 print(f"variance of x {x.var():.3f}, of q {q.var():.3f}, of k {k.var():.3f}")
-print(f"std of the raw scores {raw_scores.std():.3f}, of the scaled scores {scores.std():.3f}")
+print(
+    f"std of the raw scores {raw_scores.std():.3f}, "
+    f"of the scaled scores {scores.std():.3f}"
+)
 
 # %% [markdown]
 # ## The causal mask
@@ -190,18 +208,34 @@ print(f"std of the raw scores {raw_scores.std():.3f}, of the scaled scores {scor
 # $$
 
 # %%
-allowed = causal_mask(T)  # (T, T), True where query i may see key j, i.e. j <= i
-masked = scores.masked_fill(~allowed, float("-inf"))  # (B, T, T): the mask broadcasts over B
+allowed = causal_mask(
+    T
+)  # (T, T), True where query i may see key j, i.e. j <= i
+masked = scores.masked_fill(
+    ~allowed, float("-inf")
+)  # (B, T, T): the mask broadcasts over B
 wei = torch.softmax(masked, dim=-1)  # (B, T, T)
 print("weights of sequence 0:")
 print(wei[0].numpy())
-print("largest weight above the diagonal, any sequence:", wei[:, ~allowed].max().item())
-print("every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T)))
-print("first row of every sequence is [1, 0, ..., 0]:", torch.equal(wei[:, 0], wei_avg[0].expand(B, T)))
+print(
+    "largest weight above the diagonal, any sequence:",
+    wei[:, ~allowed].max().item(),
+)
+print(
+    "every row sums to one:", torch.allclose(wei.sum(dim=-1), torch.ones(B, T))
+)
+print(
+    "first row of every sequence is [1, 0, ..., 0]:",
+    torch.equal(wei[:, 0], wei_avg[0].expand(B, T)),
+)
 
 # %% tags=["plot"]
-ax = attention_heatmap(wei[0], title="Causal attention weights, sequence 0")
-alt = f"Heatmap of the {T} by {T} weights of sequence 0, zero above the diagonal"
+ax = attention_heatmap(
+    wei[0], title="Causal attention weights, sequence 0", mask=allowed
+)
+alt = (
+    f"Heatmap of the {T} by {T} weights of sequence 0, zero above the diagonal"
+)
 display(HTML(figure_to_svg(ax.figure, alt=alt)))
 
 # %% [markdown]
@@ -245,22 +279,31 @@ def future_weight(weights):  # largest total weight a query gives to later keys
 for fill in (-1.0, -10.0, -1e4, -math.inf):
     leak = future_weight(torch.softmax(scores.masked_fill(~allowed, fill), -1))
     print(f"fill {fill:g}: weight on future keys {leak:.3g}")
-bert = torch.zeros(T, T).masked_fill(~allowed, -1e4)  # (T, T): 0 where allowed, -10 000 elsewhere
+bert = torch.zeros(T, T).masked_fill(
+    ~allowed, -1e4
+)  # (T, T): 0 where allowed, -10 000 elsewhere
 for factor in (1, 1_000, 10_000):
     added = future_weight(torch.softmax(scores * factor + bert, -1))
-    inf = future_weight(torch.softmax((scores * factor).masked_fill(~allowed, -math.inf), -1))
-    print(f"scores x {factor}: future weight {added:.3g} with -1e4 added, {inf:.3g} with -inf")
+    inf = future_weight(
+        torch.softmax((scores * factor).masked_fill(~allowed, -math.inf), -1)
+    )
+    print(
+        f"scores x {factor}: future weight {added:.3g} with -1e4 added, "
+        f"{inf:.3g} with -inf"
+    )
 print("largest finite float16:", torch.finfo(torch.float16).max)
 print("-1e9 in float16:", torch.tensor(-1e9).half().item())
-print("float16 with -inf, weight on future keys:", future_weight(torch.softmax(masked.half(), -1)))
+print(
+    "float16 with -inf, weight on future keys:",
+    future_weight(torch.softmax(masked.half(), -1)),
+)
 
 # %% [markdown]
 # ## The output, checked against PyTorch
 #
 # Each output row mixes the *values* of the positions it may see, weighted by its row
 # of weights: $o_i = \sum_{j \le i} a_{ij} v_j$. The batched product is a $(T, T)$ block
-# times a $(T, d_k)$ block for every sequence. (The original notebook mixes the tokens
-# $x_j$ themselves: [see the end](#mixes-tokens).) Query 0 sees only itself, so its
+# times a $(T, d_k)$ block for every sequence. Query 0 sees only itself, so its
 # output is its own value.
 #
 # `torch.nn.functional.scaled_dot_product_attention` with `is_causal=True` computes the
@@ -270,17 +313,26 @@ print("float16 with -inf, weight on future keys:", future_weight(torch.softmax(m
 
 # %%
 out = wei @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
-print("wei:", tuple(wei.shape), " v:", tuple(v.shape), " out:", tuple(out.shape))
-print("output at position 0 equals v at position 0:", torch.equal(out[:, 0], v[:, 0]))
-reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-out_ref, wei_ref = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, T, d_k), (B, T, T)
+print(
+    "wei:", tuple(wei.shape), " v:", tuple(v.shape), " out:", tuple(out.shape)
+)
+print(
+    "output at position 0 equals v at position 0:",
+    torch.equal(out[:, 0], v[:, 0]),
+)
+reference = torch.nn.functional.scaled_dot_product_attention(
+    q, k, v, is_causal=True
+)
+out_ref, wei_ref = scaled_dot_product_attention(
+    q, k, v, is_causal=True
+)  # (B, T, d_k), (B, T, T)
 print(f"largest |out - PyTorch|: {(out - reference).abs().max():.1e}")
 print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 
 # %% [markdown]
 # ## Reading one row: the library analogy
 #
-# The original notebook explains Q, K and V with a library. The **query** is the
+# A common way to explain Q, K and V is a library. The **query** is the
 # question you bring to the librarian. The **keys** are the labels on the books. The
 # **values** are what is inside the books. The scores measure how well your question
 # matches each label, the softmax turns them into shares that sum to one, and the
@@ -292,14 +344,18 @@ print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 # $W_K$ (with other random seeds) and shows which book query 7 then prefers.
 
 # %%
-b, i = 0, T - 1  # sequence 0, query at position 7: the original notebook's "row 7"
+b, i = 0, T - 1  # sequence 0, query at position 7, the last
 print("query 7, scores: ", scores[b, i].numpy())
 print("query 7, weights:", wei[b, i].numpy())
 favourites = []
-for init_seed in range(5):  # other random projections W_K, W_Q; the same tokens
+for init_seed in range(
+    5
+):  # other random projections W_K, W_Q; the same tokens
     torch.manual_seed(init_seed)
     W_K, W_Q = torch.randn(2, C, head_size)
-    favourites.append((x[b] @ W_K @ (x[b, i] @ W_Q)).argmax().item())  # (T,): query 7's scores
+    favourites.append(
+        (x[b] @ W_K @ (x[b, i] @ W_Q)).argmax().item()
+    )  # (T,): query 7's scores
 print("favourite book, random seeds 0 to 4:", favourites)
 
 # %% [markdown]
@@ -321,20 +377,32 @@ print("favourite book, random seeds 0 to 4:", favourites)
 
 
 # %%
-def causal_self_attention(x):  # (B, T, C) -> (B, T, d_k), with the layers above
+def causal_self_attention(
+    x,
+):  # (B, T, C) -> (B, T, d_k), with the layers above
     q, k, v = query(x), key(x), value(x)  # each (B, T, d_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
-    weights = torch.softmax(scores.masked_fill(~causal_mask(x.shape[1]), float("-inf")), dim=-1)
+    weights = torch.softmax(
+        scores.masked_fill(~causal_mask(x.shape[1]), float("-inf")), dim=-1
+    )
     return weights @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
 
 
-print("same as the step-by-step output:", torch.equal(causal_self_attention(x), out))
+print(
+    "same as the step-by-step output:",
+    torch.equal(causal_self_attention(x), out),
+)
 changed = 5
 x_changed = x.clone()
-x_changed[0, changed] = torch.randn(C, generator=torch.Generator().manual_seed(0))  # a new token 5
+x_changed[0, changed] = torch.randn(
+    C, generator=torch.Generator().manual_seed(0)
+)  # a new token 5
 moved = (causal_self_attention(x_changed) - out).abs().amax(dim=-1)  # (B, T)
 print("sequence 0, change at positions 0 to 7:", moved[0].numpy())
-print("positions 0 to 4 exactly unchanged:", (moved[0, :changed] == 0).all().item())
+print(
+    "positions 0 to 4 exactly unchanged:",
+    (moved[0, :changed] == 0).all().item(),
+)
 print("other sequences exactly unchanged:", (moved[1:] == 0).all().item())
 
 # %% [markdown]
@@ -357,9 +425,17 @@ lengths = [8, 5, 3, 6]  # real tokens per sequence; the rest is padding
 mask = allowed & padding_mask(lengths, T)  # (T, T) & (B, 1, T) -> (B, T, T)
 print("mask:", tuple(mask.shape), f" sequence 2, {lengths[2]} real tokens:")
 print(mask[2].int().numpy())
-out_pad, wei_pad = scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, T, d_k), (B, T, T)
-moved_real = max((out_pad[s, :n] - out_ref[s, :n]).abs().max().item() for s, n in enumerate(lengths))
-print("largest change of a real token's output from the padding mask:", moved_real)
+out_pad, wei_pad = scaled_dot_product_attention(
+    q, k, v, attn_mask=mask
+)  # (B, T, d_k), (B, T, T)
+moved_real = max(
+    (out_pad[s, :n] - out_ref[s, :n]).abs().max().item()
+    for s, n in enumerate(lengths)
+)
+print(
+    "largest change of a real token's output from the padding mask:",
+    moved_real,
+)
 
 # %% [markdown]
 # With padding on the right, the real tokens come first. The causal mask already hides
@@ -388,25 +464,55 @@ print("largest change of a real token's output from the padding mask:", moved_re
 # are poisoned too.
 
 # %%
-mask_left = allowed & padding_mask(lengths, T).flip(-1)  # (B, T, T): real tokens are the last n
-no_key = ~mask_left.any(dim=-1)  # (B, T): True for a query whose keys are all masked
-print("queries with no key, per sequence:", [torch.nonzero(row).flatten().tolist() for row in no_key])
+mask_left = allowed & padding_mask(lengths, T).flip(
+    -1
+)  # (B, T, T): real tokens are the last n
+no_key = ~mask_left.any(
+    dim=-1
+)  # (B, T): True for a query whose keys are all masked
+print(
+    "queries with no key, per sequence:",
+    [torch.nonzero(row).flatten().tolist() for row in no_key],
+)
 out_left, wei_left = scaled_dot_product_attention(q, k, v, attn_mask=mask_left)
-reference_left = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask_left)
-plain = torch.softmax(scores.masked_fill(~mask_left, float("-inf")), dim=-1)  # (B, T, T)
-finite = torch.softmax(scores.masked_fill(~mask_left, -1e9), dim=-1)  # (B, T, T)
+reference_left = torch.nn.functional.scaled_dot_product_attention(
+    q, k, v, attn_mask=mask_left
+)
+plain = torch.softmax(
+    scores.masked_fill(~mask_left, float("-inf")), dim=-1
+)  # (B, T, T)
+finite = torch.softmax(
+    scores.masked_fill(~mask_left, -1e9), dim=-1
+)  # (B, T, T)
 print(f"sequence 2, query 0, torch {torch.__version__}, first four entries:")
-compared = {"attn_ref weights": wei_left, "attn_ref output": out_left, "PyTorch SDPA output": reference_left}
-compared |= {"plain softmax weights": plain, "weights with a -1e9 fill": finite}
+compared = {
+    "attn_ref weights": wei_left,
+    "attn_ref output": out_left,
+    "PyTorch SDPA output": reference_left,
+}
+compared |= {
+    "plain softmax weights": plain,
+    "weights with a -1e9 fill": finite,
+}
 for name, tensor in compared.items():
     print(f"  {name}:", tensor[2, 0, :4].numpy())
 out_plain = plain @ v  # (B, T, d_k), nan where a query has no key
-next_layer, _ = scaled_dot_product_attention(out_plain, out_plain, out_plain, attn_mask=mask_left)
-next_layer_zeros, _ = scaled_dot_product_attention(out_left, out_left, out_left, attn_mask=mask_left)
+next_layer, _ = scaled_dot_product_attention(
+    out_plain, out_plain, out_plain, attn_mask=mask_left
+)
+next_layer_zeros, _ = scaled_dot_product_attention(
+    out_left, out_left, out_left, attn_mask=mask_left
+)
 real = slice(T - lengths[2], T)  # the real tokens of sequence 2, at the end
 print("one layer later, nan in the real tokens of sequence 2:")
-print("  after the plain softmax:", next_layer[2, real].isnan().any(dim=-1).numpy())
-print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1).numpy())
+print(
+    "  after the plain softmax:",
+    next_layer[2, real].isnan().any(dim=-1).numpy(),
+)
+print(
+    "  after attn_ref's zeros: ",
+    next_layer_zeros[2, real].isnan().any(dim=-1).numpy(),
+)
 
 # %% [markdown]
 # Zeros are the safer convention. Even so, the outputs of padded queries mean nothing,
@@ -426,10 +532,15 @@ print("  after attn_ref's zeros: ", next_layer_zeros[2, real].isnan().any(dim=-1
 
 # %% tags=["deeper"]
 for s, n in enumerate(lengths):
-    alone, _ = scaled_dot_product_attention(q[s, T - n :], k[s, T - n :], v[s, T - n :], is_causal=True)
-    with_pad, causal_only = ((o[s, T - n :] - alone).abs().max().item() for o in (out_left, out))
+    alone, _ = scaled_dot_product_attention(
+        q[s, T - n :], k[s, T - n :], v[s, T - n :], is_causal=True
+    )
+    with_pad, causal_only = (
+        (o[s, T - n :] - alone).abs().max().item() for o in (out_left, out)
+    )
     print(
-        f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, {causal_only:.1e} causal only"
+        f"sequence {s}: largest difference {with_pad:.1e} with the padding mask, "
+        f"{causal_only:.1e} causal only"
     )
 
 # %% [markdown]
@@ -457,56 +568,88 @@ for s, n in enumerate(lengths):
 # %% tags=["deeper"]
 torch.manual_seed(0)
 mha = nn.MultiheadAttention(head_size, num_heads=1, batch_first=True)
-mha_out, _ = mha(q, k, v, attn_mask=~mask_left)  # True = may not attend; need_weights=True
+mha_out, _ = mha(
+    q, k, v, attn_mask=~mask_left
+)  # True = may not attend; need_weights=True
 mha_out_sdpa, _ = mha(q, k, v, attn_mask=~mask_left, need_weights=False)
-print("nan for a query with no key, need_weights=True: ", mha_out[no_key].isnan().any().item())
-print("nan for a query with no key, need_weights=False:", mha_out_sdpa[no_key].isnan().any().item())
-fast = nn.MultiheadAttention(head_size, num_heads=2, batch_first=True).eval()  # even H
-blocked = (~mask_left).repeat_interleave(2, dim=0)  # (B * H, T, T): one mask per head
-fast_out, _ = fast(q, q, q, attn_mask=blocked, need_weights=False)  # the fast path
-print("nan for a query with no key, fast path:         ", fast_out[no_key].isnan().any().item())
+print(
+    "nan for a query with no key, need_weights=True: ",
+    mha_out[no_key].isnan().any().item(),
+)
+print(
+    "nan for a query with no key, need_weights=False:",
+    mha_out_sdpa[no_key].isnan().any().item(),
+)
+fast = nn.MultiheadAttention(
+    head_size, num_heads=2, batch_first=True
+).eval()  # even H
+blocked = (~mask_left).repeat_interleave(
+    2, dim=0
+)  # (B * H, T, T): one mask per head
+fast_out, _ = fast(
+    q, q, q, attn_mask=blocked, need_weights=False
+)  # the fast path
+print(
+    "nan for a query with no key, fast path:         ",
+    fast_out[no_key].isnan().any().item(),
+)
 
 # %% [markdown]
-# ## Where the original notebook goes wrong
+# ## Common mistakes
 #
-# The original notebook's code runs, and its printed weights are reproduced below. But
-# its code does not do what its text says, and its explanation describes a trained
-# model it does not have. The cell recomputes what each point needs.
+# This tutorial began as a rewrite of a notebook, called *the original notebook* below.
+# It uses the same random batch, seed and layers, created in the same order, so every
+# number that notebook printed can be matched. Its code runs, but it does not do what its
+# text says, and its explanation describes a trained model it does not have. Each mistake
+# is quoted below; the cell recomputes what each one needs.
 
 # %%
-wei_original = torch.softmax(raw_scores.masked_fill(~allowed, float("-inf")), dim=-1)  # unscaled
+wei_original = torch.softmax(
+    raw_scores.masked_fill(~allowed, float("-inf")), dim=-1
+)  # unscaled
 print("row 7 unscaled, in %:", (100 * wei_original[0, 7]).numpy().round(2))
 print("row maxima, unscaled:", wei_original[0].amax(dim=-1).numpy())
 print("row maxima, scaled:  ", wei[0].amax(dim=-1).numpy())
 left_out = wei_original[0, 7, [1, 2, 4, 5]]  # the books its list leaves out
-print(f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, mean {left_out.mean():.2%}")
+print(
+    f"books 1, 2, 4 and 5, unscaled: largest {left_out.max():.2%}, "
+    f"mean {left_out.mean():.2%}"
+)
 out_original = wei_original @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
-print("its wei:", tuple(wei_original.shape), " its out:", tuple(out_original.shape))
-print(f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)).abs().max():.2f}")
+print(
+    "its wei:",
+    tuple(wei_original.shape),
+    " its out:",
+    tuple(out_original.shape),
+)
+asymmetry = (scores - scores.transpose(-2, -1)).abs().max()
+print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
-# %% [markdown]
-# <a id="no-division"></a>**No division by the square root of the head size.** Its text
-# says the scores are divided by $\sqrt{d_k}$, but its code
-# (`wei = q @ k.transpose(-2, -1)`) never divides. So every weight it prints comes from
-# unscaled scores, spread $\sqrt{d_k}$ times as wide. Row 7 above matches the
+# %% [markdown] <a id="no-division"></a>**"Divide by sqrt of key size".** Its text says the
+# scores are divided by $\sqrt{d_k}$, "to stabilize training", but its code (`wei = q @
+# k.transpose(-2, -1)`) never divides, where [scaled
+# scores](#scores-scaled-by-the-square-root-of-the-head-size) do. So every weight it prints
+# comes from unscaled scores, spread $\sqrt{d_k}$ times as wide. Row 7 above matches the
 # percentages it prints. Its weights are sharper than scaled attention gives: after the
 # first row, the largest weight of each row (its maximum) is higher.
 #
-# **Its percentages are the unscaled weights.** Its library example quotes row 7 in
-# percent: book 0 at the bottom, books 6, 7 and 3 at the top. These are the unscaled
+# **"Book 3 (about animals): Medium match"; "Others: ~9%".** Its percentages are the
+# unscaled weights. Its library example quotes row 7 in percent: book 0 at the bottom,
+# books 6, 7 and 3 at the top. These are the unscaled
 # weights, not those of scaled attention, whose row (in
 # [the library section](#reading-one-row-the-library-analogy)) is much closer to
 # uniform. It calls book 3 a "medium match", yet book 3 is almost level with the top
 # two. And its "Others: ~9%" is more than any of the four books it leaves out.
 #
-# <a id="mixes-tokens"></a>**It mixes the tokens, not values.** It computes
-# `out = wei @ x`. That mixes the tokens $x_j$ themselves: there is no value projection,
+# <a id="mixes-tokens"></a>**`out = wei @ x`.** It mixes the tokens, not values: the
+# tokens $x_j$ themselves. There is no value projection,
 # and the output keeps the token width $C$ instead of the head size $d_k$. Its shape
 # comment, `(T,T) @ (B,T,C) --> (B,T,C)`, is right for the average of the past, where
 # `wei` is one $(T, T)$ matrix. After the learned scores, `wei` holds one matrix per
-# sequence.
+# sequence. [The output](#the-output-checked-against-pytorch) mixes values instead.
 #
-# **The library's books are made up.** It labels books 0, 3, 6 and 7 as being "about
+# **"The model learned they're related".** The library's books are made up. It labels
+# books 0, 3, 6 and 7 as being "about
 # dogs", "about animals", "about cats" and "about pets", and says the high weights mean
 # the tokens "are similar in meaning" and that "the model learned they're related".
 # None of this holds: the tokens are random noise and the projections random,
@@ -515,13 +658,15 @@ print(f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)
 # query $i$ against key $j$ uses two different matrices, $(x_i W_Q) \cdot (x_j W_K)$,
 # so it differs from the score of query $j$ against key $i$, as the last line shows.
 #
-# <a id="attention-date"></a>**It dates attention to the transformer.** It says attention
+# <a id="attention-date"></a>**"This core idea from the 2017 'Attention is All You Need'
+# paper".** It dates attention to the transformer. It says attention
 # "replaces older sequential processing in models like RNNs", and calls it a "core idea
 # from the 2017 'Attention is All You Need' paper". Attention is older. Bahdanau et al. (2014)
 # added it to a recurrent encoder-decoder for translation, and the 2017 paper's abstract
 # says that the best models of its day "also connect the encoder and decoder through an
 # attention mechanism". What the transformer brought is a model "based solely on attention
-# mechanisms, dispensing with recurrence and convolutions entirely".
+# mechanisms, dispensing with recurrence and convolutions entirely"
+# ([why attention](#why-attention)).
 #
 # ## Exercises
 #
@@ -533,21 +678,43 @@ print(f"largest |score(i, j) - score(j, i)|: {(scores - scores.transpose(-2, -1)
 
 
 # %% tags=["solution"]
-def head_with_mask(x, allowed):  # the head above, with the mask (True = may attend) as an argument
-    scores = query(x) @ key(x).transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
-    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ value(x)
+def head_with_mask(
+    x, allowed
+):  # the head above, with the mask (True = may attend) as an argument
+    scores = (
+        query(x) @ key(x).transpose(-2, -1) / math.sqrt(head_size)
+    )  # (B, T, T)
+    return torch.softmax(
+        scores.masked_fill(~allowed, float("-inf")), dim=-1
+    ) @ value(x)
 
 
-leaky = torch.tril(torch.ones(T, T), diagonal=1).bool()  # key j <= i + 1: one step too far
-encoder = torch.ones(T, T, dtype=torch.bool)  # no mask: every query sees every key
-for name, m in (("diagonal=1", leaky), ("no mask", encoder), ("causal_mask", causal_mask(T))):
-    moved_m = (head_with_mask(x_changed, m) - head_with_mask(x, m)).abs().amax(dim=-1)  # (B, T)
+leaky = torch.tril(
+    torch.ones(T, T), diagonal=1
+).bool()  # key j <= i + 1: one step too far
+encoder = torch.ones(
+    T, T, dtype=torch.bool
+)  # no mask: every query sees every key
+for name, m in (
+    ("diagonal=1", leaky),
+    ("no mask", encoder),
+    ("causal_mask", causal_mask(T)),
+):
+    moved_m = (
+        (head_with_mask(x_changed, m) - head_with_mask(x, m))
+        .abs()
+        .amax(dim=-1)
+    )  # (B, T)
+    moved_positions = (
+        torch.nonzero(moved_m[0]).flatten().tolist()
+    )  # in sequence 0
     print(
-        f"{name}: moved {torch.nonzero(moved_m[0]).flatten().tolist()}; other sequences",
+        f"{name}: moved {moved_positions}; other sequences",
         moved_m[1:].max().item(),
     )
-# With diagonal=1, query 4 sees key 5 and moves: the check catches the leak. Without a mask,
-# every position moves. The other sequences never move: each is a graph of its own.
+# With diagonal=1, query 4 sees key 5 and moves: the check catches the leak. Without a
+# mask, every position moves. The other sequences never move: each is a graph of its
+# own.
 
 # %% [markdown]
 # **2. From an average to attention.** Multiply every score of query 7 by a factor
@@ -556,24 +723,32 @@ for name, m in (("diagonal=1", leaky), ("no mask", encoder), ("causal_mask", cau
 
 # %% tags=["solution"]
 for factor in (0, 1, 10, 1000):
-    print(f"lambda = {factor:4}:", torch.softmax(factor * scores[0, 7], dim=-1).numpy())
+    print(
+        f"lambda = {factor:4}:",
+        torch.softmax(factor * scores[0, 7], dim=-1).numpy(),
+    )
 # lambda = 0: every score is 0, so the weights are uniform, the average of the past.
 # Large lambda: the weight moves to the largest scores, and in the limit to the single
 # largest one: a hard choice instead of a mix.
 
 # %% [markdown]
-# **3. The missing division is a temperature.** Show that the original notebook's
-# unscaled weights are the scaled weights of a head whose $W_Q$ is $\sqrt{d_k}$ times
+# **3. The missing division is a temperature.** Show that the unscaled weights of the
+# first common mistake are the scaled weights of a head whose $W_Q$ is $\sqrt{d_k}$ times
 # larger. Check it numerically. What does the missing division change, then?
 
 # %% tags=["solution"]
-q_big = x @ (query.weight.T * math.sqrt(head_size))  # X (sqrt(d_k) W_Q): (B, T, d_k)
+q_big = x @ (
+    query.weight.T * math.sqrt(head_size)
+)  # X (sqrt(d_k) W_Q): (B, T, d_k)
 scores_big = q_big @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
 wei_big = torch.softmax(scores_big.masked_fill(~allowed, -math.inf), dim=-1)
-print("largest |difference| from the unscaled weights:", (wei_big - wei_original).abs().max().item())
-# (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the division can learn
-# the same functions. What changes is the start (sharper weights at initialisation) and so
-# the path training takes from there.
+print(
+    "largest |difference| from the unscaled weights:",
+    (wei_big - wei_original).abs().max().item(),
+)
+# (x W_Q sqrt(d_k)) . k / sqrt(d_k) = q . k. A model trained without the division can
+# learn the same functions. What changes is the start (sharper weights at
+# initialisation) and so the path training takes from there.
 
 # %% [markdown]
 # ## References

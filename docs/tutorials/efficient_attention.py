@@ -25,11 +25,19 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_ref import causal_mask, online_softmax, scaled_dot_product_attention, softmax, tiled_attention
+from attn_ref import (
+    causal_mask,
+    online_softmax,
+    scaled_dot_product_attention,
+    softmax,
+    tiled_attention,
+)
 from attn_ref.measure import cpu_time_ms, peak_memory
 from attn_ref.plotting import figure_to_svg
 
-torch.set_num_threads(1)  # one thread: results that do not depend on how many cores the machine has
+torch.set_num_threads(
+    1
+)  # one thread: results that do not depend on how many cores the machine has
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
@@ -82,9 +90,13 @@ x = torch.tensor([2.0, 1.0, 4.0, 3.0, 6.0, 0.0], dtype=torch.float64)
 weights, online_state = online_softmax(x, trace=True)
 print(" j  x_j    m  rescale       ℓ")
 for j, s in enumerate(online_state.trace):
-    print(f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}")
+    print(
+        f"{j:>2} {x[j]:4.1f} {s.row_max:4.1f} {s.rescale:8.4f} {s.row_sum:7.4f}"
+    )
 print(f"stable:     m = {x.max():.1f}, ℓ = {(x - x.max()).exp().sum():.4f}")
-print(f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}")
+print(
+    f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.1e}"
+)
 
 # %% [markdown]
 # The rescale factor $e^{m - m'}$ is 1 whenever the maximum stays put, and below 1 at
@@ -97,9 +109,13 @@ print(f"largest |online - stable softmax|: {(weights - softmax(x)).abs().max():.
 
 # %%
 logits = torch.tensor([1e4, 1e4 + 1, 1e4 + 2])
-print("exp / sum(exp):", logits.exp() / logits.exp().sum())  # exp(logits) is inf: inf / inf is nan
+print(
+    "exp / sum(exp):", logits.exp() / logits.exp().sum()
+)  # exp(logits) is inf: inf / inf is nan
 print("online softmax:", online_softmax(logits)[0])
-print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2f}")
+print(
+    f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2f}"
+)
 
 # %% [markdown]
 # The update does not have to take one entry at a time. A block of entries has its own
@@ -143,10 +159,17 @@ print(f"float32 exp overflows above {math.log(torch.finfo(torch.float32).max):.2
 
 # %%
 g = torch.Generator().manual_seed(1)
-q_small, k_small, v_small = (torch.randn(n, 2, generator=g) for n in (2, 6, 6))  # L = 2, S = 6, d_k = d_v = 2
-out_small, state_small = tiled_attention(q_small, k_small, v_small, block_size=(2, 2), trace=True)
+q_small, k_small, v_small = (
+    torch.randn(n, 2, generator=g) for n in (2, 6, 6)
+)  # L = 2, S = 6, d_k = d_v = 2
+out_small, state_small = tiled_attention(
+    q_small, k_small, v_small, block_size=(2, 2), trace=True
+)
 for step in state_small.trace:
-    print(f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n{step.scores}")
+    print(
+        f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n"
+        f"{step.scores}"
+    )
     print("  m", step.row_max, " rescale", step.rescale, " ℓ", step.row_sum)
     print(f"  output so far, one row per query\n{step.output}")
 expected, _ = scaled_dot_product_attention(q_small, k_small, v_small)
@@ -170,23 +193,36 @@ print(f"largest |tiled - attn_ref|: {(out_small - expected).abs().max():.0e}")
 # %%
 g = torch.Generator().manual_seed(2)
 B, H, L, S, d_k = 2, 3, 37, 45, 16
-q, k, v = (torch.randn(B, H, n, d_k, generator=g, dtype=torch.float64, requires_grad=True) for n in (L, S, S))
+q, k, v = (
+    torch.randn(
+        B, H, n, d_k, generator=g, dtype=torch.float64, requires_grad=True
+    )
+    for n in (L, S, S)
+)
 boolean = torch.rand(L, S, generator=g) > 0.5
 boolean[5] = False  # query 5 may see no key: its output is zero
 cases = {
     "no mask": {},
     "boolean mask, a query with no key": {"attn_mask": boolean},
-    "additive mask": {"attn_mask": torch.randn(L, S, generator=g, dtype=torch.float64)},
+    "additive mask": {
+        "attn_mask": torch.randn(L, S, generator=g, dtype=torch.float64)
+    },
     "causal, L < S": {"is_causal": True},
 }
 direction = torch.randn(B, H, L, d_k, generator=g, dtype=torch.float64)
 for name, kwargs in cases.items():
     ours, state = tiled_attention(q, k, v, block_size=16, **kwargs)
     theirs = F.scaled_dot_product_attention(q, k, v, **kwargs)
-    grads = [torch.autograd.grad((out * direction).sum(), (q, k, v)) for out in (ours, theirs)]
+    grads = [
+        torch.autograd.grad((out * direction).sum(), (q, k, v))
+        for out in (ours, theirs)
+    ]
     grad_error = max((a - b).abs().max() for a, b in zip(*grads, strict=True))
     error = (ours - theirs).abs().max()
-    print(f"{name:<34} {state.tiles_computed} tiles: outputs {error:.0e}, gradients {grad_error:.0e}")
+    print(
+        f"{name:<34} {state.tiles_computed} tiles: outputs {error:.0e}, "
+        f"gradients {grad_error:.0e}"
+    )
 
 # %% [markdown]
 # Autograd differentiates through the loop, so the gradients come for free; they agree
@@ -209,17 +245,29 @@ for name, kwargs in cases.items():
 # %%
 block, n_blocks = 4, 8
 x_grid = torch.zeros(n_blocks * block, 1)
-_, state_grid = tiled_attention(x_grid, x_grid, x_grid, is_causal=True, block_size=block, trace=True)
-grid = [["·"] * n_blocks for _ in range(n_blocks)]  # · skipped, unless a step of the trace computed it
-for step in state_grid.trace:  # ◩: some key comes after some query, so the mask is added
-    grid[step.rows.start // block][step.cols.start // block] = "◩" if step.cols[-1] > step.rows[0] else "■"
+_, state_grid = tiled_attention(
+    x_grid, x_grid, x_grid, is_causal=True, block_size=block, trace=True
+)
+grid = [
+    ["·"] * n_blocks for _ in range(n_blocks)
+]  # · skipped, unless a step of the trace computed it
+for step in (
+    state_grid.trace
+):  # ◩: some key comes after some query, so the mask is added
+    grid[step.rows.start // block][step.cols.start // block] = (
+        "◩" if step.cols[-1] > step.rows[0] else "■"
+    )
 print("\n".join(" ".join(marks) for marks in grid))
 for n in (2, 8, 64):
     x_n = torch.zeros(n, 1)
     _, counted = tiled_attention(x_n, x_n, x_n, is_causal=True, block_size=1)
-    skipped, total = counted.tiles_skipped, counted.tiles_computed + counted.tiles_skipped
+    skipped, total = (
+        counted.tiles_skipped,
+        counted.tiles_computed + counted.tiles_skipped,
+    )
     print(
-        f"n = {n:>2}: skipped {skipped:>4} of {total:>4} = {skipped / total:.3f}; (n-1)/(2n) =",
+        f"n = {n:>2}: skipped {skipped:>4} of {total:>4} = {skipped / total:.3f}; "
+        "(n-1)/(2n) =",
         (n - 1) / (2 * n),
     )
 
@@ -251,7 +299,9 @@ lengths = [256, 512, 1024, 2048]
 
 def random_inputs(T):
     g = torch.Generator().manual_seed(0)
-    return [torch.randn(B, H, T, d, generator=g) for _ in range(3)]  # q, k, v: (B, H, T, d)
+    return [
+        torch.randn(B, H, T, d, generator=g) for _ in range(3)
+    ]  # q, k, v: (B, H, T, d)
 
 
 def pytorch_kernel(q, k, v):
@@ -264,16 +314,31 @@ methods = {
     "tiled": lambda q, k, v: tiled_attention(q, k, v, block_size=128),
     "PyTorch": pytorch_kernel,
 }
-with torch.no_grad():  # the inputs are made inside each measured call, so they count
+with (
+    torch.no_grad()
+):  # the inputs are made inside each measured call, so they count
     peaks = {
-        name: np.array([peak_memory(lambda m, T: m(*random_inputs(T)), f, T) for T in lengths]) / 2**20
+        name: np.array(
+            [
+                peak_memory(lambda m, T: m(*random_inputs(T)), f, T)
+                for T in lengths
+            ]
+        )
+        / 2**20
         for name, f in methods.items()
     }
-formula = np.array([4 * B * H * T**2 for T in lengths]) / 2**20  # one (B, H, T, T) float32 matrix
-io = np.array([4 * 4 * B * H * T * d for T in lengths]) / 2**20  # Q, K, V and the output, float32
+formula = (
+    np.array([4 * B * H * T**2 for T in lengths]) / 2**20
+)  # one (B, H, T, T) float32 matrix
+io = (
+    np.array([4 * 4 * B * H * T * d for T in lengths]) / 2**20
+)  # Q, K, V and the output, float32
 print("    T    naive    tiled  PyTorch  4·B·H·T²  Q,K,V,O  (MiB)")
 for i, T in enumerate(lengths):
-    print(f"{T:>5}", *(f"{column[i]:>8.2f}" for column in (*peaks.values(), formula, io)))
+    print(
+        f"{T:>5}",
+        *(f"{column[i]:>8.2f}" for column in (*peaks.values(), formula, io)),
+    )
 
 # %% [markdown]
 # How fast does each grow? A straight line through the three longest lengths on log-log
@@ -281,20 +346,35 @@ for i, T in enumerate(lengths):
 # holds beyond its inputs and output.
 
 # %% tags=["measured"]
-slopes = {name: np.polyfit(np.log(lengths[1:]), np.log(peak[1:]), 1)[0] for name, peak in peaks.items()}
+slopes = {
+    name: np.polyfit(np.log(lengths[1:]), np.log(peak[1:]), 1)[0]
+    for name, peak in peaks.items()
+}
 for name, peak in peaks.items():
-    print(f"{name:<8} grows like T^{slopes[name]:.2f}; beyond Q, K, V and O:", (peak - io).round(2), "MiB")
+    print(
+        f"{name:<8} grows like T^{slopes[name]:.2f}; beyond Q, K, V and O:",
+        (peak - io).round(2),
+        "MiB",
+    )
 extra = (peaks["naive"] - io)[-1] / formula[-1]  # in (B, H, T, T) matrices
 print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
 
 # %% tags=["plot", "measured"]
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
-    ax.loglog(lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})")
-ax.loglog(lengths, formula, "k--", linewidth=1, label="4·B·H·T² bytes: one matrix")
+    ax.loglog(
+        lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})"
+    )
+ax.loglog(
+    lengths, formula, "k--", linewidth=1, label="4·B·H·T² bytes: one matrix"
+)
 ax.set_xticks(lengths, lengths)
 ax.minorticks_off()
-ax.set(xlabel="sequence length T", ylabel="peak memory (MiB)", title="Peak memory of one attention call")
+ax.set(
+    xlabel="sequence length T",
+    ylabel="peak memory (MiB)",
+    title="Peak memory of one attention call",
+)
 ax.legend(fontsize=8)
 figure_to_svg(
     fig,
@@ -382,27 +462,41 @@ figure_to_svg(
 # paper's numbers, not this machine's.
 
 # %%
-M = 164 * 1024 // 2  # fp16 numbers in an A100 SM's shared memory, at most 164 KB
+M = (
+    164 * 1024 // 2
+)  # fp16 numbers in an A100 SM's shared memory, at most 164 KB
 
 
 def hbm_accesses(N, d, M):
     """Numbers one head's forward pass reads from or writes to HBM:
     (standard, FlashAttention, queries in the outer loop)."""
-    block = math.ceil(M / (4 * d))  # FlashAttention's B_c keys; B_r queries in the other order
-    passes = math.ceil(N / block)  # T_c passes over the queries, or T_r over the keys and values
+    block = math.ceil(
+        M / (4 * d)
+    )  # FlashAttention's B_c keys; B_r queries in the other order
+    passes = math.ceil(
+        N / block
+    )  # T_c passes over the queries, or T_r over the keys and values
     standard = 4 * N * d + 4 * N * N
     keys_outside = 3 * N * d + 2 * N + passes * (3 * N * d + 4 * N)
     queries_outside = 2 * N * d + N + passes * 2 * N * d
     return standard, keys_outside, queries_outside
 
 
-heads = 64 * 16  # GPT-2 medium in the paper's Figure 2: batch 64, 16 heads, N = 1024, d = 64
-standard, flash, flash2 = (2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M))  # GB of fp16
-print(f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)")
+heads = (
+    64 * 16
+)  # GPT-2 medium in the paper's Figure 2: batch 64, 16 heads, N = 1024, d = 64
+standard, flash, flash2 = (
+    2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M)
+)  # GB of fp16
 print(
-    f"HBM (GB), counted, forward: standard {standard:.3g}, FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
+    f"M = {M:,} fp16 numbers: blocks of {math.ceil(M / (4 * 64))} keys (or queries)"
 )
-rows = {  # Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward + backward
+print(
+    f"HBM (GB), counted, forward: standard {standard:.3g}, "
+    f"FlashAttention {flash:.3g}, queries outside {flash2:.3g}"
+)
+# Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward + backward
+rows = {
     "HBM R/W (GB)": (40.3, 4.4),
     "Runtime (ms)": (41.7, 7.3),
     "GFLOPs": (66.6, 75.2),
@@ -410,7 +504,10 @@ rows = {  # Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, for
 print(f"{'the paper, measured':<20} standard  FlashAttention  ratio")
 for quantity, (measured_standard, measured_flash) in rows.items():
     ratio = measured_standard / measured_flash
-    print(f"{quantity:<20} {measured_standard:>8.3g} {measured_flash:>15.3g} {ratio:>6.1f}")
+    print(
+        f"{quantity:<20} {measured_standard:>8.3g} {measured_flash:>15.3g}"
+        f" {ratio:>6.1f}"
+    )
 
 # %% [markdown]
 # FlashAttention does *more* arithmetic: it recomputes the tiles in the backward pass
@@ -433,18 +530,37 @@ for quantity, (measured_standard, measured_flash) in rows.items():
 Ns = 2 ** np.arange(8, 17)
 fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):
-    counts = np.array([hbm_accesses(int(n), d_head, M) for n in Ns])  # (lengths, 3)
-    ax.semilogx(Ns, counts[:, 0] / counts[:, 1], "o-", color=color, label=f"keys outside, d = {d_head}")
-    ax.semilogx(Ns, counts[:, 0] / counts[:, 2], "s:", color=color, label=f"queries outside, d = {d_head}")
+    counts = np.array(
+        [hbm_accesses(int(n), d_head, M) for n in Ns]
+    )  # (lengths, 3)
+    ax.semilogx(
+        Ns,
+        counts[:, 0] / counts[:, 1],
+        "o-",
+        color=color,
+        label=f"keys outside, d = {d_head}",
+    )
+    ax.semilogx(
+        Ns,
+        counts[:, 0] / counts[:, 2],
+        "s:",
+        color=color,
+        label=f"queries outside, d = {d_head}",
+    )
     for level in (M / (3 * d_head**2), M / (2 * d_head**2)):
         ax.axhline(level, color=color, linestyle="--", linewidth=1)
-ax.set(xlabel="sequence length N", ylabel="standard / tiled", title="HBM traffic ratio, A100 shared memory")
+ax.set(
+    xlabel="sequence length N",
+    ylabel="standard / tiled",
+    title="HBM traffic ratio, A100 shared memory",
+)
 ax.legend(fontsize=8)
 figure_to_svg(
     fig,
-    alt="The ratio of HBM traffic, standard attention over tiled attention, against N, for d = 64 and "
-    "d = 128 and both loop orders: each curve rises, then levels off at its dashed line, M/(3d²) with "
-    "the keys outside and M/(2d²) with the queries outside.",
+    alt="The ratio of HBM traffic, standard attention over tiled attention, against N, "
+    "for d = 64 and d = 128 and both loop orders: each curve rises, then levels off "
+    "at its dashed line, M/(3d²) with the keys outside and M/(2d²) with the queries "
+    "outside.",
 )
 
 # %% [markdown]
@@ -471,9 +587,15 @@ T_time = 1024
 q, k, v = random_inputs(T_time)
 with torch.no_grad():
     timings = {
-        "naive (attn_ref)": cpu_time_ms(lambda: scaled_dot_product_attention(q, k, v)),
-        "tiled, blocks of 64": cpu_time_ms(lambda: tiled_attention(q, k, v, block_size=64)),
-        "tiled, blocks of 256": cpu_time_ms(lambda: tiled_attention(q, k, v, block_size=256)),
+        "naive (attn_ref)": cpu_time_ms(
+            lambda: scaled_dot_product_attention(q, k, v)
+        ),
+        "tiled, blocks of 64": cpu_time_ms(
+            lambda: tiled_attention(q, k, v, block_size=64)
+        ),
+        "tiled, blocks of 256": cpu_time_ms(
+            lambda: tiled_attention(q, k, v, block_size=256)
+        ),
         "PyTorch's CPU kernel": cpu_time_ms(lambda: pytorch_kernel(q, k, v)),
     }
 for name, ms in timings.items():
@@ -532,10 +654,19 @@ for name, ms in timings.items():
 # state of the whole row.
 
 # %% tags=["solution"]
-row = 4 * torch.randn(101, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-(_, first), (_, second), (_, whole) = online_softmax(row[:50]), online_softmax(row[50:]), online_softmax(row)
+row = 4 * torch.randn(
+    101, generator=torch.Generator().manual_seed(5), dtype=torch.float64
+)
+(_, first), (_, second), (_, whole) = (
+    online_softmax(row[:50]),
+    online_softmax(row[50:]),
+    online_softmax(row),
+)
 m = torch.maximum(first.row_max, second.row_max)
-ell = first.row_sum * (first.row_max - m).exp() + second.row_sum * (second.row_max - m).exp()
+ell = (
+    first.row_sum * (first.row_max - m).exp()
+    + second.row_sum * (second.row_max - m).exp()
+)
 print(f"merged m = {m:.6f}, ℓ = {ell:.6f}")
 print(f"whole  m = {whole.row_max:.6f}, ℓ = {whole.row_sum:.6f}")
 
@@ -551,13 +682,20 @@ print(f"whole  m = {whole.row_max:.6f}, ℓ = {whole.row_sum:.6f}")
 g = torch.Generator().manual_seed(6)
 q_new, k_all, v_all = (torch.randn(n, 8, generator=g) for n in (6, 10, 10))
 mask = causal_mask(6, 10, lower_right=True)
-ours, state = tiled_attention(q_new, k_all, v_all, attn_mask=mask, block_size=(2, 4))
+ours, state = tiled_attention(
+    q_new, k_all, v_all, attn_mask=mask, block_size=(2, 4)
+)
 expected, _ = scaled_dot_product_attention(q_new, k_all, v_all, attn_mask=mask)
 print(f"largest difference: {(ours - expected).abs().max():.0e}")
-empty = sum(not mask[i : i + 2, j : j + 4].any() for i in range(0, 6, 2) for j in range(0, 10, 4))
+empty = sum(
+    not mask[i : i + 2, j : j + 4].any()
+    for i in range(0, 6, 2)
+    for j in range(0, 10, 4)
+)
 print("tiles with no visible key:", empty, " skipped:", state.tiles_skipped)
-# None skipped: only is_causal=True (top-left aligned) skips tiles. An attn_mask is added tile
-# by tile, never inspected ahead; skipping here would need the offset S - L in the skip test.
+# None skipped: only is_causal=True (top-left aligned) skips tiles. An attn_mask is
+# added tile by tile, never inspected ahead; skipping here would need the offset S - L
+# in the skip test.
 
 # %% [markdown]
 # **3. The log-sum-exp is enough.** FlashAttention-2's backward pass keeps, for each
@@ -567,7 +705,9 @@ print("tiles with no visible key:", empty, " skipped:", state.tiles_skipped)
 
 # %% tags=["solution"]
 g = torch.Generator().manual_seed(7)
-q6, k6, v6 = (torch.randn(5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+q6, k6, v6 = (
+    torch.randn(5, 4, generator=g, dtype=torch.float64) for _ in range(3)
+)
 _, state6 = tiled_attention(q6, k6, v6, block_size=2)
 _, weights6 = scaled_dot_product_attention(q6, k6, v6)
 scores = q6[3] @ k6.T / math.sqrt(4)  # query 3's scores: (S,)
@@ -584,7 +724,10 @@ print("weights:  ", weights6[3].numpy().round(4))
 
 def forward_backward(attention, T):
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 1, T, 16, generator=g).requires_grad_() for _ in range(3))
+    q, k, v = (
+        torch.randn(1, 1, T, 16, generator=g).requires_grad_()
+        for _ in range(3)
+    )
     attention(q, k, v)[0].sum().backward()
 
 
@@ -592,11 +735,17 @@ for name, attention in (
     ("naive", scaled_dot_product_attention),
     ("tiled", lambda q, k, v: tiled_attention(q, k, v, block_size=128)),
 ):
-    mib = [peak_memory(forward_backward, attention, T) / 2**20 for T in (512, 1024)]
-    print(f"{name}: {mib[0]:5.2f} MiB at T = 512, {mib[1]:5.2f} MiB at T = 1024, ratio {mib[1] / mib[0]:.1f}")
+    mib = [
+        peak_memory(forward_backward, attention, T) / 2**20
+        for T in (512, 1024)
+    ]
+    print(
+        f"{name}: {mib[0]:5.2f} MiB at T = 512, {mib[1]:5.2f} MiB at T = 1024, "
+        f"ratio {mib[1] / mib[0]:.1f}"
+    )
 # Both grow faster than T (a ratio of 2 per doubling), towards T**2 (a ratio of 4): to
-# differentiate, autograd keeps every tile's scores and weights, which together make up the
-# whole (T, T) matrix again. FlashAttention recomputes them instead.
+# differentiate, autograd keeps every tile's scores and weights, which together make up
+# the whole (T, T) matrix again. FlashAttention recomputes them instead.
 
 # %% [markdown]
 # ## References

@@ -11,8 +11,9 @@
 # grouped-query attention.
 #
 # It assumes causal self-attention
-# ([Self-attention with a causal mask](causal_self_attention.md)) and multi-head
-# attention ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md)).
+# ([Self-attention with a causal mask](causal_self_attention.md)), multi-head attention
+# ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md)) and
+# the block a model stacks ([The transformer block](../concepts/transformer_block.md)).
 # Shapes follow the site's [notation](../notation.md): `(B, T, C)` for tokens,
 # `(B, H, T, d_k)` for heads.
 #
@@ -31,14 +32,21 @@ import torch
 import torch.nn.functional as F
 
 from attn_ref.cache import KVCache
-from attn_ref.decoder import TinyDecoder, decoding_flops, generate, kv_cache_bytes
+from attn_ref.decoder import (
+    TinyDecoder,
+    decoding_flops,
+    generate,
+    kv_cache_bytes,
+)
 from attn_ref.functional import causal_mask, scaled_dot_product_attention
 from attn_ref.measure import cpu_time_ms
 from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_ref.plotting import figure_to_svg
 
 torch.set_grad_enabled(False)  # generation only: no gradients
-torch.set_num_threads(1)  # one thread: results that do not depend on how many cores the machine has
+torch.set_num_threads(
+    1
+)  # one thread: results that do not depend on how many cores the machine has
 
 # %% [markdown]
 # ## A tiny decoder
@@ -46,7 +54,8 @@ torch.set_num_threads(1)  # one thread: results that do not depend on how many c
 # `attn_ref.TinyDecoder` is a decoder-only transformer reduced to its parts. A
 # token embedding and a learned position embedding are added. A few blocks
 # follow, each a causal multi-head attention and a small MLP, both in
-# pre-norm form (`x + attn(norm(x))`, then `x + mlp(norm(x))`). A final norm and
+# pre-norm form (`x + attn(norm(x))`, then `x + mlp(norm(x))`), as
+# [the transformer block](../concepts/transformer_block.md) shows. A final norm and
 # a linear head turn every position's vector into one *logit* per vocabulary entry:
 # a score for each possible next token. The vocabulary here is a set of characters,
 # so that tokens print as text.
@@ -64,8 +73,15 @@ def decode(ids):
 
 
 torch.manual_seed(0)
-model = TinyDecoder(vocab_size=len(VOCAB), context_length=512, embed_dim=64, num_layers=4, num_heads=4).eval()
-print(f"vocabulary: {len(VOCAB)} tokens; parameters: {sum(p.numel() for p in model.parameters()):,}")
+model = TinyDecoder(
+    vocab_size=len(VOCAB),
+    context_length=512,
+    embed_dim=64,
+    num_layers=4,
+    num_heads=4,
+).eval()
+n_parameters = sum(p.numel() for p in model.parameters())
+print(f"vocabulary: {len(VOCAB)} tokens; parameters: {n_parameters:,}")
 print(f"{model.num_layers} blocks like this one:\n{model.blocks[0]}")
 
 # %% [markdown]
@@ -85,8 +101,13 @@ print("with the cache:", repr(decode(cached_tokens[0])))
 print("without:       ", repr(decode(plain_tokens[0])))
 print("identical tokens:", torch.equal(cached_tokens, plain_tokens))
 difference = (cached_logits - plain_logits).abs().max()
-print(f"largest |logit difference| over the {cached_logits.shape[1]} steps: {difference:.1e}")
-best_two = cached_logits.topk(2, dim=-1).values  # (B, steps, 2): the two largest logits of each step
+print(
+    f"largest |logit difference| over the {cached_logits.shape[1]} steps: "
+    f"{difference:.1e}"
+)
+best_two = cached_logits.topk(
+    2, dim=-1
+).values  # (B, steps, 2): the two largest logits of each step
 gap = (best_two[..., 0] - best_two[..., 1]).min()
 print(f"smallest gap between the best and the second-best logit: {gap:.1e}")
 
@@ -107,9 +128,19 @@ print(f"smallest gap between the best and the second-best logit: {gap:.1e}")
 # %%
 cache = KVCache(model.num_layers)
 model(prompt, cache)  # the prompt fills the cache
-print("after the prompt:", cache.length, "positions; layer 0 keys", tuple(cache.keys[0].shape))
+print(
+    "after the prompt:",
+    cache.length,
+    "positions; layer 0 keys",
+    tuple(cache.keys[0].shape),
+)
 model(encode("x"), cache)  # one more token: one more position in every layer
-print("after one token: ", cache.length, "positions; layer 0 keys", tuple(cache.keys[0].shape))
+print(
+    "after one token: ",
+    cache.length,
+    "positions; layer 0 keys",
+    tuple(cache.keys[0].shape),
+)
 print("bytes held:", cache.nbytes)
 
 # %% [markdown]
@@ -128,9 +159,13 @@ model(torch.cat([prompt, encode("x")], dim=1), longer)
 T0 = prompt.shape[1]
 moved = max(
     (new[:, :, :T0] - old).abs().max()
-    for new, old in zip(longer.keys + longer.values, short.keys + short.values, strict=True)
+    for new, old in zip(
+        longer.keys + longer.values, short.keys + short.values, strict=True
+    )
 )
-print(f"largest change of a cached key or value when a token is appended: {moved:.1e}")
+print(
+    f"largest change of a cached key or value when a token is appended: {moved:.1e}"
+)
 
 # %% [markdown]
 # The change printed is at most float32 rounding. It can be exactly zero: the new
@@ -163,9 +198,17 @@ print(f"largest change of a cached key or value when a token is appended: {moved
 C = model.blocks[0].attn.embed_dim
 print("    t  without cache  with cache  ratio  attention's share without")
 for t in (16, 64, 256, 512):
-    plain, cached = decoding_flops(model, t, use_cache=False), decoding_flops(model, t, use_cache=True)
-    attention = model.num_layers * 4 * t * t * C  # the 4 t^2 C term of every layer
-    print(f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>6.0f} {attention / plain:>26.0%}")
+    plain, cached = (
+        decoding_flops(model, t, use_cache=False),
+        decoding_flops(model, t, use_cache=True),
+    )
+    attention = (
+        model.num_layers * 4 * t * t * C
+    )  # the 4 t^2 C term of every layer
+    print(
+        f"{t:>5} {plain:>14,} {cached:>11,} {plain / cached:>6.0f}"
+        f" {attention / plain:>26.0%}"
+    )
 
 # %% [markdown]
 # Without the cache, a step does exactly $t$ times the work of a cached step: the
@@ -187,29 +230,46 @@ for t in (16, 64, 256, 512):
 
 # %% tags=["measured"]
 lengths = [8, 16, 32, 64, 128, 256, 512]
-longest = torch.randint(0, len(VOCAB), (1, lengths[-1]), generator=torch.Generator().manual_seed(0))
+longest = torch.randint(
+    0, len(VOCAB), (1, lengths[-1]), generator=torch.Generator().manual_seed(0)
+)
 
 
 full_cache = KVCache(model.num_layers)
-model(longest[:, :-1], full_cache)  # keys and values of every position but the last, computed once
+model(
+    longest[:, :-1], full_cache
+)  # keys and values of every position but the last, computed once
 
 
 def time_per_token(t):
     def cached_step():  # the cache of the first t - 1 tokens: slices of the full one
-        keys, values = ([x[:, :, : t - 1] for x in xs] for xs in (full_cache.keys, full_cache.values))
+        keys, values = (
+            [x[:, :, : t - 1] for x in xs]
+            for xs in (full_cache.keys, full_cache.values)
+        )
         model(longest[:, t - 1 : t], KVCache(model.num_layers, keys, values))
 
     return cpu_time_ms(lambda: model(longest[:, :t])), cpu_time_ms(cached_step)
 
 
 time_per_token(lengths[0])  # warm-up: the first calls are slower
-timings = np.array([time_per_token(t) for t in lengths])  # (lengths, 2) milliseconds
+timings = np.array(
+    [time_per_token(t) for t in lengths]
+)  # (lengths, 2) milliseconds
 speedups = timings[:, 0] / timings[:, 1]
 print("    t  without cache  with cache  speed-up")
-for t, (plain_ms, cached_ms), speedup in zip(lengths, timings, speedups, strict=True):
+for t, (plain_ms, cached_ms), speedup in zip(
+    lengths, timings, speedups, strict=True
+):
     print(f"{t:>5} {plain_ms:>10.2f} ms {cached_ms:>8.2f} ms {speedup:>8.1f}x")
-growth = [np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0] for way in (0, 1)]
-print(f"time grows like t^{growth[0]:.2f} without the cache, t^{growth[1]:.2f} with it (three longest t)")
+growth = [
+    np.polyfit(np.log(lengths[-3:]), np.log(timings[-3:, way]), 1)[0]
+    for way in (0, 1)
+]
+print(
+    f"time grows like t^{growth[0]:.2f} without the cache, "
+    f"t^{growth[1]:.2f} with it (three longest t)"
+)
 
 # %% tags=["plot", "measured"]
 fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
@@ -217,12 +277,17 @@ ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
 ax.loglog(lengths, timings[:, 1], "s-", label="with cache")
 ax.set_xticks(lengths, lengths)
 ax.minorticks_off()
-ax.set(xlabel="tokens so far, t", ylabel="CPU time for the next token (ms)", title="Time per generated token")
+ax.set(
+    xlabel="tokens so far, t",
+    ylabel="CPU time for the next token (ms)",
+    title="Time per generated token",
+)
 ax.legend()
 figure_to_svg(
     fig,
-    alt=f"Log-log plot of the time per token against t, from {lengths[0]} to {lengths[-1]}: "
-    f"{timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache, {timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
+    alt=f"Log-log plot of the time per token against t, from {lengths[0]} to "
+    f"{lengths[-1]}: {timings[0, 0]:.2f} to {timings[-1, 0]:.1f} ms without a cache, "
+    f"{timings[0, 1]:.2f} to {timings[-1, 1]:.2f} ms with one.",
 )
 
 # %% [markdown]
@@ -263,9 +328,16 @@ query = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
 keys, values = torch.randn(2, 1, H, S, d_k, generator=g)
 trap = F.scaled_dot_product_attention(query, keys, values, is_causal=True)
 # attn_ref returns the weights too
-_, trap_weights = scaled_dot_product_attention(query, keys, values, is_causal=True)
-print("is_causal=True, weights of head 0:", trap_weights[0, 0, 0].numpy().round(3))
-print("the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1]))
+_, trap_weights = scaled_dot_product_attention(
+    query, keys, values, is_causal=True
+)
+print(
+    "is_causal=True, weights of head 0:",
+    trap_weights[0, 0, 0].numpy().round(3),
+)
+print(
+    "the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1])
+)
 
 # %% [markdown]
 # The query sees only key 0, and its output is value 0. The right answer for a single
@@ -275,7 +347,10 @@ print("the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1]
 # %%
 right = F.scaled_dot_product_attention(query, keys, values)  # no mask
 _, right_weights = scaled_dot_product_attention(query, keys, values)
-print("no mask, weights of head 0:       ", right_weights[0, 0, 0].numpy().round(3))
+print(
+    "no mask, weights of head 0:       ",
+    right_weights[0, 0, 0].numpy().round(3),
+)
 print(f"largest |wrong - right| output: {(trap - right).abs().max():.2f}")
 
 # %% [markdown]
@@ -290,9 +365,14 @@ print(causal_mask(L, S).int().numpy())
 print("bottom-right, causal_mask(L, S, lower_right=True):")
 print(lower_right.int().numpy())
 chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
-theirs = F.scaled_dot_product_attention(chunk, keys, values, attn_mask=lower_right)
+theirs = F.scaled_dot_product_attention(
+    chunk, keys, values, attn_mask=lower_right
+)
 wrong = F.scaled_dot_product_attention(chunk, keys, values, is_causal=True)
-print(f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().max():.2f}")
+print(
+    "largest |is_causal=True - bottom-right| output: "
+    f"{(wrong - theirs).abs().max():.2f}"
+)
 
 # %% [markdown]
 # The bottom-right mask is the one `causal_lower_right(L, S)` documents. This page does
@@ -307,7 +387,9 @@ print(f"largest |is_causal=True - bottom-right| output: {(wrong - theirs).abs().
 layer = MultiHeadAttention(embed_dim=8, num_heads=2)
 layer_cache = KVCache(num_layers=1)
 x = torch.randn(1, 4, 8, generator=g)
-layer(x, x, x, is_causal=True, cache=layer_cache)  # the first call: the cache is empty, top-left is right
+layer(
+    x, x, x, is_causal=True, cache=layer_cache
+)  # the first call: the cache is empty, top-left is right
 try:
     layer(x[:, :1], x[:, :1], x[:, :1], is_causal=True, cache=layer_cache)
 except ValueError as error:
@@ -330,8 +412,16 @@ except ValueError as error:
 cache = KVCache(model.num_layers)
 model(cached_tokens[:, :-1], cache)
 attn = model.blocks[0].attn
-formula = kv_cache_bytes(model.num_layers, attn.num_kv_heads, attn.head_dim, cache.length, bytes_per_number=4)
-print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}")
+formula = kv_cache_bytes(
+    model.num_layers,
+    attn.num_kv_heads,
+    attn.head_dim,
+    cache.length,
+    bytes_per_number=4,
+)
+print(
+    f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {formula}"
+)
 
 # %% [markdown]
 # The same formula for real shapes, with 16-bit numbers. The first three rows keep
@@ -347,7 +437,8 @@ print(f"sum of the cached tensors' bytes: {cache.nbytes}; formula, float32: {for
 # cache stops increasing" (its paper, section 2).
 
 # %%
-models = {  # name: (layers, key/value heads H_kv, head size d_k, context length, window or None)
+# name: (layers, key/value heads H_kv, head size d_k, context length, window or None)
+models = {
     "7B class, 32 KV heads": (32, 32, 128, 4_096, None),  # Llama 2 7B
     "7B class, 8 KV heads": (32, 8, 128, 4_096, None),
     "7B class, 1 KV head": (32, 1, 128, 4_096, None),
@@ -360,8 +451,12 @@ GiB = 2**30
 print(f"{'':<22} per token   context  at 4,096 tokens  at the context")
 cache_table = {}  # name: GiB at 4,096 tokens and at the full context
 for name, (layers, kv_heads, size, context, window) in models.items():
-    cached = [min(n, window or n) for n in (4_096, context)]  # a window caps the positions kept
-    cache_table[name] = [kv_cache_bytes(layers, kv_heads, size, n) / GiB for n in cached]
+    cached = [
+        min(n, window or n) for n in (4_096, context)
+    ]  # a window caps the positions kept
+    cache_table[name] = [
+        kv_cache_bytes(layers, kv_heads, size, n) / GiB for n in cached
+    ]
     per_token = kv_cache_bytes(layers, kv_heads, size, 1) // 2**10
     capped = f"  (window {window:,})" if window else ""
     print(
@@ -400,9 +495,19 @@ gqa = MultiHeadAttention(embed_dim=32, num_heads=8, num_kv_heads=2)
 H, H_kv, d_k = gqa.num_heads, gqa.num_kv_heads, gqa.head_dim
 print(f"H = {H} query heads, H_kv = {H_kv} key/value heads, d_k = {d_k}")
 # nn.Linear stores W^T, of shape (out, C): .T gives W_Q and W_K, of shape (C, out)
-print("W_Q:", tuple(gqa.q_proj.weight.T.shape), " W_K:", tuple(gqa.k_proj.weight.T.shape))
-head_ids = torch.arange(float(H_kv)).reshape(1, H_kv, 1, 1)  # key/value head j holds the number j
-print("key/value head of each query head:", repeat_kv_heads(head_ids, num_heads=H).flatten().int().tolist())
+print(
+    "W_Q:",
+    tuple(gqa.q_proj.weight.T.shape),
+    " W_K:",
+    tuple(gqa.k_proj.weight.T.shape),
+)
+head_ids = torch.arange(float(H_kv)).reshape(
+    1, H_kv, 1, 1
+)  # key/value head j holds the number j
+print(
+    "key/value head of each query head:",
+    repeat_kv_heads(head_ids, num_heads=H).flatten().int().tolist(),
+)
 
 # %% [markdown]
 # Is this the same as PyTorch's grouped-query attention? With `enable_gqa=True`
@@ -417,18 +522,35 @@ x = torch.randn(2, 5, 32, generator=g)  # (B, T, C)
 ours, _ = gqa(x, x, x, is_causal=True)
 
 B, T, C = x.shape
-q = gqa.q_proj(x).view(B, T, H, d_k).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_k)
-k = gqa.k_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)  # (B, T, H_kv * d_k) -> (B, H_kv, T, d_k)
+q = (
+    gqa.q_proj(x).view(B, T, H, d_k).transpose(1, 2)
+)  # (B, T, C) -> (B, H, T, d_k)
+k = (
+    gqa.k_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
+)  # (B, T, H_kv * d_k) -> (B, H_kv, T, d_k)
 v = gqa.v_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
-heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, H, T, d_k)
-torch_gqa = gqa.out_proj(heads.transpose(1, 2).reshape(B, T, C))  # (B, H, T, d_k) -> (B, T, C)
+heads = F.scaled_dot_product_attention(
+    q, k, v, is_causal=True, enable_gqa=True
+)  # (B, H, T, d_k)
+torch_gqa = gqa.out_proj(
+    heads.transpose(1, 2).reshape(B, T, C)
+)  # (B, H, T, d_k) -> (B, T, C)
 
 group = H // H_kv  # query heads per key/value head
 repeated = F.scaled_dot_product_attention(
-    q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), is_causal=True
+    q,
+    k.repeat_interleave(group, dim=1),
+    v.repeat_interleave(group, dim=1),
+    is_causal=True,
 )  # (B, H_kv, T, d_k) -> (B, H, T, d_k) keys and values: plain multi-head attention
-print(f"largest |attn_ref - PyTorch enable_gqa| output: {(ours - torch_gqa).abs().max():.1e}")
-print(f"largest |enable_gqa - repeated heads| per head: {(heads - repeated).abs().max():.1e}")
+print(
+    "largest |attn_ref - PyTorch enable_gqa| output: "
+    f"{(ours - torch_gqa).abs().max():.1e}"
+)
+print(
+    "largest |enable_gqa - repeated heads| per head: "
+    f"{(heads - repeated).abs().max():.1e}"
+)
 
 # %% [markdown]
 # All three agree to float32 rounding. In exact arithmetic, grouped-query attention
@@ -446,15 +568,33 @@ print("H_kv  cache bytes  formula  MHA / this  identical tokens")
 cache_sizes = {}
 for kv_heads in (8, 2, 1):
     torch.manual_seed(0)
-    grouped = TinyDecoder(len(VOCAB), 512, 64, num_layers=4, num_heads=8, num_kv_heads=kv_heads).eval()
+    grouped = TinyDecoder(
+        len(VOCAB), 512, 64, num_layers=4, num_heads=8, num_kv_heads=kv_heads
+    ).eval()
     grouped_cache = KVCache(grouped.num_layers)
     grouped(text, grouped_cache)  # (B, T) -> a cache of T positions
     cache_sizes[kv_heads] = grouped_cache.nbytes
     head_dim = grouped.blocks[0].attn.head_dim
-    formula = kv_cache_bytes(grouped.num_layers, kv_heads, head_dim, grouped_cache.length, bytes_per_number=4)
-    same = torch.equal(*(generate(grouped, text[:, :8], 16, use_cache=c)[0] for c in (True, False)))
-    ratio = cache_sizes[8] / cache_sizes[kv_heads]  # multi-head attention's cache over this one's
-    print(f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f} {same!s:>17}")
+    formula = kv_cache_bytes(
+        grouped.num_layers,
+        kv_heads,
+        head_dim,
+        grouped_cache.length,
+        bytes_per_number=4,
+    )
+    same = torch.equal(
+        *(
+            generate(grouped, text[:, :8], 16, use_cache=c)[0]
+            for c in (True, False)
+        )
+    )
+    ratio = (
+        cache_sizes[8] / cache_sizes[kv_heads]
+    )  # multi-head attention's cache over this one's
+    print(
+        f"{kv_heads:>4} {cache_sizes[kv_heads]:>12} {formula:>8} {ratio:>11.0f}"
+        f" {same!s:>17}"
+    )
 
 # %% [markdown]
 # The measured cache shrinks by exactly $H / H_{kv}$, and each model generates the
@@ -499,7 +639,9 @@ for kv_heads in (8, 2, 1):
 
 # %% tags=["solution"]
 for kv_heads in (32, 8, 1):
-    per_token = kv_cache_bytes(32, kv_heads, 128, 1)  # bytes per token of the 7B-class shape
+    per_token = kv_cache_bytes(
+        32, kv_heads, 128, 1
+    )  # bytes per token of the 7B-class shape
     print(f"H_kv = {kv_heads:>2}: {24 * GiB // per_token:>9,} tokens")
 
 # %% [markdown]
@@ -508,10 +650,18 @@ for kv_heads in (32, 8, 1):
 # the same positions. (`TinyDecoder` builds a bottom-right mask for each chunk.)
 
 # %% tags=["solution"]
-tokens = torch.randint(0, len(VOCAB), (1, 12), generator=torch.Generator().manual_seed(4))
+tokens = torch.randint(
+    0, len(VOCAB), (1, 12), generator=torch.Generator().manual_seed(4)
+)
 chunk_cache = KVCache(model.num_layers)
-chunks = [model(tokens[:, start : start + 4], chunk_cache) for start in range(0, 12, 4)]
-print("chunked equals full:", torch.allclose(torch.cat(chunks, dim=1), model(tokens), atol=1e-5))
+chunks = [
+    model(tokens[:, start : start + 4], chunk_cache)
+    for start in range(0, 12, 4)
+]
+print(
+    "chunked equals full:",
+    torch.allclose(torch.cat(chunks, dim=1), model(tokens), atol=1e-5),
+)
 
 # %% [markdown]
 # **3. The wrong grouping.** `repeat_kv_heads` repeats each key/value head for
@@ -520,7 +670,10 @@ print("chunked equals full:", torch.allclose(torch.cat(chunks, dim=1), model(tok
 # longer matches PyTorch's `enable_gqa=True`.
 
 # %% tags=["solution"]
-tiled_k, tiled_v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (B, H_kv, T, d_k) -> (B, H, T, d_k)
+tiled_k, tiled_v = (
+    k.repeat(1, group, 1, 1),
+    v.repeat(1, group, 1, 1),
+)  # (B, H_kv, T, d_k) -> (B, H, T, d_k)
 tiled = F.scaled_dot_product_attention(q, tiled_k, tiled_v, is_causal=True)
 print("tiled matches enable_gqa:", torch.allclose(tiled, heads, atol=1e-6))
 print(f"largest difference: {(tiled - heads).abs().max():.2f}")
@@ -534,12 +687,18 @@ print(f"largest difference: {(tiled - heads).abs().max():.2f}")
 
 # %% tags=["solution"]
 W, S = 4, 10
-window = torch.arange(S) >= S - W  # (S,): the query at position S - 1 sees positions S - W .. S - 1
+window = (
+    torch.arange(S) >= S - W
+)  # (S,): the query at position S - 1 sees positions S - W .. S - 1
 print("window mask:", window.int().tolist())
 q1 = torch.randn(1, 1, d_k, generator=g)
 k_all, v_all = torch.randn(2, 1, S, d_k, generator=g)
-full_window, _ = scaled_dot_product_attention(q1, k_all, v_all, attn_mask=window)
-bounded, _ = scaled_dot_product_attention(q1, k_all[:, -W:], v_all[:, -W:])  # a cache of W positions
+full_window, _ = scaled_dot_product_attention(
+    q1, k_all, v_all, attn_mask=window
+)
+bounded, _ = scaled_dot_product_attention(
+    q1, k_all[:, -W:], v_all[:, -W:]
+)  # a cache of W positions
 print("same output:", torch.allclose(full_window, bounded, atol=1e-6))
 
 # %% [markdown]

@@ -13,9 +13,9 @@
 # and shapes follow the site's [notation](../notation.md): a token is a row vector, and a
 # projection multiplies from the right, as in $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$.
 #
-# The page is built from a colleague's notebook, called *the original notebook* below. Its
-# mistakes, and what the code actually computes, are gathered at the end:
-# [Where the original notebook goes wrong](#where-the-original-notebook-goes-wrong).
+# The next tutorials build on this one: a causal mask and a batch, then ten tokens and
+# several heads. [Common mistakes](#common-mistakes), at the end, quotes mistakes that are
+# easy to make with this code, and shows what the code actually computes.
 
 # %% [markdown]
 # ## A linear layer
@@ -35,10 +35,9 @@
 # `x @ weight.T + bias`, which its documentation writes $y = x A^\top + b$ with $A$ the stored
 # weight. Any leading axes of `x` (a batch, a sequence of tokens) are carried through.
 #
-# The first layer, as in the original notebook, has three inputs and one output, and gets the
-# input $x = (1, 2, 3)$ ([the one the original notebook's code used](#original-inputs)). It
-# starts from random numbers, so the random seed is fixed first
-# ([the original notebook does not fix it](#original-seed)).
+# The first layer has three inputs and one output, and gets the input $x = (1, 2, 3)$. It
+# starts from random numbers, so the random seed is fixed first: every run then prints the
+# same numbers.
 
 # %%
 import numpy as np
@@ -85,16 +84,20 @@ y_float64 = x.double() @ W.double() + b.double()  # in float64
 print(f"nn.Linear, float32: {y.item():.9g}")
 print(f"x @ W + b, float32: {y_manual.item():.9g}")
 print(f"x @ W + b, float64: {y_float64.item():.9g}")
-step = torch.finfo(torch.float32).eps * abs(y_float64.item())  # about one float32 rounding step here
-print(f"float32 layer minus float64 formula, in rounding steps: {(y.item() - y_float64.item()) / step:.1f}")
+step = torch.finfo(torch.float32).eps * abs(
+    y_float64.item()
+)  # about one float32 rounding step here
+print(
+    "float32 layer minus float64 formula, in rounding steps: "
+    f"{(y.item() - y_float64.item()) / step:.1f}"
+)
 print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 
 # %% [markdown]
 # The float32 results sit a few rounding steps at most from the float64 value (the
 # distance is printed in units of float32's spacing near $y$), as rounding predicts. So the right check allows for it. `torch.allclose` compares with a relative and
 # an absolute tolerance, for tensors of any size; `torch.testing.assert_close` does the same
-# and, when it fails, says by how much. An exact `==` is the wrong tool
-# ([the original notebook uses it](#original-exact-comparison)).
+# and, when it fails, says by how much. An exact `==` is the wrong tool.
 #
 # <details class="note">
 # <summary>Going deeper: why the order of additions changes the result</summary>
@@ -137,7 +140,7 @@ print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
 #
 # ### Step 1: queries, keys and values
 #
-# As in the original notebook, all three projections are the identity matrix, so that
+# Here all three projections are the identity matrix, so that
 # $Q = K = V = X$ and every later number can be checked by hand. The section
 # [What the identity projections hide](#what-the-identity-projections-hide) shows what this
 # choice costs.
@@ -178,8 +181,7 @@ print(scores_np)
 # brings that variance back to one, whatever the width.
 #
 # $d_k$ is the number of features of a query (and of a key): the **last axis** of $Q$.
-# Here it equals $C$ only because the projections are square
-# ([the original notebook divides by the square root of C](#original-scale)).
+# Here it equals $C$ only because the projections are square.
 
 # %%
 d_k = Q_np.shape[-1]  # features per query and per key
@@ -256,7 +258,7 @@ figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 #
 # ## The same computation in PyTorch
 #
-# In PyTorch the projections are `nn.Linear` layers without bias, as in the original notebook.
+# In PyTorch the projections are `nn.Linear` layers without bias.
 # A layer `nn.Linear(C, d_k)` holds $W_Q^\top$ in its `weight`, of shape $(d_k, C)$, and
 # `proj_q(X)` computes $X W_Q$. Here $W_Q = I$ and $I^\top = I$, so the transposition does not
 # show. The identity overwrites the random starting weights in place.
@@ -267,7 +269,7 @@ figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 # A layer's `weight` is a parameter that requires gradients, and PyTorch refuses to change
 # such a tensor in place while it records operations for autograd. This page turned
 # recording off at the start (`torch.set_grad_enabled(False)`); elsewhere, wrap the change in
-# `with torch.no_grad():`. The original notebook assigns `weight.data = torch.eye(d_model)`
+# `with torch.no_grad():`. Much code assigns `weight.data = torch.eye(d_model)`
 # instead. That works too, but autograd does not track changes made through `.data`, so it
 # cannot warn when such a change breaks a gradient computation.
 #
@@ -329,8 +331,7 @@ print("F.sdpa minus Q, K scaled first:", gap(output_sdpa, prescaled))
 #
 # ## What the identity projections hide
 #
-# The original notebook chose identity projections "for reproducibility". A fixed seed gives
-# that too. What the identity really gives is numbers one can check by hand, at a price:
+# Identity projections give numbers one can check by hand, at a price:
 #
 # - **Q, K and V are the same matrix, X.** In a model the three projections are separate,
 #   learned parameters. What a token looks for (its query), what it is matched on (its key)
@@ -406,18 +407,24 @@ figure_to_svg(ax.figure, alt=f"3 by 3 heatmap of the weights: {title}")
 # ([exercise 4](#exercises)); the [positions page](../concepts/positions.md) shows how
 # models give it that order.
 #
-# ## Where the original notebook goes wrong
+# ## Common mistakes
 #
-# <a id="original-seed"></a>**It does not seed its layer.** The original notebook creates its
-# `nn.Linear` without fixing the random seed. The weight, the bias and every number computed
-# from them change at each run, so its printed numbers cannot be reproduced. This page calls
-# `torch.manual_seed(0)` first.
+# This tutorial began as a rewrite of a notebook that runs the same computations, called
+# *the original notebook* below. Its mistakes are easy to make. Each is quoted here, with
+# what the code actually computes.
 #
-# <a id="original-inputs"></a>**Its text and its code use different inputs.** Its text says
-# `x = [3,4,5]`, of shape `[1x3]`. Its code runs `x = torch.tensor([1.0, 2.0, 3.0])`, of shape
-# `(3,)`. Applying the weight and bias it printed to both inputs shows that its printed `y`
-# came from the code. This page uses $x = (1, 2, 3)$ in the text and in the code. (Its comment
-# `weight shape = [1×3]` is right: `(out_features, in_features)` for one output.)
+# <a id="original-seed"></a>**An unseeded layer: `layer = nn.Linear(in_features=3,
+# out_features=1, bias=True)`.** The original notebook creates its layer without fixing the
+# random seed, and prints its weight and bias, "randomly initialized". They, and every
+# number computed from them, change at each run, so its printed numbers cannot be
+# reproduced. [A linear layer](#a-linear-layer) calls `torch.manual_seed(0)` first.
+#
+# <a id="original-inputs"></a>**"$x = [3,4,5]$".** Its text and its code use different
+# inputs. Its text says `x = [3,4,5]`, of shape `[1x3]`. Its code runs `x =
+# torch.tensor([1.0, 2.0, 3.0])`, of shape `(3,)`. Applying the weight and bias it printed
+# to both inputs shows that its printed `y` came from the code. This page uses $x = (1, 2,
+# 3)$ in the text and in the code. (Its comment `weight shape = [1×3]` is right:
+# `(out_features, in_features)` for one output.)
 
 # %%
 first, second = nn.Linear(3, 1), nn.Linear(3, 1)
@@ -438,8 +445,8 @@ for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
     print(f"x = {candidate}: x W + b = {value:.4f}, its y: {match}")
 
 # %% [markdown]
-# <a id="original-exact-comparison"></a>**It checks the layer with an exact comparison.** It
-# checks the layer with `assert y == y_manual`. That has two problems. Between tensors,
+# <a id="original-exact-comparison"></a>**`assert y == y_manual`.** It checks the layer with
+# an exact comparison. That has two problems. Between tensors,
 # `==` compares element by element and returns a tensor. `assert` turns it into one truth
 # value only because this `y` has one element; with two outputs the `assert` raises a
 # `RuntimeError` instead of checking anything. And it asks two floating-point computations
@@ -460,14 +467,15 @@ torch.testing.assert_close(two_outputs(x), x @ W2 + b2)
 print("torch.testing.assert_close passes with two outputs")
 
 # %% [markdown]
-# <a id="original-scale"></a>**Its PyTorch version divides by the square root of C.** It
-# writes `scores / torch.sqrt(torch.tensor(d_model, dtype=torch.float32))`, where its
+# <a id="original-scale"></a>**`scores / torch.sqrt(torch.tensor(d_model,
+# dtype=torch.float32))`.** Its PyTorch version divides by the square root of $C$: its
 # `d_model` is the token width $C$. That equals $\sqrt{d_k}$ only because its projections are
 # square. Its NumPy version takes `d_k = Q.shape[1]`, the right width. In multi-head attention
 # each head projects to fewer features than $C$. On the random head above ($d_k = 2$, $C = 4$)
 # the two scales give different results, and only $1/\sqrt{d_k}$ matches PyTorch. In the base
 # model of Vaswani et al. (2017), with $C = 512$ and 8 heads of $d_k = 64$, the wrong scale
-# would shrink every score by the factor printed last.
+# would shrink every score by the factor printed last. The right width is the last axis of
+# $Q$ ([step 3](#step-3-dividing-by-the-square-root-of-d_k)).
 
 # %%
 # The original's scale, 1/sqrt(C), on the random head:
@@ -478,6 +486,12 @@ ratio = (512 / 64) ** 0.5
 print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {ratio:.4f}")
 
 # %% [markdown]
+# <a id="original-identity"></a>**"For reproducibility: manually initialize to identity".**
+# The original notebook sets $W_Q = W_K = W_V = I$ with this comment. A fixed seed makes
+# random projections just as reproducible, as the random head above shows. What the identity
+# gives is numbers one can check by hand, and it hides what real projections do:
+# [what the identity projections hide](#what-the-identity-projections-hide).
+#
 # ## Exercises
 #
 # **1. Every score doubles.** Predict first: if every scaled score of the three tokens is
@@ -496,7 +510,9 @@ own = weights_np[1, 1], doubled[1, 1]
 print(f"t1 on itself: {own[0]:.4f} -> {own[1]:.4f}")
 root = np.sqrt(Q_np.shape[-1])  # sqrt(d_k) of the identity example
 unscaled = np.array_equal(2 * scaled_np, scores_np)
-print(f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}")
+print(
+    f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}"
+)
 # e^(2z) = (e^z)^2: doubling every score squares every weight, then
 # the row is renormalised, so large weights grow and small ones shrink.
 # The last line shows that doubling undoes the division by sqrt(d_k)

@@ -3,7 +3,7 @@
 #
 # This page shows how the site's tutorials are made, on the smallest example the
 # site uses: three tokens with four features each. It is a demonstration, not a
-# lesson; the lessons start with [Attention, from first principles](../concepts/mental_model.md).
+# lesson; the lessons start with [the mental model](../concepts/mental_model.md).
 # [How this site computes](../foundations/pipeline.md) says what is checked and
 # when; symbols follow the [notation table](../notation.md).
 #
@@ -37,7 +37,12 @@ weights
 
 # %%
 print("row sums:", weights.sum(dim=-1))
-print("matches PyTorch:", torch.allclose(output, torch.nn.functional.scaled_dot_product_attention(X, X, X)))
+print(
+    "matches PyTorch:",
+    torch.allclose(
+        output, torch.nn.functional.scaled_dot_product_attention(X, X, X)
+    ),
+)
 
 # %% [markdown]
 # A plot is made the same way. `figure_to_svg` renders the figure with a text
@@ -48,7 +53,10 @@ print("matches PyTorch:", torch.allclose(output, torch.nn.functional.scaled_dot_
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 ax = attention_heatmap(weights, query_labels=["t0", "t1", "t2"])
-figure_to_svg(ax.figure, alt="Heatmap of the 3 by 3 attention weights of the three-token example")
+figure_to_svg(
+    ax.figure,
+    alt="Heatmap of the 3 by 3 attention weights of the three-token example",
+)
 
 # %% [markdown]
 # ## References

@@ -8,7 +8,7 @@
 # against PyTorch.
 #
 # It assumes you know what queries, keys and values are for
-# ([Attention, from first principles](../concepts/mental_model.md)), and have followed
+# ([the mental model](../concepts/mental_model.md)), and have followed
 # the steps once on three tokens
 # ([From nn.Linear to self-attention](linear_to_self_attention.md)). The symbols are
 # those of the [notation table](../notation.md): tokens are row vectors, $Q = X W_Q$,
@@ -18,17 +18,18 @@
 # \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
 # $$
 #
-# The tutorial started from a colleague's notebook, called *the original notebook*
-# below. Its mistakes, and what is true instead, are gathered at the end:
-# [Where the original notebook goes wrong](#where-the-original-notebook-goes-wrong).
+# The two tutorials before this one ran a head on three tokens, then on a batch with a
+# causal mask. This one prints every intermediate, then splits the work into several
+# heads. [Common mistakes](#common-mistakes), at the end, quotes mistakes that are easy to
+# make here, with what is true instead.
 #
 # ## The input: ten tokens in a batch
 #
-# Each token is a row of ten features. The original notebook took these numbers from an
-# earlier lesson, where a positional encoding (a fixed vector per position) was added
-# to each token's embedding, so that order can matter. A batch axis in front gives the
-# layout `(B, T, C)`: batch, tokens, channels (features). The first cell imports what
-# the tutorial uses, then builds that tensor.
+# Each token is a row of ten features: fixed numbers that stand for token embeddings with
+# a positional encoding already added (a vector per position, so that order can matter;
+# [positions in attention](../concepts/positions.md) shows how such encodings are made). A
+# batch axis in front gives the layout `(B, T, C)`: batch, tokens, channels (features).
+# The first cell imports what the tutorial uses, then builds that tensor.
 
 # %%
 import math
@@ -41,7 +42,12 @@ from IPython.display import Markdown
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from attn_ref import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from attn_ref import (
+    MultiHeadAttention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
@@ -57,16 +63,15 @@ print("X[0], one token per row:", X[0].numpy(), sep="\n")
 
 # %% [markdown]
 # The width $C$ is the **last** axis, `X.size(-1)`; axis 1 counts the tokens. Here both
-# are ten, which hides a mix-up of the two
-# ([the original notebook makes it](#where-the-original-notebook-goes-wrong), item 1).
+# are ten, which hides a mix-up of the two.
 #
 # ## Queries, keys and values
 #
-# Each token is projected three times: $Q = X W_Q$, $K = X W_K$ and $V = X W_V$, where
-# $W_Q$ and $W_K$ have shape $(C, d_k)$ and $W_V$ has shape $(C, d_v)$. A trained model
-# learns these matrices. This first half, like the original notebook, takes identity
-# matrices instead, so that the arithmetic of attention can be followed on the tokens
-# themselves: $d_k = d_v = C$, and $Q$, $K$ and $V$ are copies of $X$.
+# Each token is projected three times: $Q = X W_Q$, $K = X W_K$ and $V = X W_V$, where $W_Q$
+# and $W_K$ have shape $(C, d_k)$ and $W_V$ has shape $(C, d_v)$. A trained model learns
+# these matrices. This first half takes identity matrices instead, so that the arithmetic of
+# attention can be followed on the tokens themselves: $d_k = d_v = C$, and $Q$, $K$ and $V$
+# are copies of $X$.
 
 # %%
 W_Q = W_K = W_V = torch.eye(C)  # (C, d_k) with d_k = C
@@ -157,9 +162,14 @@ print("output.shape =", tuple(output.shape))
 print(output[0].numpy())
 ours, ours_w = scaled_dot_product_attention(Q, K, V)  # attn_ref
 theirs = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's
-same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(weights, ours_w, atol=1e-6)
+same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(
+    weights, ours_w, atol=1e-6
+)
 print("attn_ref agrees (allclose, atol=1e-6):", same)
-print("PyTorch agrees (allclose, atol=1e-6):", torch.allclose(output, theirs, atol=1e-6))
+print(
+    "PyTorch agrees (allclose, atol=1e-6):",
+    torch.allclose(output, theirs, atol=1e-6),
+)
 gap = (output - theirs).abs().max()
 print(f"largest |difference| from PyTorch: {gap:.1e}")
 
@@ -170,8 +180,7 @@ print(f"largest |difference| from PyTorch: {gap:.1e}")
 # features. Each row of $O = AV$ mixes the three value rows, with the weights of the
 # same row of $A$: row 0 is $a_{00} v_0 + a_{01} v_1 + a_{02} v_2$. Element by element,
 # $O_{ij} = \sum_k A_{ik} V_{kj}$: row $i$ of $A$ times column $j$ of $V$. The cell
-# prints the tensors, then writes every sum out from them. (The original notebook writes
-# the same sums, and [evaluates them wrongly](#where-the-original-notebook-goes-wrong), item 3.)
+# prints the tensors, then writes every sum out from them.
 
 # %%
 A = torch.tensor(AV_WEIGHTS)  # (3, 3): row i weighs the 3 tokens
@@ -186,7 +195,9 @@ for i, a_row in enumerate(A.tolist()):
         pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj) for k = 0..2
         terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in pairs)
         lines.append(rf"O_{{{i}{j}}} &= {terms} &&= {AV[i, j]:.4g}")
-    boxes.append("$$\n\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}\n$$")
+    boxes.append(
+        "$$\n\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}\n$$"
+    )
 Markdown("\n\n".join(boxes))
 
 # %% [markdown]
@@ -209,8 +220,7 @@ Markdown("\n\n".join(boxes))
 # One product projects the tokens for all heads at once, and a reshape hands each head
 # its slice. $H$ must divide $C$; this tutorial takes two heads. The weights are those of
 # a seeded, untrained `torch.nn.MultiheadAttention`: they show how the computation runs,
-# not patterns worth interpreting. (The original notebook's "combining heads" is not
-# this: see [item 4](#where-the-original-notebook-goes-wrong) at the end.)
+# not patterns worth interpreting.
 #
 # `nn.MultiheadAttention` stores its weights transposed, as `nn.Linear` does. Its
 # `in_proj_weight`, of shape `(3C, C)`, stacks $W_Q^\top$, $W_K^\top$ and $W_V^\top$,
@@ -260,7 +270,9 @@ size = (4.4, 3.8 * num_heads)  # the heads stacked, for narrow screens
 fig, axes = plt.subplots(num_heads, 1, figsize=size, layout="constrained")
 for h, ax in enumerate(axes):
     attention_heatmap(head_weights[0, h], labels, ax=ax, title=f"Head {h}")
-figure_to_svg(fig, alt=f"{num_heads} heatmaps of 10 by 10 weights, a head each")
+figure_to_svg(
+    fig, alt=f"{num_heads} heatmaps of 10 by 10 weights, a head each"
+)
 
 # %% [markdown]
 # ### Concatenate, project, and check
@@ -360,22 +372,29 @@ for H in (1, 8, 32):
 # - $H$ heads cost the FLOPs of one head of full width, but their scores and weights, when
 #   stored, take $H$ times the memory.
 #
-# ## Where the original notebook goes wrong
+# Next: [the transformer block](../concepts/transformer_block.md) puts multi-head attention
+# where a model uses it, between a layer norm and the residual stream, beside an MLP.
 #
-# The original notebook gets the steps of attention right. Below are the places where
-# its code, its numbers or its words are not, each with what is true, computed.
+# ## Common mistakes
 #
-# **1. It reads the model width from the token axis.** It sets
-# `d_model = pos_encoded_embeddings.size(1)`. In a `(B, T, C)` tensor axis 1 is $T$, the
+# This tutorial began as a rewrite of a notebook that follows the same ten tokens, called
+# *the original notebook* below. It gets the steps of attention right. Where its code, its
+# numbers or its words are not right, they are quoted below, each with what is true,
+# computed.
+#
+# **1. `d_model = pos_encoded_embeddings.size(1)`.** It reads the model width from the
+# token axis. In a `(B, T, C)` tensor axis 1 is $T$, the
 # number of tokens; the width $C$ is `size(-1)`. Its code runs only because its example
 # has as many tokens as features. Keep the first four tokens, and its identity matrix
 # gets the wrong size (first lines of the cell below).
+# [The input](#the-input-ten-tokens-in-a-batch) reads the width from the last axis.
 #
-# **2. It takes the output's width from the model.** It gives the values and the output
-# the shape (number of tokens, $d_\text{model}$). But the output takes its width from the
-# values, not from the model: $O = AV$ has as many columns as $V$, which equals
-# $d_\text{model}$ there only because its $W_V$ is square. Values four features wide give
-# an output four features wide (last lines of the cell).
+# **2. "$O$ is the output matrix of shape (number of tokens, $d_\text{model}$)".**
+# It takes the output's width from the model, and gives the values the same shape. But the
+# output takes its width from the values, not from the model: $O = AV$ has as many columns
+# as $V$, which equals $d_\text{model}$ there only because its $W_V$ is square. Values four
+# features wide give an output four features wide (last lines of the cell), as [the weighted
+# sum of the values](#the-weighted-sum-of-the-values) says.
 
 # %%
 first_four = X[:, :4, :]  # (B, 4, C): now T and C differ
@@ -389,7 +408,8 @@ narrow = weights @ V[..., :4]  # values 4 features wide: (B, T, 4)
 print("values of width 4 give an output of shape", tuple(narrow.shape))
 
 # %% [markdown]
-# **3. It evaluates its worked example wrongly.** It writes out the sums of the
+# **3. Its "Expected Output", `original_claimed` in the cell below.** It writes out the
+# sums of the
 # [worked example](#a-worked-example-weights-times-values-by-hand) correctly, then gives
 # a result that is wrong in most entries. A quick check shows that it cannot be right:
 # each row of $A$ sums to one, and each row of $V$ rises by the same step from one column
@@ -398,7 +418,8 @@ print("values of width 4 give an output of shape", tuple(narrow.shape))
 # matrix"; it is each output *row* that is a weighted sum, of the value *rows*. The
 # first lines of the cell below check it.
 #
-# **4. Its "combining heads" is one head and a random layer.** Its last step sets
+# **4. "Combining Heads and Final Linear Transformation".** Its last step is one head and
+# a random layer. It sets
 # `heads = 1` and `head_dim = d_model`, reshapes the output with
 # `view(N, -1, heads * head_dim)`, and passes it through a freshly created `nn.Linear`.
 # With one head there is nothing to combine: the reshape returns the same tensor. The

@@ -10,7 +10,9 @@ torch.manual_seed(0)
 S, d_k = 5, 4  # five tokens: four in the cache, then a new one
 q, k, v = (torch.randn(1, S, d_k) for _ in range(3))  # (B, S, d_k)
 full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # all at once
-new = F.scaled_dot_product_attention(q[:, -1:], k, v, is_causal=True)  # new one
+new = F.scaled_dot_product_attention(
+    q[:, -1:], k, v, is_causal=True
+)  # new one
 print("all at once, last token:", full[0, -1].numpy().round(3))
 print("new query alone:        ", new[0, 0].numpy().round(3))
 print("value of token 0:       ", v[0, 0].numpy().round(3))
@@ -38,7 +40,9 @@ for name in ("is_causal=True", "bottom-right mask"):
         else:
             how = {"attn_mask": causal_mask(L, S, lower_right=True)}
         last = F.scaled_dot_product_attention(qs[:, -L:], ks, vs, **how)
-        worst[name] = max(worst[name], (last - full_pass[:, -L:]).abs().max().item())
+        worst[name] = max(
+            worst[name], (last - full_pass[:, -L:]).abs().max().item()
+        )
     verdict = "passes" if worst[name] < tolerance else "FAILS"
     label = f"{name}: largest difference from the full pass"
     print(label, f"{worst[name]:.1e}, {verdict}")

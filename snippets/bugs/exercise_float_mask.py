@@ -27,4 +27,6 @@ same = {}
 for convert in (to_sdpa_mask, to_sdpa_mask_fixed):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=convert(additive))
     same[convert.__name__] = torch.allclose(out, causal, atol=1e-6)
-    print(f"{convert.__name__}, same as is_causal=True:", same[convert.__name__])
+    print(
+        f"{convert.__name__}, same as is_causal=True:", same[convert.__name__]
+    )

@@ -23,5 +23,7 @@ tempered = (scores / math.sqrt(head_size) / factor).softmax(dim=-1)
 same = torch.allclose(buggy, tempered, atol=1e-6)
 print("buggy == right scores at temperature sqrt(n_head):", same)
 largest = [w.max(dim=-1).values.mean().item() for w in (right, buggy)]
-print(f"average largest weight: right {largest[0]:.3f}, buggy {largest[1]:.3f}")
+print(
+    f"average largest weight: right {largest[0]:.3f}, buggy {largest[1]:.3f}"
+)
 print(f"uniform over {T} keys: {1 / T:.3f}")

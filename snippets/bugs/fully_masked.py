@@ -62,7 +62,10 @@ out, weights = attention_fixed(q, k, v, allowed)
 out[:, 0].sum().backward()
 grads = [t.grad for t in (q, k, v)]
 print("fixed, weights of query 2:", weights[0, 2].detach().numpy())
-print("fixed, nan in a gradient:", any(grad.isnan().any().item() for grad in grads))
+print(
+    "fixed, nan in a gradient:",
+    any(grad.isnan().any().item() for grad in grads),
+)
 theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 same = torch.allclose(out, theirs, atol=1e-6)
 print("fixed, same output as PyTorch's SDPA:", same)

@@ -27,7 +27,9 @@ W_Q, W_K, W_V = (torch.randn(C, C) / C**0.5 for _ in range(3))  # (C, C) each
 
 def multi_head_attention(x, fixed=False):
     B, T, C = x.shape
-    q, k, v = (split_heads(x @ W, H) for W in (W_Q, W_K, W_V))  # (B, H, T, d_k)
+    q, k, v = (
+        split_heads(x @ W, H) for W in (W_Q, W_K, W_V)
+    )  # (B, H, T, d_k)
     values = F.scaled_dot_product_attention(q, k, v)  # (B, H, T, d_k)
     if fixed:
         values = values.permute(0, 2, 1, 3)  # (B, T, H, d_k)

@@ -24,7 +24,10 @@ positions = torch.tensor([1, 4, 9])  # the query's; the key's are one less
 scores = {}
 for fixed in (False, True):
     name = "fixed" if fixed else "buggy"
-    turned_q, turned_k = rope(q, positions, fixed), rope(k, positions - 1, fixed)
+    turned_q, turned_k = (
+        rope(q, positions, fixed),
+        rope(k, positions - 1, fixed),
+    )
     scores[name] = (turned_q * turned_k).sum(dim=-1)
     print(f"{name} scores:", scores[name].numpy().round(4))
 # --8<-- [end:bug]
@@ -37,7 +40,9 @@ m, n, shift = torch.randint(0, 50, (3, 20), generator=g)  # for 20 pairs
 tolerance, worst = 1e-4, {}
 for fixed in (False, True):
     before = (rope(qs, m, fixed) * rope(ks, n, fixed)).sum(dim=-1)  # 20 scores
-    after = (rope(qs, m + shift, fixed) * rope(ks, n + shift, fixed)).sum(dim=-1)
+    after = (rope(qs, m + shift, fixed) * rope(ks, n + shift, fixed)).sum(
+        dim=-1
+    )
     name = "fixed" if fixed else "buggy"
     worst[name] = (after - before).abs().max().item()
     verdict = "passes" if worst[name] < tolerance else "FAILS"

@@ -43,5 +43,7 @@ for fixed in (False, True):
     name = "fixed" if fixed else "buggy"
     worst[name] = (head(xs, fixed)[0] - expected).abs().max().item()
     verdict = "passes" if worst[name] < tolerance else "FAILS"
-    print(f"{name}: largest difference from PyTorch {worst[name]:.1e}, {verdict}")
+    print(
+        f"{name}: largest difference from PyTorch {worst[name]:.1e}, {verdict}"
+    )
 # --8<-- [end:check]

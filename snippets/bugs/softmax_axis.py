@@ -14,7 +14,9 @@ def attention(q, k, v, fixed=False):
     return torch.einsum("bijh,bjhd->bihd", attn, v), attn  # (B, T, H, d_k)
 
 
-w = attention(q, k, v)[1][0, :, :, 0]  # head 0; row i: query i, column j: key j
+w = attention(q, k, v)[1][
+    0, :, :, 0
+]  # head 0; row i: query i, column j: key j
 print("buggy weights of head 0:")
 print(w.numpy().round(3))
 print("row sums:   ", w.sum(dim=1).numpy().round(3))
@@ -29,7 +31,9 @@ tolerance, worst = 1e-5, {}
 for fixed in (False, True):
     attn = attention(qs, ks, vs, fixed)[1]  # (B, T, T, H)
     name = "fixed" if fixed else "buggy"
-    worst[name] = (attn.sum(dim=2) - 1).abs().max().item()  # sum over the keys j
+    worst[name] = (
+        (attn.sum(dim=2) - 1).abs().max().item()
+    )  # sum over the keys j
     verdict = "passes" if worst[name] < tolerance else "FAILS"
     print(f"{name}: largest |row sum - 1| {worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]

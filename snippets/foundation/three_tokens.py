@@ -14,5 +14,6 @@ print(output)
 # PyTorch's own attention gives the same output.
 reference = torch.nn.functional.scaled_dot_product_attention(X, X, X)
 print(
-    "same as torch.nn.functional.scaled_dot_product_attention:", torch.allclose(output, reference, atol=1e-6)
+    "same as torch.nn.functional.scaled_dot_product_attention:",
+    torch.allclose(output, reference, atol=1e-6),
 )

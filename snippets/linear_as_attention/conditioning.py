@@ -14,21 +14,30 @@ B, d_in, d_out = LINEAR_SHAPE
 x = torch.randn(B, d_in, generator=generator, dtype=torch.float64)
 W = torch.randn(d_out, d_in, generator=generator, dtype=torch.float64)
 y_exact = x @ W.T  # (B, d_out)
-scale = x.abs().sum(dim=-1, keepdim=True) * W.abs().max()  # (B, 1), size of the values
+scale = (
+    x.abs().sum(dim=-1, keepdim=True) * W.abs().max()
+)  # (B, 1), size of the values
 
 
 def random_orthogonal():
-    gaussian = torch.randn(d_in, d_in, generator=generator, dtype=torch.float64)
+    gaussian = torch.randn(
+        d_in, d_in, generator=generator, dtype=torch.float64
+    )
     return torch.linalg.qr(gaussian).Q
 
 
 def key_with_condition_number(kappa):
-    """A random key U diag(sigma) V^T, its singular values sigma from 1 down to 1 / kappa."""
+    """A random key U diag(sigma) V^T, its singular values sigma from 1 to 1 / kappa."""
     sigma = torch.logspace(0, -math.log10(kappa), d_in, dtype=torch.float64)
-    return (random_orthogonal() * sigma) @ random_orthogonal().T  # (d_in, d_in)
+    return (
+        random_orthogonal() * sigma
+    ) @ random_orthogonal().T  # (d_in, d_in)
 
 
-results = {torch.float32: [], torch.float64: []}  # (condition number, error) pairs
+results = {
+    torch.float32: [],
+    torch.float64: [],
+}  # (condition number, error) pairs
 print("| cond(k) | float32: error / eps | float64: error / eps |")
 print("|---:|---:|---:|")
 for exponent in range(0, 15, 2):
@@ -36,14 +45,18 @@ for exponent in range(0, 15, 2):
     row = [f"$10^{{{exponent}}}$"]
     for dtype, points in results.items():
         eps = torch.finfo(dtype).eps
-        if kappa * eps > 1:  # an error of eps cond(k) would leave no correct digit
+        if (
+            kappa * eps > 1
+        ):  # an error of eps cond(k) would leave no correct digit
             row.append("")
             continue
         errors = []  # relative to the size of the values, for ten keys
         for _ in range(10):
             key = key_with_condition_number(kappa).to(dtype)
             q, k, v, mask = linear_as_attention(x.to(dtype), W.to(dtype), key)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]  # (B, d_out)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[
+                :, 0
+            ]  # (B, d_out)
             errors.append(((y.double() - y_exact).abs() / scale).max().item())
         points.extend((kappa, e) for e in errors)
         row.append(f"{max(errors) / eps:.1g}")
@@ -51,12 +64,19 @@ for exponent in range(0, 15, 2):
 # --8<-- [end:measure]
 
 # --8<-- [start:plot]
-fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")  # narrow: legible on a phone
+fig, ax = plt.subplots(
+    figsize=(4.6, 3.6), layout="constrained"
+)  # narrow: legible on a phone
 for dtype, points in results.items():
     conds, errors = zip(*points, strict=True)
     eps, name = torch.finfo(dtype).eps, str(dtype).removeprefix("torch.")
     ax.loglog(conds, errors, ".", label=f"{name}, measured")
-    ax.loglog([1, max(conds)], [eps, eps * max(conds)], "--", label=f"{name}, eps cond(k)")
+    ax.loglog(
+        [1, max(conds)],
+        [eps, eps * max(conds)],
+        "--",
+        label=f"{name}, eps cond(k)",
+    )
 ax.set(xlabel="cond(k)", ylabel="error / (||x||_1 max|W|)")
 ax.legend()
 # --8<-- [end:plot]

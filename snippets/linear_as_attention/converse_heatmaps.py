@@ -19,7 +19,11 @@ import matplotlib.pyplot as plt
 from attn_ref.plotting import attention_heatmap
 
 tokens = ["token 1", "token 2", "token 3"]
-fig, axes = plt.subplots(2, 1, figsize=(4.2, 5.6), layout="constrained")  # stacked: legible on a phone
+fig, axes = plt.subplots(
+    2, 1, figsize=(4.2, 5.6), layout="constrained"
+)  # stacked: legible on a phone
 for ax, (label, w) in zip(axes, weights.items(), strict=True):
-    attention_heatmap(w, query_labels=tokens, ax=ax, title=f"A({label})", vmax=1.0)
+    attention_heatmap(
+        w, query_labels=tokens, ax=ax, title=f"A({label})", vmax=1.0
+    )
 # --8<-- [end:plot]

@@ -5,7 +5,10 @@ from attn_ref import scaled_dot_product_attention
 
 generator = torch.Generator().manual_seed(0)
 C = 4
-W_Q, W_K, W_V = (torch.randn(C, C, generator=generator, dtype=torch.float64) for _ in range(3))
+W_Q, W_K, W_V = (
+    torch.randn(C, C, generator=generator, dtype=torch.float64)
+    for _ in range(3)
+)
 
 
 def F(X):
@@ -14,10 +17,19 @@ def F(X):
 
 
 # Two random inputs X and Y of T tokens, for one token and for two.
-inputs = {T: [torch.randn(T, C, generator=generator, dtype=torch.float64) for _ in range(2)] for T in (1, 2)}
+inputs = {
+    T: [
+        torch.randn(T, C, generator=generator, dtype=torch.float64)
+        for _ in range(2)
+    ]
+    for T in (1, 2)
+}
 gaps = {}  # T: the largest entries of F(2X) - 2F(X) and of F(X+Y) - F(X) - F(Y)
 for T, (X, Y) in inputs.items():
     scaling = (F(2 * X) - 2 * F(X)).abs().max().item()
     additivity = (F(X + Y) - F(X) - F(Y)).abs().max().item()
     gaps[T] = scaling, additivity
-    print(f"T = {T}: |F(2X) - 2F(X)| = {scaling:.1e}, |F(X+Y) - F(X) - F(Y)| = {additivity:.1e}")
+    print(
+        f"T = {T}: |F(2X) - 2F(X)| = {scaling:.1e}, "
+        f"|F(X+Y) - F(X) - F(Y)| = {additivity:.1e}"
+    )

@@ -6,17 +6,25 @@ from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
 torch.manual_seed(LINEAR_SEED)
 _, d_in, _ = LINEAR_SHAPE
 x = torch.randn(d_in)
-weights = x.abs() / x.abs().sum()  # (d_in,), the blog post's attention weights for one row
+weights = (
+    x.abs() / x.abs().sum()
+)  # (d_in,), the blog post's attention weights for one row
 logits = weights.log()
 
-shift = -torch.randn(1)  # the blog post's term: ONE random number, the same for every logit
+shift = -torch.randn(
+    1
+)  # the blog post's term: ONE random number, the same for every logit
 print("the blog post's shift:", shift)
 print("   c         max |softmax(logits + c) - weights|")
 changes = {}  # c: the largest change of a weight
 for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
-    changes[c] = (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
+    changes[c] = (
+        (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
+    )
     print(f"{c:9.3g}   {changes[c]:.1e}")
 
-noise = torch.randn(d_in)  # by contrast, a different random number for each logit
+noise = torch.randn(
+    d_in
+)  # by contrast, a different random number for each logit
 change = (torch.softmax(logits + noise, dim=-1) - weights).abs().max().item()
 print(f"one random number per logit: max change {change:.1e}")

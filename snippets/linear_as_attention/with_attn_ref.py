@@ -16,15 +16,31 @@ y_exact = x @ W.T  # (B, d_out)
 
 q, k, v, mask = linear_as_attention(x, W, generator=generator)
 print("mask of row 0:", mask[0, 0].tolist())
-_, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)  # attn_ref: with weights
+_, weights = scaled_dot_product_attention(
+    q, k, v, attn_mask=mask
+)  # attn_ref: with weights
 print("weights of row 0:", [round(w, 4) for w in weights[0, 0].tolist()])
-print("|x_0| / ||x_0||_1:", [round(a, 4) for a in (x[0].abs() / x[0].abs().sum()).tolist()])
+print(
+    "|x_0| / ||x_0||_1:",
+    [round(a, 4) for a in (x[0].abs() / x[0].abs().sum()).tolist()],
+)
 
-scale = x.abs().sum(dim=-1, keepdim=True) * W.abs().max() + 1e-300  # (B, 1); row 3: 0 / 0
+scale = (
+    x.abs().sum(dim=-1, keepdim=True) * W.abs().max() + 1e-300
+)  # (B, 1); row 3: 0 / 0
 outputs = {}  # dtype: y
 for dtype in (torch.float64, torch.float32):
-    q, k, v, mask = linear_as_attention(x.to(dtype), W.to(dtype), generator=generator)
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]  # (B, d_out)
+    q, k, v, mask = linear_as_attention(
+        x.to(dtype), W.to(dtype), generator=generator
+    )
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[
+        :, 0
+    ]  # (B, d_out)
     outputs[dtype] = y
-    error = ((y.double() - y_exact).abs() / scale).max() / torch.finfo(dtype).eps
-    print(f"{dtype}: error {error:.1f} eps ||x||_1 max|W|; row 3 is 0: {bool((y[3] == 0).all())}")
+    error = ((y.double() - y_exact).abs() / scale).max() / torch.finfo(
+        dtype
+    ).eps
+    print(
+        f"{dtype}: error {error:.1f} eps ||x||_1 max|W|; "
+        f"row 3 is 0: {bool((y[3] == 0).all())}"
+    )

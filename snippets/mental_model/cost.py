@@ -4,7 +4,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 
 def cost(T, H, d_k):
-    """GFLOP, and MiB of the float32 weights, of attention over T tokens in H heads of width d_k."""
+    """GFLOP, and MiB of the float32 weights, of attention over T tokens in H heads
+    of width d_k."""
     q = k = v = torch.empty(H, T, d_k, device="meta")  # shapes, no data
     with FlopCounterMode(display=False) as counter:
         weights = torch.softmax(q @ k.mT / d_k**0.5, dim=-1)  # (H, T, T)

@@ -5,7 +5,9 @@ import torch
 vocab = ["a", "cat", "mat", "on", "ran", "sat", "the"]
 sentence = ["the", "cat", "sat", "on", "the", "mat"]
 ids = torch.tensor([vocab.index(word) for word in sentence])  # (T,)
-raw = torch.nn.functional.one_hot(ids, len(vocab)).float()  # (T, D) with D = len(vocab)
+raw = torch.nn.functional.one_hot(
+    ids, len(vocab)
+).float()  # (T, D) with D = len(vocab)
 torch.manual_seed(0)
 C = 4
 W_E = torch.randn(len(vocab), C)  # (D, C), learned in a real model
@@ -24,7 +26,9 @@ W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))
 
 
 def self_attention(words):
-    X = embedding(torch.tensor([vocab.index(word) for word in words]))  # (T, C)
+    X = embedding(
+        torch.tensor([vocab.index(word) for word in words])
+    )  # (T, C)
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, C) each
     return scaled_dot_product_attention(Q, K, V)[0]  # (T, C)
 
@@ -34,5 +38,8 @@ Y1, Y2 = self_attention(sentence), self_attention(sentence_2)
 print("outputs:", tuple(Y1.shape), "and", tuple(Y2.shape))
 print("'cat' in sentence 1:", Y1[1])
 print("'cat' in sentence 2:", Y2[1])
-print("the two 'the' of sentence 1, same output:", torch.allclose(Y1[0], Y1[4], atol=1e-6))
+print(
+    "the two 'the' of sentence 1, same output:",
+    torch.allclose(Y1[0], Y1[4], atol=1e-6),
+)
 # --8<-- [end:context]

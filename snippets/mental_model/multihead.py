@@ -6,7 +6,9 @@ from attn_ref import MultiHeadAttention
 from attn_ref.examples import SENTENCE, SENTENCE_FEATURES, SENTENCE_TOKENS
 
 tokens = SENTENCE_TOKENS
-col = {name: i for i, name in enumerate(SENTENCE_FEATURES)}  # feature name -> column
+col = {
+    name: i for i, name in enumerate(SENTENCE_FEATURES)
+}  # feature name -> column
 X = torch.tensor(SENTENCE)[None]  # (T, C) -> (B, T, C) with B = 1
 C = X.shape[-1]
 
@@ -22,13 +24,22 @@ W_V[col["alice"], 0] = W_V[col["bob"], 1] = 1.0
 W_Q[col["pronoun"], d_k] = 12.0
 W_K[col["verb"], d_k] = 1.0
 W_V[col["verb"], d_k] = 1.0
-W_O = torch.eye(C)  # the output projection: the identity shows the heads as they are
+W_O = torch.eye(
+    C
+)  # the output projection: the identity shows the heads as they are
 
 
 def attention_with(num_heads):
-    mha = MultiHeadAttention(embed_dim=C, num_heads=num_heads, bias=False).requires_grad_(False)
+    mha = MultiHeadAttention(
+        embed_dim=C, num_heads=num_heads, bias=False
+    ).requires_grad_(False)
     # nn.Linear stores weight = W.T, shape (out, in).
-    for layer, W in [(mha.q_proj, W_Q), (mha.k_proj, W_K), (mha.v_proj, W_V), (mha.out_proj, W_O)]:
+    for layer, W in [
+        (mha.q_proj, W_Q),
+        (mha.k_proj, W_K),
+        (mha.v_proj, W_V),
+        (mha.out_proj, W_O),
+    ]:
         layer.weight.copy_(W.T)
     return mha
 
@@ -52,7 +63,9 @@ import matplotlib.pyplot as plt
 
 from attn_ref.plotting import attention_heatmap
 
-fig, axes = plt.subplots(3, 1, figsize=(4.2, 8.4), layout="constrained")  # stacked: legible on a phone
+fig, axes = plt.subplots(
+    3, 1, figsize=(4.2, 8.4), layout="constrained"
+)  # stacked: legible on a phone
 panels = [(weights[0, 0], "head 0 of 2"), (weights[0, 1], "head 1 of 2")]
 panels += [(weights_1[0, 0], "one head, same matrices")]
 for ax, (w, title) in zip(axes, panels, strict=True):

@@ -2,7 +2,11 @@
 # Shuffle the tokens: the outputs are shuffled the same way, until a mask or positions.
 import torch
 
-from attn_ref import causal_mask, scaled_dot_product_attention, sinusoidal_positional_encoding
+from attn_ref import (
+    causal_mask,
+    scaled_dot_product_attention,
+    sinusoidal_positional_encoding,
+)
 
 torch.manual_seed(0)
 T, C = 5, 8
@@ -12,14 +16,18 @@ W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))  # (C, C) each
 
 def f(X, mask=None):
     """Self-attention: the (T, C) output and the (T, T) weights."""
-    return scaled_dot_product_attention(X @ W_Q, X @ W_K, X @ W_V, attn_mask=mask)
+    return scaled_dot_product_attention(
+        X @ W_Q, X @ W_K, X @ W_V, attn_mask=mask
+    )
 
 
 def close(a, b):
     return torch.allclose(a, b, atol=1e-5)
 
 
-P = torch.eye(T)[[2, 0, 4, 1, 3]]  # (T, T) permutation matrix: P @ X reorders the rows of X
+P = torch.eye(T)[
+    [2, 0, 4, 1, 3]
+]  # (T, T) permutation matrix: P @ X reorders the rows of X
 out, A = f(X)
 out_p, A_p = f(P @ X)
 print("f(P X) == P f(X), equivariant:", close(out_p, P @ out))
@@ -33,18 +41,25 @@ out_c, out_c_p = f(X, M)[0], f(P @ X, M)[0]
 print("causal, f(P X) == P f(X):", close(out_c_p, P @ out_c))
 swap = torch.eye(T)[[1, 0, 2, 3, 4]]  # swaps the first two tokens
 out_c_swap = f(swap @ X, M)[0]
-print("causal, first two swapped, last output unchanged:", close(out_c_swap[-1], out_c[-1]))
+print(
+    "causal, first two swapped, last output unchanged:",
+    close(out_c_swap[-1], out_c[-1]),
+)
 
 # Positions are added after shuffling, as in a model: position t gets PE[t].
 PE = sinusoidal_positional_encoding(T, C)  # (T, C)
 out_pe, out_pe_p = f(X + PE)[0], f(P @ X + PE)[0]
-print("with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe))
+print(
+    "with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe)
+)
 print(f"largest difference: {(out_pe_p - P @ out_pe).abs().max():.2f}")
 # --8<-- [end:shuffle]
 
 # --8<-- [start:exercise]
 # Exercise: shuffle the causal mask with the tokens.
-M_P = (P @ M.float() @ P.T).bool()  # (T, T): rows and columns reordered like the tokens
+M_P = (
+    P @ M.float() @ P.T
+).bool()  # (T, T): rows and columns reordered like the tokens
 out_moved = f(P @ X, M_P)[0]
 print("f(P X, P M P^T) == P f(X, M):", close(out_moved, P @ out_c))
 print("P M P^T:")

@@ -4,13 +4,17 @@ import torch
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import SENTENCE, SENTENCE_FEATURES
 
-col = {name: i for i, name in enumerate(SENTENCE_FEATURES)}  # feature name -> column
+col = {
+    name: i for i, name in enumerate(SENTENCE_FEATURES)
+}  # feature name -> column
 X = torch.tensor(SENTENCE)  # (T, C)
 C = X.shape[-1]
 
 # Plain dot products: tokens are compared on all their features.
 _, plain = scaled_dot_product_attention(X, X, X)  # (T, T)
-print("plain weights of 'she' (Alice, met, Bob, she):", plain[3].numpy().round(3))
+print(
+    "plain weights of 'she' (Alice, met, Bob, she):", plain[3].numpy().round(3)
+)
 
 # What a token looks for (query), how it is found (key), what it passes on.
 d_k, d_v = 2, 2
@@ -28,6 +32,9 @@ scores = Q @ K.T  # (T, T)
 print("scores Q K^T:")
 print(scores.numpy())
 output, weights = scaled_dot_product_attention(Q, K, V)  # (T, d_v), (T, T)
-print("projected weights of 'she' (Alice, met, Bob, she):", weights[3].numpy().round(3))
+print(
+    "projected weights of 'she' (Alice, met, Bob, she):",
+    weights[3].numpy().round(3),
+)
 print("output of 'she' (alice, bob):", output[3].numpy().round(3))
 print("key of 'met' (W_K ignores 'verb'):", K[1].numpy())

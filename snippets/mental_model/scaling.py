@@ -7,41 +7,83 @@ from attn_ref.numpy_ref import softmax
 rng = np.random.default_rng(0)
 S, trials = 16, 400  # S keys per query, and this many queries per width
 widths = [1, 4, 16, 64, 256, 1024]
-results = {"plain": [], "scaled": []}  # per width: variance, largest weight, entropy, gradient
+results = {
+    "plain": [],
+    "scaled": [],
+}  # per width: variance, largest weight, entropy, gradient
 samples = {}  # d_k -> the (trials, S) scores
 for d_k in widths:
     q = rng.standard_normal((trials, 1, d_k))  # components: mean 0, variance 1
     k = rng.standard_normal((trials, S, d_k))  # (trials, S, d_k)
-    samples[d_k] = scores = (q @ k.transpose(0, 2, 1))[:, 0, :]  # (trials, 1, S) -> (trials, S)
+    samples[d_k] = scores = (q @ k.transpose(0, 2, 1))[
+        :, 0, :
+    ]  # (trials, 1, S) -> (trials, S)
     for name, z in [("plain", scores), ("scaled", scores / np.sqrt(d_k))]:
         p = softmax(z)  # (trials, S)
-        entropy = -(p * np.log(np.maximum(p, 1e-300))).sum(axis=-1)  # 0 log 0 = 0
-        jacobian = p[:, :, None] * (np.eye(S) - p[:, None, :])  # dp_i/dz_j = p_i (delta_ij - p_j)
+        entropy = -(p * np.log(np.maximum(p, 1e-300))).sum(
+            axis=-1
+        )  # 0 log 0 = 0
+        jacobian = p[:, :, None] * (
+            np.eye(S) - p[:, None, :]
+        )  # dp_i/dz_j = p_i (delta_ij - p_j)
         gradient = np.linalg.norm(jacobian, axis=(1, 2))  # (trials,)
-        results[name].append([z.var(), p.max(axis=-1).mean(), entropy.mean(), gradient.mean()])
+        results[name].append(
+            [z.var(), p.max(axis=-1).mean(), entropy.mean(), gradient.mean()]
+        )
 
-print("       score variance      largest weight      entropy (nats)      gradient size")
+print(
+    "       score variance      largest weight      entropy (nats)      gradient size"
+)
 print(" d_k" + "     plain    scaled" * 4)
-for d_k, plain, scaled in zip(widths, results["plain"], results["scaled"], strict=True):
-    pairs = np.ravel([plain, scaled], order="F")  # plain, scaled, plain, scaled, ...
+for d_k, plain, scaled in zip(
+    widths, results["plain"], results["scaled"], strict=True
+):
+    pairs = np.ravel(
+        [plain, scaled], order="F"
+    )  # plain, scaled, plain, scaled, ...
     print(f"{d_k:>4}", *[f"{x:9.3f}" for x in pairs])
-print("uniform weights: largest weight 1/S =", 1 / S, " entropy log S =", np.log(S).round(3))
+print(
+    "uniform weights: largest weight 1/S =",
+    1 / S,
+    " entropy log S =",
+    np.log(S).round(3),
+)
 # --8<-- [end:experiment]
 
 # --8<-- [start:plot]
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(3, 1, figsize=(5, 7.5), sharex=True, layout="constrained")  # stacked for phones
-ylabels = ["largest weight in a row", "entropy of a row (nats)", "softmax gradient size"]
-for index, (ax, ylabel) in enumerate(zip(axes, ylabels, strict=True), start=1):  # index in results
-    ax.plot(widths, [row[index] for row in results["plain"]], "o-", label="softmax(q·k)")
-    ax.plot(widths, [row[index] for row in results["scaled"]], "s--", label="softmax(q·k / √d_k)")
+fig, axes = plt.subplots(
+    3, 1, figsize=(5, 7.5), sharex=True, layout="constrained"
+)  # stacked for phones
+ylabels = [
+    "largest weight in a row",
+    "entropy of a row (nats)",
+    "softmax gradient size",
+]
+for index, (ax, ylabel) in enumerate(
+    zip(axes, ylabels, strict=True), start=1
+):  # index in results
+    ax.plot(
+        widths,
+        [row[index] for row in results["plain"]],
+        "o-",
+        label="softmax(q·k)",
+    )
+    ax.plot(
+        widths,
+        [row[index] for row in results["scaled"]],
+        "s--",
+        label="softmax(q·k / √d_k)",
+    )
     ax.set_xscale("log", base=2)
     ax.set(ylabel=ylabel, ylim=(0, None))
     ax.grid(True, alpha=0.3)
 for ax, uniform in [(axes[0], 1 / S), (axes[1], np.log(S))]:
     ax.axhline(uniform, color="gray", linestyle=":", label="uniform weights")
 axes[-1].set_xlabel("d_k (width of queries and keys)")
-fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2)
+fig.legend(
+    *axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2
+)
 fig.suptitle(f"Softmax over S = {S} keys, mean of {trials} queries per width")
 # --8<-- [end:plot]

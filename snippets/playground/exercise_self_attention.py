@@ -1,10 +1,13 @@
-# The worked example: why token 0 splits its weight between tokens 0 and 2, and one change that ends the tie.
+# The playground's three tokens: why token 0 splits its weight between
+# tokens 0 and 2, and one change that ends the tie.
 import torch
 
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import THREE_TOKENS
 
-X = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4); Q = K = V = X
+X = torch.tensor(THREE_TOKENS)[
+    :, :2
+]  # (T, C) = (3, 2): the first two features; Q = K = V = X
 print("X:")
 print(X)
 dots = X[0] @ X.T  # (T,): token 0's dot product with each token

@@ -1,4 +1,5 @@
-# The playground's first query: the slider's left end, sqrt(d_k), its right end, and far beyond.
+# The playground's first query: the slider's left end, sqrt(d_k), its right end,
+# and far beyond.
 import torch
 
 from attn_ref import scaled_dot_product_attention

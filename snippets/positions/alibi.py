@@ -32,12 +32,16 @@ from attn_ref.plotting import attention_heatmap
 # With q . k = 0 for every pair, the weights come from the bias alone.
 T = 8
 flat = alibi_bias(H, T).masked_fill(~causal_mask(T), float("-inf"))
-fig, axes = plt.subplots(2, 1, figsize=(4.2, 7.0), layout="constrained")  # stacked for phones
+fig, axes = plt.subplots(
+    2, 1, figsize=(4.2, 7.0), layout="constrained"
+)  # stacked for phones
 kept = {}  # head: the weight the last query keeps on itself
 for ax, h in zip(axes, (0, H - 1), strict=True):
     weights = flat[h].softmax(dim=-1)  # (T, T)
     title = f"head {h}, slope {alibi_slopes(H)[h].item():g}"
-    attention_heatmap(weights, ax=ax, title=title, vmax=1.0)
+    attention_heatmap(
+        weights, ax=ax, title=title, vmax=1.0, mask=causal_mask(T)
+    )
     kept[h] = weights[-1, -1].item()
     print(f"{title}: last query keeps {kept[h]:.3f} on itself")
 # --8<-- [end:plot]

@@ -3,7 +3,9 @@ import torch
 
 torch.manual_seed(0)
 max_len, C = 8, 4
-table = torch.nn.Embedding(max_len, C)  # (max_len, C): one vector per position, learned in a real model
+table = torch.nn.Embedding(
+    max_len, C
+)  # (max_len, C): one vector per position, learned in a real model
 print("parameters:", table.weight.numel())
 
 X = torch.randn(6, C)  # (T, C) token embeddings, T = 6

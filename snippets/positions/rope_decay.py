@@ -16,8 +16,11 @@ angles = r[:, None] * theta  # (len(r), d_k/2)
 turns = torch.polar(torch.ones_like(angles), angles)
 sizes = turns.cumsum(dim=-1).abs()  # (len(r), d_k/2): |S_1|, ..., |S_{d_k/2}|
 mean_size = sizes.mean(dim=-1)  # (len(r),): the paper's "relative upper bound"
-# Its bound: |score| <= max_i |h_{i+1} - h_i| * sum_j |S_j|, h_i = z_q,i conj(z_k,i), h_{d_k/2} = 0.
-z = torch.complex(ones[0, 0::2], ones[0, 1::2])  # (d_k/2,): the pairs of q = k as complex numbers
+# Its bound: |score| <= max_i |h_{i+1} - h_i| * sum_j |S_j|,
+# with h_i = z_q,i conj(z_k,i) and h_{d_k/2} = 0.
+z = torch.complex(
+    ones[0, 0::2], ones[0, 1::2]
+)  # (d_k/2,): the pairs of q = k as complex numbers
 h = torch.cat([z * z.conj(), torch.zeros(1, dtype=z.dtype)])  # (d_k/2 + 1,)
 bound = (h[1:] - h[:-1]).abs().max() * sizes.sum(dim=-1)  # (len(r),)
 
@@ -40,7 +43,9 @@ print("|score| <= bound at every r:", bool((scores.abs() <= bound).all()))
 # --8<-- [start:plot]
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(4.6, 3.8), layout="constrained")  # narrow: legible on a phone
+fig, ax = plt.subplots(
+    figsize=(4.6, 3.8), layout="constrained"
+)  # narrow: legible on a phone
 ax.plot(r, scores / scores[0], label="q = k = ones: score / d_k")
 ax.plot(r, mean_size / mean_size[0], label="mean |S_j|, scaled")
 ax.plot(r, rand, color="gray", lw=0.6, label="random q, k: cosine")

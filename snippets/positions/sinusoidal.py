@@ -17,7 +17,9 @@ for i in (0, C // 2 - 1):  # the fastest and the slowest pair
 # --8<-- [start:plot]
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")  # narrow: legible on a phone
+fig, ax = plt.subplots(
+    figsize=(4.6, 3.6), layout="constrained"
+)  # narrow: legible on a phone
 values = PE.T.numpy()  # (C, T): one column per position
 image = ax.imshow(values, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
 fig.colorbar(image, ax=ax, label="value")

@@ -1,5 +1,6 @@
 # What PyTorch returns for a query that may see no key ("a fully masked row"):
-# one line "case: value" per case, for the torch installed. Runs on torch 1.13 and later.
+# one line "case: value" per case, for the torch installed.
+# Runs on torch 1.13 and later.
 import torch
 import torch.nn.functional as F
 from torch.profiler import profile
@@ -20,20 +21,31 @@ def kind(out):
 
 
 def run(fn):
-    """fn's result, and the attention kernels that computed it (as the profiler saw them)."""
+    """fn's result, and the attention kernels that computed it, per the profiler."""
     with profile() as prof:
         result = fn()
     names = []
     for event in prof.events():
         name = event.name.replace("aten::", "")
-        if any(w in name for w in ("multi_head", "scaled_dot_product", "softmax")) and name not in names:
+        if (
+            any(
+                w in name
+                for w in ("multi_head", "scaled_dot_product", "softmax")
+            )
+            and name not in names
+        ):
             names.append(name)
     return result, " > ".join(names)
 
 
-# SDPA: (B, H, L, E) queries, S keys; a boolean mask is True where a query MAY see a key.
+# SDPA: (B, H, L, E) queries, S keys;
+# a boolean mask is True where a query MAY see a key.
 B, H, L, S, E = 2, 2, 3, 4, 8
-q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
+q, k, v = (
+    torch.randn(B, H, L, E),
+    torch.randn(B, H, S, E),
+    torch.randn(B, H, S, E),
+)
 allowed = torch.ones(L, S, dtype=torch.bool)
 allowed[1] = False  # query 1 may see no key
 allowed[2, 3] = False
@@ -46,10 +58,18 @@ try:  # torch 2.3 and later
         "flash": lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION),
     }
 except ImportError:  # torch 2.0 to 2.2
-    flags = {"enable_math": False, "enable_flash": False, "enable_mem_efficient": False}
+    flags = {
+        "enable_math": False,
+        "enable_flash": False,
+        "enable_mem_efficient": False,
+    }
     backends = {
-        "math": lambda: torch.backends.cuda.sdp_kernel(**{**flags, "enable_math": True}),
-        "flash": lambda: torch.backends.cuda.sdp_kernel(**{**flags, "enable_flash": True}),
+        "math": lambda: torch.backends.cuda.sdp_kernel(
+            **{**flags, "enable_math": True}
+        ),
+        "flash": lambda: torch.backends.cuda.sdp_kernel(
+            **{**flags, "enable_flash": True}
+        ),
     }
 
 
@@ -59,7 +79,9 @@ def sdpa():
 
 for backend in ("default", "math", "flash"):
     if not hasattr(F, "scaled_dot_product_attention"):  # torch 1.13
-        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = "absent"
+        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = (
+            "absent"
+        )
         continue
     try:
         if backend == "default":
@@ -70,11 +92,15 @@ for backend in ("default", "math", "flash"):
         results[f"sdpa_{backend}"] = kind(out[:, :, 1])
         results[f"sdpa_{backend}_kernel"] = kernels
     except RuntimeError:  # no kernel of this backend takes these inputs
-        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = "error"
+        results[f"sdpa_{backend}"] = results[f"sdpa_{backend}_kernel"] = (
+            "error"
+        )
 
 # nn.MultiheadAttention: a boolean mask is True where a query may NOT see a key.
 T, C = 3, 4
-mha = torch.nn.MultiheadAttention(C, num_heads=2, batch_first=True).eval()  # biases start at 0
+mha = torch.nn.MultiheadAttention(
+    C, num_heads=2, batch_first=True
+).eval()  # biases start at 0
 x = torch.randn(B, T, C)
 attn_mask = torch.zeros(T, T, dtype=torch.bool)
 attn_mask[1] = True  # query 1 of every sequence may see no key
@@ -83,13 +109,21 @@ key_padding_mask[0, 2] = True
 key_padding_mask[1] = True  # sequence 1: every key is padding
 cases = {
     "attn_mask": ({"attn_mask": attn_mask}, lambda t: t[:, 1]),
-    "key_padding_mask": ({"key_padding_mask": key_padding_mask}, lambda t: t[1]),
+    "key_padding_mask": (
+        {"key_padding_mask": key_padding_mask},
+        lambda t: t[1],
+    ),
 }
 for mask_name, (mask, masked_rows) in cases.items():
-    for path in ("grad", "no_grad"):  # under no_grad, eval mode may take the fast path
+    for path in (
+        "grad",
+        "no_grad",
+    ):  # under no_grad, eval mode may take the fast path
         for need_weights in (True, False):
             with torch.set_grad_enabled(path == "grad"):
-                (out, w), kernels = run(lambda: mha(x, x, x, need_weights=need_weights, **mask))  # noqa: B023
+                (out, w), kernels = run(
+                    lambda: mha(x, x, x, need_weights=need_weights, **mask)  # noqa:B023
+                )
             name = f"mha_{mask_name}_{path}_{'weights' if need_weights else 'no_weights'}"
             results[f"{name}_output"] = kind(masked_rows(out.detach()))
             rows = None if w is None else masked_rows(w.detach())

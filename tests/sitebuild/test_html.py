@@ -25,8 +25,9 @@ def test_a_plot_becomes_an_image_of_a_file_with_its_text_alternative():
     assert svg == PLOT  # the SVG's own bytes: viewBox and clipPath keep their case
     assert path.startswith("assets/plots/") and path.endswith(".svg")
     assert page == (
-        f'<p>Before</p><img class="plot" src="../../{path}" alt="Heatmap of &quot;weights&quot;"'
-        ' width="400" height="200"><p>after</p>'
+        f'<p>Before</p><span class="plot-frame"><img class="plot" src="../../{path}"'
+        ' alt="Heatmap of &quot;weights&quot;" width="400" height="200" style="min-width: 300px">'
+        "</span><p>after</p>"
     )
 
 

@@ -120,7 +120,7 @@ def test_av_product_and_its_printout_are_the_hand_computed_ones(tutorial, values
 
 
 def test_typeset_sums_use_the_data_and_the_right_results(tutorial):
-    (latex,) = [text for text in displayed(tutorial, "text/markdown") if r"\begin{align*}" in text]
+    (latex,) = [text for text in displayed(tutorial, "text/markdown") if r"\begin{aligned}" in text]
     A, V = np.array(AV_WEIGHTS), np.array(AV_VALUES)
     lines = re.findall(r"O_\{(\d)(\d)\} &= (.+?) &&= ([\d.]+)", latex)
     assert sorted((int(i), int(j)) for i, j, _, _ in lines) == [(i, j) for i in range(3) for j in range(4)]
@@ -130,8 +130,8 @@ def test_typeset_sums_use_the_data_and_the_right_results(tutorial):
         expected = [x for k in range(A.shape[1]) for x in (A[i, k], V[k, j])]  # A_ik, V_kj for each k
         assert pairs == pytest.approx(expected, rel=5e-4), (i, j)
         assert float(result) == pytest.approx(A[i] @ V[:, j], rel=5e-4)  # four significant digits
-    # One block of sums per row of O, each in a box the site's MathJax typesets.
-    assert latex.count('<div class="arithmatex">\\begin{align*}') == A.shape[0]
+    # One block of sums per row of O, each displayed math that the site typesets.
+    assert latex.count("$$\n\\begin{aligned}") == A.shape[0]
 
 
 # The lesson, multi-head

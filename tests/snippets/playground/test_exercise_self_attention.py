@@ -8,10 +8,12 @@ from tests.snippets.mental_model.helpers import as64, assert_shown, assert_withi
 
 def test_equal_scores_tie(values):
     X = as64(values["X"])
-    np.testing.assert_array_equal(X, THREE_TOKENS)
+    tutorial = np.array(THREE_TOKENS)
+    np.testing.assert_array_equal(X, tutorial[:, :2])
+    np.testing.assert_array_equal(tutorial, np.hstack([X, X]))  # the tutorial's tokens: these twice
     dots = as64(values["dots"])
     np.testing.assert_array_equal(dots, X[0] @ X.T)  # small integers: exact in float32
-    assert dots[0] == dots[2]  # token 2 adds features that meet zeros in token 0
+    assert dots[0] == dots[2]  # token 2 adds a feature that meets a zero in token 0
     exact = float32_attention(X, X, X)
     assert exact.weights[0, 0] == exact.weights[0, 2]  # equal scores, equal weights (float64)
     assert_within(values["weights"], exact.weights, exact.weights_error, "weights")
@@ -25,8 +27,8 @@ def test_a_larger_feature_breaks_the_tie(values):
     assert a > 1
     dots_new = as64(values["dots_new"])
     np.testing.assert_array_equal(dots_new, X_new[0] @ X_new.T)
-    # By hand (the answer's derivation): the self-score is a^2 + 1, token 2's score a + 1.
-    assert dots_new[0] == a**2 + 1 and dots_new[2] == a + 1
+    # By hand (the answer's derivation): the self-score is a^2, token 2's score a.
+    assert dots_new[0] == a**2 and dots_new[2] == a
     exact = float32_attention(X_new, X_new, X_new)
     assert_within(values["weights_new"], exact.weights, exact.weights_error, "weights after the change")
     # Token 0 now attends most to itself, by more than rounding could undo.

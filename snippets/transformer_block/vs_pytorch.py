@@ -1,0 +1,33 @@
+# Our block against PyTorch's TransformerEncoderLayer, with the same weights.
+import torch
+from torch import nn
+
+from attn_ref import DecoderBlock, MultiHeadAttention, causal_mask
+
+torch.manual_seed(0)
+B, T, C, H = 2, 5, 16, 4
+options = dict(dim_feedforward=4 * C, dropout=0.0, activation="gelu")
+theirs = nn.TransformerEncoderLayer(
+    C, H, batch_first=True, norm_first=True, dtype=torch.float64, **options
+).eval()
+ours = DecoderBlock(embed_dim=C, num_heads=H).double()
+with torch.no_grad():  # copy every weight: two norms, attention, the MLP
+    ours.norm1.load_state_dict(theirs.norm1.state_dict())
+    # from_torch cuts PyTorch's stacked in_proj_weight into W_Q, W_K, W_V
+    mha = MultiHeadAttention.from_torch(theirs.self_attn)
+    ours.attn.load_state_dict(mha.state_dict())
+    ours.norm2.load_state_dict(theirs.norm2.state_dict())
+    ours.mlp[0].load_state_dict(theirs.linear1.state_dict())  # C -> 4C
+    ours.mlp[2].load_state_dict(theirs.linear2.state_dict())  # 4C -> C
+
+x = torch.randn(B, T, C, dtype=torch.float64)
+mask = causal_mask(T)  # True: may attend
+with torch.no_grad():
+    out_ours = ours(x, mask)
+    out_theirs = theirs(x, src_mask=~mask)  # PyTorch's: True means blocked
+    out_unmasked = theirs(x)  # no mask: every token sees every token
+gap = (out_ours - out_theirs).abs().max().item()
+print(f"largest |ours - PyTorch's|: {gap:.1e}")
+print("same outputs:", torch.allclose(out_ours, out_theirs, rtol=0, atol=1e-9))
+same = torch.allclose(out_ours, out_unmasked)
+print("same as PyTorch's without a mask:", same)

@@ -1,0 +1,45 @@
+"""The MLP's shapes (C -> 4C -> C, Vaswani et al. 2017, section 3.3: d_ff = 4 d_model) and each part
+of the block's parameters, counted from the weights' shapes and by formula."""
+
+import math
+
+import numpy as np
+
+from tests.snippets.transformer_block.helpers import (
+    U32,
+    as_numpy,
+    assert_printed_in_order,
+    exact,
+    gelu,
+    held,
+    linear,
+    state_of,
+)
+
+
+def test_the_hidden_layer_is_4c_wide_and_the_formula(values):
+    state, C = state_of(values["block"]), values["C"]
+    assert state["mlp.0.weight"].shape == (4 * C, C) and state["mlp.2.weight"].shape == (C, 4 * C)
+    value, bound = gelu(linear(held(values["x"]), state["mlp.0.weight"], state["mlp.0.bias"], U32), U32)
+    assert (np.abs(as_numpy(values["hidden"]) - value) <= bound).all()
+
+
+def test_parameters_counted_and_by_formula(values, printed):
+    state, C = state_of(values["block"]), values["C"]
+
+    def counted(prefixes):
+        return sum(math.prod(v.shape) for k, v in state.items() if k.startswith(prefixes))
+
+    expected_counts = {
+        "attention": (counted("attn."), 4 * C * C + 4 * C),  # four (C, C) matrices, four biases
+        "MLP": (counted("mlp."), C * 4 * C + 4 * C + 4 * C * C + C),
+        "norms": (counted(("norm1.", "norm2.")), 2 * 2 * C),
+    }
+    assert counted("") == sum(n for n, _ in expected_counts.values())  # nothing left out
+    for name, (n, formula) in expected_counts.items():
+        assert n == formula == values["counts"][name][0] == values["counts"][name][1], name
+    expected = [exact(n) for n in (C, 4 * C, 4 * C, C)]  # the MLP as printed: in and out features
+    expected += [exact(n) for n in (1, values["T"], C, 1, values["T"], 4 * C)]
+    for n, formula in expected_counts.values():
+        expected += [exact(n), exact(formula)]
+    assert_printed_in_order(printed, expected)

@@ -1,0 +1,64 @@
+"""Which outputs move when one token changes: the MLP's output at that token only, attention's and
+the block's at that token and every later one (causal mask). Where a part's output depends on the
+changed token, the exact change (float64) exceeds both runs' rounding bounds, so the float32 outputs
+must differ; where it does not depend on it, the float32 output is the same computation on the same
+numbers, so it cannot move at all."""
+
+import numpy as np
+
+from tests.snippets.transformer_block.helpers import (
+    U32,
+    as_numpy,
+    assert_printed_in_order,
+    causal,
+    exact,
+    held,
+    layer_norm,
+    mlp,
+    multi_head,
+    pre_norm_block,
+    state_of,
+)
+
+
+def parts(values):
+    state, H, allowed = state_of(values["block"]), values["H"], causal(values["T"])
+
+    def mlp_write(s):
+        return mlp(layer_norm(s, state["norm2.weight"], state["norm2.bias"], U32), state, U32)["out"]
+
+    def attention_write(s):
+        h = layer_norm(s, state["norm1.weight"], state["norm1.bias"], U32)
+        return multi_head(h, state, H, allowed, U32, prefix="attn.")["out"]
+
+    def whole_block(s):
+        return pre_norm_block(s, state, H, allowed, U32)["out"]
+
+    return {"MLP": mlp_write, "attention": attention_write, "block": whole_block}
+
+
+def test_outputs_move_where_they_depend_on_the_changed_token(values):
+    T = values["T"]
+    j, i = np.arange(T)[:, None], np.arange(T)[None, :]
+    depends = {"MLP": i == j, "attention": i >= j, "block": i >= j}  # row j: token j changed
+    x = held(values["x"])
+    for name, f in parts(values).items():
+        before, before_bound = f(x)
+        moved = values["moved"][name].numpy()
+        for changed in range(T):
+            after, after_bound = f(held(values["replaced"][changed]))
+            beyond = (np.abs(after - before) > before_bound + after_bound).any(axis=-1)[0]  # (T,)
+            assert (beyond == depends[name][changed]).all(), (name, changed)
+        np.testing.assert_array_equal(moved, depends[name].astype(int), err_msg=name)
+
+
+def test_each_replacement_changes_one_token(values):
+    x = as_numpy(values["x"])
+    for j, replaced in values["replaced"].items():
+        differs = (as_numpy(replaced) != x).any(axis=-1)[0]
+        assert differs.tolist() == [t == j for t in range(values["T"])]
+
+
+def test_prints_each_table(values, printed):
+    shown = [exact(v) for table in values["moved"].values() for v in table.flatten().tolist()]
+    assert_printed_in_order(printed, shown)
