@@ -9,6 +9,8 @@
 # blocks of a paged cache; and schedules requests that join and leave the batch at
 # every step. Each mechanism is checked to give every request exactly the tokens it
 # gets when decoded alone, and the memory each one takes is counted.
+# [Common mistakes](#common-mistakes), at the end, quotes two that give wrong
+# tokens without an error.
 #
 # It assumes the KV cache and its alignment trap ([Generating text with a KV
 # cache](kv_cache.md)). Shapes follow the site's [notation](../notation.md): `(B, H, T,
@@ -21,6 +23,8 @@
 # depend on what the weights are.
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -73,15 +77,18 @@ def new_pool(num_blocks, block_size=4):
 
 
 def random_requests(n, seed, prompt=(2, 24), new=(2, 24), spread=0):
-    """n requests of random prompt and output lengths, arriving over `spread` steps."""
+    """n requests of random lengths, arriving over `spread` steps."""
     g = torch.Generator().manual_seed(seed)
 
     def draw(low, high):
         return int(torch.randint(low, high + 1, (), generator=g))
 
+    def token_ids(length):
+        return tuple(torch.randint(0, 48, (length,), generator=g).tolist())
+
     return [
         Request(
-            tuple(torch.randint(0, 48, (draw(*prompt),), generator=g).tolist()),
+            token_ids(draw(*prompt)),
             draw(*new),
             arrival=draw(0, spread),
         )
@@ -91,15 +98,22 @@ def random_requests(n, seed, prompt=(2, 24), new=(2, 24), spread=0):
 
 def alone(request):
     """The new tokens of one request, decoded by itself without a cache."""
-    prompt = torch.tensor([request.prompt])
-    tokens, _ = generate(model, prompt, request.max_new_tokens, use_cache=False)
+    prompt = torch.tensor([request.prompt])  # (1, T)
+    n = request.max_new_tokens
+    tokens, _ = generate(model, prompt, n, use_cache=False)
     return tokens[0, len(request.prompt) :]
+
+
+def wrap(text):
+    """Printed text in lines of at most 79 characters."""
+    return textwrap.fill(text, width=79, subsequent_indent="    ")
 
 
 batch = random_requests(4, seed=1)
 expected = [alone(r) for r in batch]
 for r, tokens in zip(batch, expected, strict=True):
-    print(f"prompt of {len(r.prompt):>2}, {r.max_new_tokens:>2} new:", tokens.tolist())
+    label = f"prompt of {len(r.prompt):>2}, {r.max_new_tokens:>2} new:"
+    print(wrap(f"{label} {tokens.tolist()}"))
 
 # %% [markdown]
 # ## One forward pass, any layout
@@ -122,7 +136,8 @@ def plain_causal(layer, q, k, v):
 
 
 ours = run_decoder(model, tokens, torch.arange(T)[None], plain_causal)
-print(f"largest |run_decoder - model| logit: {(ours - model(tokens)).abs().max():.1e}")
+gap = (ours - model(tokens)).abs().max()
+print(f"largest |run_decoder - model| logit: {gap:.1e}")
 
 # %% [markdown]
 # ## Chunked prefill
@@ -140,7 +155,8 @@ print(f"largest |run_decoder - model| logit: {(ours - model(tokens)).abs().max()
 # each alignment, and compares the logits with one pass over the whole prompt.
 
 # %%
-prompt = torch.randint(0, 48, (1, 20), generator=torch.Generator().manual_seed(2))
+g = torch.Generator().manual_seed(2)
+prompt = torch.randint(0, 48, (1, 20), generator=g)  # (1, T)
 
 
 def chunked(prompt, chunk, lower_right):
@@ -163,11 +179,12 @@ def chunked(prompt, chunk, lower_right):
 one_pass = model(prompt)  # (1, 20, vocab)
 print("chunk 2 of 3 (8 queries, 16 keys), bottom-right mask:")
 print(causal_mask(8, 16, lower_right=True).int().numpy())
-corner_gaps = {}  # bottom-right (True) or top-left (False): largest logit difference
+# bottom-right (True) or top-left (False): the largest logit difference
+corner_gaps = {}
 for lower_right in (True, False):
-    corner_gaps[lower_right] = (chunked(prompt, 8, lower_right) - one_pass).abs().max()
+    gap = (chunked(prompt, 8, lower_right) - one_pass).abs().max()
+    corner_gaps[lower_right] = gap
     corner = "bottom-right" if lower_right else "top-left    "
-    gap = corner_gaps[lower_right]
     print(f"{corner} chunks: largest |chunked - one pass| logit = {gap:.1e}")
 
 # %% [markdown]
@@ -256,8 +273,9 @@ pool.reserve("a", 3)  # a grows to 9 positions: a third block
 print("block tables:", pool.tables, " free list:", pool.free)
 pool.release("b")
 pool.reserve("c", 5)  # c gets b's block back first
-print("after b leaves and c arrives:", pool.tables, " free list:", pool.free)
-print(f"one block holds {pool.block_nbytes} bytes (keys and values, every layer)")
+print("after b leaves, c arrives:", pool.tables, " free list:", pool.free)
+nbytes = pool.block_nbytes
+print(f"one block holds {nbytes} bytes (keys and values, every layer)")
 
 # %% [markdown]
 # The blocks of a request need not be adjacent, and a block freed by one request is the
@@ -274,10 +292,13 @@ print(
     "paged batch, identical tokens per request:",
     [torch.equal(paged.tokens[i], expected[i]) for i in range(len(batch))],
 )
-contiguous = [  # the logits of each request decoded alone with a KVCache
-    generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[1][0] for r in batch
+# the logits of each request decoded alone with a KVCache
+contiguous = [
+    generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[1][0]
+    for r in batch
 ]
-logit_gap = max((paged.logits[i] - c).abs().max() for i, c in enumerate(contiguous))
+gaps = [(paged.logits[i] - c).abs().max() for i, c in enumerate(contiguous)]
+logit_gap = max(gaps)
 print(f"largest |paged - contiguous cache| logit: {logit_gap:.1e}")
 print(
     "blocks free again after the batch:",
@@ -296,12 +317,13 @@ print(
 # refuses both, naming what is wrong.
 
 # %%
-pool.tables["c"].append(pool.free[-1])  # a stale entry: a block on the free list
+# a stale entry: a block on the free list
+pool.tables["c"].append(pool.free[-1])
 for bad in (lambda: pool.gather(0, "c"), lambda: pool.reserve("d", 40)):
     try:
         bad()
     except ValueError as error:
-        print("ValueError:", error)
+        print(wrap(f"ValueError: {error}"))
 pool.tables["c"].pop()
 
 # %% [markdown]
@@ -331,7 +353,8 @@ pool.tables["c"].pop()
 
 # %%
 stream = random_requests(40, seed=3, prompt=(4, 40), new=(4, 48), spread=60)
-stream_alone = [alone(r) for r in stream]  # the reference tokens, computed once
+# the reference tokens, computed once
+stream_alone = [alone(r) for r in stream]
 big_pool = new_pool(num_blocks=1024)
 streamed = serve(model, stream, big_pool)
 # one {request: positions it holds} per step
@@ -339,20 +362,21 @@ lengths_log = [s["lengths"] for s in streamed.steps]
 stored = sum(sum(held.values()) for held in lengths_log)
 held = {
     "reserve the context": sum(96 * len(h) for h in lengths_log),
-    "reserve own maximum": sum(stream[i].max_length for h in lengths_log for i in h),
+    "reserve own maximum": sum(
+        stream[i].max_length for h in lengths_log for i in h
+    ),
 }
 for block in (4, 8, 16):
     held[f"paged, blocks of {block:>2}"] = sum(
         sum(-(-n // block) * block for n in h.values()) for h in lengths_log
     )
 waste = {policy: 1 - stored / slots for policy, slots in held.items()}
-print(f"{len(streamed.steps)} steps; positions stored, summed over steps: {stored:,}")
+steps = len(streamed.steps)
+print(f"{steps} steps; positions stored, summed over steps: {stored:,}")
 for policy, share in waste.items():
     print(f"{policy:<22} holds {held[policy]:>7,}: waste {share:6.1%}")
-print(
-    "every request identical to decoding it alone:",
-    all(torch.equal(streamed.tokens[i], t) for i, t in enumerate(stream_alone)),
-)
+same = [torch.equal(streamed.tokens[i], t) for i, t in enumerate(stream_alone)]
+print("every request identical to decoding it alone:", all(same))
 
 # %% [markdown]
 # Reserving the full context wastes most of the memory, as vLLM reports for earlier
@@ -389,19 +413,13 @@ print(
 # %%
 g = torch.Generator().manual_seed(4)
 prefix = tuple(torch.randint(0, 48, (30,), generator=g).tolist())
-shared_stream = [
-    Request(
-        prefix + tuple(torch.randint(0, 48, (6 + 2 * i,), generator=g).tolist()),
-        8,
-        arrival=int(i > 0),
-    )
-    for i in range(6)
-]
+shared_stream = []
+for i in range(6):
+    own = tuple(torch.randint(0, 48, (6 + 2 * i,), generator=g).tolist())
+    shared_stream.append(Request(prefix + own, 8, arrival=int(i > 0)))
 runs = {}
 for share in (0, 30):
-    shared_pool = PagedKVCache(
-        model.num_layers, num_blocks=256, block_size=4, num_kv_heads=H_kv, head_dim=d_k
-    )
+    shared_pool = new_pool(num_blocks=256, block_size=4)
     runs[share] = serve(model, shared_stream, shared_pool, share_prefix=share)
 
 
@@ -416,14 +434,19 @@ print(
     f"peak blocks in use: {peak_blocks[0]} without sharing,",
     f"{peak_blocks[30]} with it",
 )
+saved_bytes = saved * shared_pool.block_nbytes
 print(
-    f"blocks saved: {saved} ({saved / peak_blocks[0]:.0%}), bytes saved:"
-    f" {saved * shared_pool.block_nbytes:,}; five later requests x {full_blocks}"
-    f" full prefix blocks = {5 * full_blocks}"
+    f"blocks saved: {saved} ({saved / peak_blocks[0]:.0%}),"
+    f" bytes saved: {saved_bytes:,}"
 )
+print(
+    f"five later requests x {full_blocks} full prefix blocks"
+    f" = {5 * full_blocks}"
+)
+# sharing changes nothing, and both are the request alone
 same_shared = all(
-    torch.equal(runs[30].tokens[i], runs[0].tokens[i])  # sharing changes nothing
-    and torch.equal(runs[0].tokens[i], alone(r))  # and both are the request alone
+    torch.equal(runs[30].tokens[i], runs[0].tokens[i])
+    and torch.equal(runs[0].tokens[i], alone(r))
     for i, r in enumerate(shared_stream)
 )
 print("identical tokens, with and without sharing, and alone:", same_shared)
@@ -458,20 +481,26 @@ print("identical tokens, with and without sharing, and alone:", same_shared)
 # %%
 schedules = {}
 for static in (False, True):
-    schedules[static] = serve(model, stream, new_pool(48), chunk_size=16, static=static)
+    pool_48 = new_pool(48)
+    schedules[static] = serve(
+        model, stream, pool_48, chunk_size=16, static=static
+    )
+print("batching    steps  requests per step  arrival to finish  preemptions")
 for static, run in schedules.items():
-    name = "static    " if static else "continuous"
+    name = "static" if static else "continuous"
     waits = [run.finished_at[i] - r.arrival for i, r in enumerate(stream)]
     batch_sizes = [len(s["running"]) for s in run.steps]
     preempted = sum(len(s["preempted"]) for s in run.steps)
     print(
-        f"{name}: {len(run.steps)} steps, {np.mean(batch_sizes):.1f}"
-        f" requests per step, mean arrival-to-finish {np.mean(waits):.1f} steps,"
-        f" {preempted} preemptions"
+        f"{name:<10} {len(run.steps):>7} {np.mean(batch_sizes):>18.1f}"
+        f" {np.mean(waits):>18.1f} {preempted:>12}"
     )
 print(
     "continuous batching, identical tokens per request:",
-    all(torch.equal(schedules[False].tokens[i], t) for i, t in enumerate(stream_alone)),
+    all(
+        torch.equal(schedules[False].tokens[i], t)
+        for i, t in enumerate(stream_alone)
+    ),
 )
 
 # %% tags=["plot"]
@@ -489,20 +518,21 @@ ax.step(
     where="post",
     label="requests running",
 )
-ax.axhline(48, color="k", linestyle="--", linewidth=1, label="blocks in the pool")
+ax.axhline(48, color="k", linestyle="--", label="blocks in the pool")
 ax.set(xlabel="step", ylabel="count", title="Continuous batching on 48 blocks")
-ax.legend(fontsize=10)
+ax.legend()
+most_running = max(len(s["running"]) for s in run.steps)
 figure_to_svg(
     fig,
-    alt=f"Step plot over {len(run.steps)} steps of the blocks in use, never above the "
-    f"pool's 48, and of the requests running, at most "
-    f"{max(len(s['running']) for s in run.steps)}.",
+    alt=f"Step plot over {len(run.steps)} steps of the blocks in use, never"
+    f" above the pool's 48, and of the requests running, at most"
+    f" {most_running}.",
 )
 
 # %% [markdown]
 # The blocks in use never exceed the pool, and the batch changes from step to step.
 # Static batching needs more steps for the same stream, and requests wait longer, as
-# the printed lines show: a batch holds its blocks until its longest request finishes.
+# the table shows: a batch holds its blocks until its longest request finishes.
 # Every request still gets exactly its own tokens, whatever batch it ran in, whether
 # it was preempted or not.
 #
@@ -531,6 +561,48 @@ figure_to_svg(
 # - Continuous batching reforms the batch at every step, admits a request when blocks
 #   are free and preempts when they run out; each request's tokens stay its own.
 #
+# The page's memory figures, as this build computed them:
+
+# %%
+print("share of the held cache that holds no key or value, on the stream:")
+for policy, share in waste.items():
+    print(f"  {policy:<22} {share:6.1%}")
+print(
+    f"blocks saved by sharing the {len(prefix)}-token prompt: {saved}"
+    f" of {peak_blocks[0]} at the peak"
+)
+
+# %% [markdown]
+# ## Common mistakes
+#
+# **1. `F.scaled_dot_product_attention(q, keys, values, is_causal=True)` for a
+# chunk.** With a cache, a chunk has fewer queries than keys, and `is_causal=True`
+# aligns the causal mask to the top-left corner: the chunk's first query sees the
+# first key of the prompt and nothing after it. [Chunked prefill](#chunked-prefill)
+# printed what that does to the logits (its top-left line). A chunk needs the
+# bottom-right mask, `causal_mask(L, S, lower_right=True)`. The same mistake with
+# one query at a time is [the alignment trap](kv_cache.md#the-alignment-trap) of
+# the KV cache page.
+#
+# **2. `pool.free.extend(pool.tables.pop(request))` when a request finishes.** It
+# gives back every block the request used, shared or not. A request that shares a
+# prompt with it still reads those blocks, and the next request to take one
+# overwrites its keys: wrong tokens, and no error. A block goes back only when no
+# request uses it, which is what the reference counts of
+# [two requests sharing a prompt](#two-requests-sharing-a-prompt) are for. The cell
+# below lets a request share a parent's blocks (`fork`), releases the parent, and
+# prints where the blocks are.
+
+# %%
+demo = new_pool(num_blocks=4)
+demo.reserve("parent", 6)  # 6 positions: 2 blocks
+demo.fork("parent", "child")  # the child shares both
+demo.release("parent")
+child_blocks = demo.tables["child"]
+print("free list:", demo.free, " the child's block table:", child_blocks)
+print("requests using each:", [demo.ref_counts[b] for b in child_blocks])
+
+# %% [markdown]
 # ## Exercises
 #
 # **1. Chunk sizes.** Feed the 20-token prompt in chunks of 1, 3, 7 and 20 tokens,
@@ -553,9 +625,10 @@ for c, gap in chunk_gaps.items():
 # the positions they waste.
 
 # %% tags=["solution"]
-final = [r.max_length for r in stream]  # positions each request holds at the end
+# the positions each request holds at the end
+final = [r.max_length for r in stream]
 blocks_16 = [-(-n // 16) for n in final]
-print("blocks:", blocks_16)
+print(wrap(f"blocks: {blocks_16}"))
 print(
     "wasted positions:",
     sum(16 * b - n for b, n in zip(blocks_16, final, strict=True)),
@@ -572,7 +645,7 @@ tiny_pool = new_pool(4)
 try:
     serve(model, [Request(tuple(range(12)), 8)], tiny_pool)
 except ValueError as error:
-    print("ValueError:", error)
+    print(wrap(f"ValueError: {error}"))
 
 # %% [markdown]
 # **4. A tighter pool.** Serve the stream with a pool of only 24 blocks, just enough

@@ -9,6 +9,7 @@
 # mask* that lets tiled attention skip the tiles a mask leaves empty. Last, it counts
 # why one decoding step is limited by memory rather than arithmetic, and splits the
 # keys of one step across workers, as Flash-Decoding does.
+# [Common mistakes](#common-mistakes), at the end, quotes two that are easy to make.
 #
 # It assumes the KV cache ([Generating text with a KV cache](kv_cache.md)), tiled
 # attention and the online softmax ([Attention without the T×T
@@ -18,6 +19,7 @@
 # %%
 import itertools
 import math
+import textwrap
 import warnings
 
 import torch
@@ -41,10 +43,16 @@ from attn_ref.serving import (
 torch.set_grad_enabled(False)  # inference only: no gradients
 # one thread: results that do not depend on the machine's cores
 torch.set_num_threads(1)
-# FlexAttention run eagerly (without torch.compile) warns that it is unfused: on a CPU
-# reference that is what we want.
+# FlexAttention run eagerly (without torch.compile) warns that it is
+# unfused: on a CPU reference that is what we want.
 UNFUSED = ".*flex_attention called without torch.compile"
 warnings.filterwarnings("ignore", message=UNFUSED)
+
+
+def wrap(text):
+    """Printed text in lines of at most 79 characters."""
+    return textwrap.fill(text, width=79, subsequent_indent="    ")
+
 
 # %% [markdown]
 # ## A sliding window in a rolling buffer
@@ -73,17 +81,19 @@ model.eval()
 
 
 def masked_generate(request, window, num_sinks=0):
-    """Greedy decoding without a cache: the whole text at every step, window mask."""
+    """Greedy decoding, no cache: the whole text at each step, window mask."""
     tokens = list(request.prompt)
     for _ in range(request.max_new_tokens):
         T = len(tokens)
         positions = torch.arange(T)
-        mask = sliding_window_mask(positions, positions, window, num_sinks)  # (T, T)
+        # (T, T): the window, and the sinks beside it
+        mask = sliding_window_mask(positions, positions, window, num_sinks)
 
         def attend(layer, q, k, v, mask=mask):
             return attention(q, k, v, mask)
 
-        logits = run_decoder(model, torch.tensor([tokens]), positions[None], attend)
+        text = torch.tensor([tokens])  # (1, T)
+        logits = run_decoder(model, text, positions[None], attend)
         tokens.append(int(logits[0, -1].argmax()))
     return torch.tensor(tokens[len(request.prompt) :])
 
@@ -97,10 +107,14 @@ print(
     "rolling buffer and window mask, identical tokens:",
     torch.equal(rolled, reference),
 )
-print(f"positions read: {request.max_length}; slots per layer in the buffer: {slots}")
+print(
+    f"positions read: {request.max_length};",
+    f"slots per layer in the buffer: {slots}",
+)
+full_attention = masked_generate(request, window=request.max_length)
 print(
     "full attention gives other tokens:",
-    not torch.equal(rolled, masked_generate(request, window=request.max_length)),
+    not torch.equal(rolled, full_attention),
 )
 
 # %% [markdown]
@@ -116,7 +130,10 @@ print(
 for tokens in (4_096, 32_768, 131_072):
     full = kv_cache_bytes(32, 8, 128, tokens) / 2**30
     window = kv_cache_bytes(32, 8, 128, min(tokens, 4_096)) / 2**30
-    print(f"{tokens:>7,} tokens: full cache {full:>4g} GiB, rolling buffer {window:g}")
+    print(
+        f"{tokens:>7,} tokens: full cache {full:>4g} GiB,",
+        f"rolling buffer {window:g}",
+    )
 
 # %% [markdown]
 # Mistral's paper words the window two ways: each token attends "to all hidden states
@@ -135,7 +152,8 @@ for tokens in (4_096, 32_768, 131_072):
 
 # %%
 positions = torch.arange(10)
-print(sliding_window_mask(positions, positions, window=4, num_sinks=2).int().numpy())
+sink_mask = sliding_window_mask(positions, positions, window=4, num_sinks=2)
+print(sink_mask.int().numpy())
 
 # %% [markdown]
 # In the buffer, the first `num_sinks` slots hold the sinks for good, and the window
@@ -233,23 +251,31 @@ q, k, v = (2 * torch.randn(1, 4, L, 16, generator=g) for _ in range(3))
 
 def torch_block_mask(mask_mod, L):
     """PyTorch's block mask for one sequence, all heads alike, tiles of 32."""
-    return torch_flex.create_block_mask(mask_mod, 1, 1, L, L, "cpu", BLOCK_SIZE=32)
+    make = torch_flex.create_block_mask
+    return make(mask_mod, 1, 1, L, L, "cpu", BLOCK_SIZE=32)
 
 
 def compare(mask_mod, score_mod):
-    """attn_ref's flex_attention against PyTorch's: outputs, and tiles per kind."""
+    """attn_ref's flex_attention against PyTorch's: outputs, tiles per kind."""
     ours_mask = create_block_mask(mask_mod, 1, 1, L, L, block_size=32)
     ours, state = flex_attention(q, k, v, score_mod, block_mask=ours_mask)
     theirs_mask = torch_block_mask(mask_mod, L)
-    theirs = torch_flex.flex_attention(q, k, v, score_mod, block_mask=theirs_mask)
+    theirs = torch_flex.flex_attention(
+        q, k, v, score_mod, block_mask=theirs_mask
+    )
     kinds = ours_mask.kinds[0, 0]  # (query blocks, key blocks)
     # PyTorch counts, per block of queries, its partial tiles and its full ones
-    agree = torch.equal((kinds == 1).sum(-1), theirs_mask.kv_num_blocks[0, 0]) and (
-        torch.equal((kinds == 2).sum(-1), theirs_mask.full_kv_num_blocks[0, 0])
+    agree = all(
+        torch.equal((kinds == kind).sum(-1), counts[0, 0])  # (query blocks,)
+        for kind, counts in (
+            (1, theirs_mask.kv_num_blocks),
+            (2, theirs_mask.full_kv_num_blocks),
+        )
     )
+    tiles = state.tiles_computed + state.tiles_skipped
     return {
         "fractions": [ours_mask.fraction(kind) for kind in (0, 1, 2)],
-        "skipped": state.tiles_skipped / (state.tiles_computed + state.tiles_skipped),
+        "skipped": state.tiles_skipped / tiles,
         "error": (ours - theirs).abs().max().item(),
         "agree": agree,
         "output": ours,
@@ -267,11 +293,15 @@ flex_results = {
         "soft-capping": (causal, soft_cap),
     }.items()
 }
-print(f"{'':<15} empty partial  full  skipped  |ours - PyTorch|  agree on tiles")
+print(
+    f"{'':<15} empty partial  full  skipped  |ours - PyTorch|  agree on tiles"
+)
 for name, r in flex_results.items():
     fractions = " ".join(f"{f:5.2f}" for f in r["fractions"])
     skipped, error, agree = r["skipped"], r["error"], r["agree"]
-    print(f"{name:<15} {fractions} {skipped:8.1%} {error:>16.1e} {agree!s:>15}")
+    print(
+        f"{name:<15} {fractions} {skipped:8.1%} {error:>16.1e} {agree!s:>15}"
+    )
 largest = max(r["error"] for r in flex_results.values())
 print(f"largest |attn_ref - flex_attention| over the six: {largest:.1e}")
 
@@ -292,7 +322,7 @@ print(f"largest |attn_ref - flex_attention| over the six: {largest:.1e}")
 try:
     create_block_mask(lambda q_idx, kv_idx: q_idx >= kv_idx, 1, 1, 8, 8)
 except TypeError as error:
-    print("TypeError:", error)
+    print(wrap(f"TypeError: {error}"))
 
 # %% [markdown]
 # <details class="note">
@@ -359,15 +389,21 @@ for T in (512, 4_096, 32_768):
 # %%
 g = torch.Generator().manual_seed(3)
 q1 = torch.randn(2, 8, 1, 64, generator=g)  # (B, H, 1, d_k): one decoding step
-keys, values = torch.randn(2, 2, 8, 1000, 64, generator=g)  # (B, H, S, d_k) each
+# (B, H, S, d_k) each
+keys, values = torch.randn(2, 2, 8, 1000, 64, generator=g)
 sdpa = F.scaled_dot_product_attention(q1, keys, values)
 split_errors = {}
 for splits in (1, 2, 3, 8):
     out, partial = split_k_attention(q1, keys, values, num_splits=splits)
     split_errors[splits] = (out - sdpa).abs().max().item()
-    print(f"{splits} splits: largest |split-K - SDPA| = {split_errors[splits]:.1e}")
+    print(
+        f"{splits} splits:",
+        f"largest |split-K - SDPA| = {split_errors[splits]:.1e}",
+    )
 naive = partial.mean(dim=0)  # averaging the 8 parts, ignoring their weights
-print(f"plain average of the 8 parts instead: {(naive - sdpa).abs().max():.2f}")
+print(
+    f"plain average of the 8 parts instead: {(naive - sdpa).abs().max():.2f}"
+)
 
 # %% [markdown]
 # Every split count gives SDPA's output to float32 rounding. A plain average of the
@@ -386,6 +422,40 @@ print(f"plain average of the 8 parts instead: {(naive - sdpa).abs().max():.2f}")
 #   limited by memory. Split-K spreads its keys across workers and merges the parts
 #   with their log-sum-exps.
 #
+# The page's tile figures, as this build computed them:
+
+# %%
+print("mask            tiles skipped  |attn_ref - flex_attention|")
+for name, r in flex_results.items():
+    print(f"{name:<15} {r['skipped']:>13.1%} {r['error']:>27.1e}")
+print(f"largest difference from flex_attention: {largest:.1e}")
+
+# %% [markdown]
+# ## Common mistakes
+#
+# **1. `partial.mean(dim=0)` to merge split-K's parts.** A plain average gives each
+# worker the same weight, but each part's softmax has its own denominator. The
+# parts must be weighted by $e^{\lambda_i - \lambda}$, from their log-sum-exps.
+# [Split-K decoding](#split-k-decoding) printed how far the average lands from
+# SDPA's output.
+#
+# **2. `q_idx - kv_idx <= W` for a window of $W$.** Read as "positions between
+# $i - W$ and $i$", the window has $W + 1$ keys, one more than a rolling buffer of
+# $W$ slots holds: the buffer has already overwritten the oldest of them. The
+# window of [the rolling buffer](#a-sliding-window-in-a-rolling-buffer) is
+# `q_idx - kv_idx < W`, $W$ keys counting the query's own. The cell counts the keys
+# query 40 sees under each rule, with $W = 16$.
+
+# %%
+q_idx, kv_idx = torch.tensor(40), torch.arange(41)
+keys_seen = {
+    "<=": int((q_idx - kv_idx <= W).sum()),
+    "<": int((q_idx - kv_idx < W).sum()),
+}
+for rule, count in keys_seen.items():
+    print(f"q_idx - kv_idx {rule:<2} W: {count} keys; the buffer holds {W}")
+
+# %% [markdown]
 # ## Exercises
 #
 # **1. Sinks only.** With no window to speak of (window 1) and 4 sinks, each query
@@ -434,11 +504,18 @@ scores = q1 @ keys.transpose(-2, -1) / math.sqrt(64)  # (B, H, 1, S)
 bounds = [round(1000 * i / 8) for i in range(9)]
 splits = itertools.pairwise(bounds)  # (start, stop) of each worker's keys
 lses = torch.stack([scores[..., a:b].logsumexp(-1) for a, b in splits])
-pairs = [merge_partials(partial[i : i + 2], lses[i : i + 2]) for i in range(0, 8, 2)]
-outputs, logsumexps = (torch.stack(parts) for parts in zip(*pairs, strict=True))
+pairs = [
+    merge_partials(partial[i : i + 2], lses[i : i + 2]) for i in range(0, 8, 2)
+]
+outputs, logsumexps = (
+    torch.stack(parts) for parts in zip(*pairs, strict=True)
+)
 two_rounds, _ = merge_partials(outputs, logsumexps)
 one_round, _ = merge_partials(partial, lses)
-print(f"largest |two rounds - one round|: {(two_rounds - one_round).abs().max():.1e}")
+print(
+    "largest |two rounds - one round|:",
+    f"{(two_rounds - one_round).abs().max():.1e}",
+)
 
 # %% [markdown]
 # ## References
