@@ -9,6 +9,7 @@ blocks saved by sharing against a count from the prefix's length.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from tests.reference import causal
@@ -181,3 +182,27 @@ def test_exercises(tutorial, values):
 def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):
     """The True/False the page prints, in order, are what the tests above establish."""
     assert verdicts(tutorial) == [True] * 4 + [True] * 4 + [True] * 4 + [True] * 4  # per request, then all
+
+
+def test_a_released_request_gives_back_only_the_blocks_no_one_shares(tutorial, values):
+    demo = values["demo"]
+    # By hand: a pool of 4 hands out blocks 0, 1, ... from the end of its free list [3, 2, 1, 0];
+    # the parent's 6 positions take blocks 0 and 1, the child shares both, the parent leaves.
+    assert demo.tables == {"child": [0, 1]} and demo.free == [3, 2]
+    assert [demo.ref_counts[b] for b in (0, 1)] == [1, 1]
+    assert sorted(demo.free + demo.tables["child"]) == list(range(demo.num_blocks))
+    assert_printed(tutorial, [3, 2, 0, 1])
+    assert_printed(tutorial, [1, 1])
+
+
+def test_exercise_a_request_too_long_for_the_pool(tutorial, values):
+    from attn_ref.serving import PagedKVCache, Request, serve
+
+    pool = values["tiny_pool"]
+    assert (pool.num_blocks, pool.block_size) == (4, 4) and not pool.tables
+    # By hand: a prompt of 12 and 8 new tokens hold 12 + 8 - 1 = 19 positions (the last token
+    # generated is never fed back), more than 4 blocks of 4 = 16.
+    assert_printed(tutorial, [0, 19, 4, 4, 16])
+    with pytest.raises(ValueError, match="19 positions"):
+        fresh = PagedKVCache(pool.num_layers, 4, 4, pool.num_kv_heads, pool.head_dim)
+        serve(values["model"], [Request(tuple(range(12)), 8)], fresh)

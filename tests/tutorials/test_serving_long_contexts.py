@@ -155,3 +155,26 @@ def test_split_k_equals_sdpa(tutorial, values):
 def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):
     expected = [True, True, True] + [True] * 6 + [True]  # buffer, full differs, sinks; 6 masks; exercise 1
     assert verdicts(tutorial) == expected
+
+
+def test_a_window_written_with_less_or_equal_has_one_key_too_many(tutorial, values):
+    W = values["W"]
+    # By hand: query 40 against keys 0..40; 40 - j <= W for j = 40 - W, ..., 40.
+    assert values["keys_seen"] == {"<=": W + 1, "<": W} and values["slots"] == W
+    assert_printed(tutorial, [W + 1, W], gaps=True)
+    assert_printed(tutorial, [W, W], gaps=True)
+
+
+def test_exercise_dilated_mask(tutorial, values):
+    q, k, v, L = values["q"], values["k"], values["v"], values["L"]
+    i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+    allowed = (j <= i) & ((i - j) % 2 == 0)
+    tiles = allowed.reshape(8, 32, 8, 32).transpose(0, 2, 1, 3)  # (block_q, block_k, 32, 32)
+    empty = (~tiles.any(axis=(-2, -1))).mean()
+    result = values["dilated_result"]
+    assert result["skipped"] == empty and result["agree"]
+    expected, largest_score = float64_attention(q, k, v, allowed)
+    bound = 4 * EPS32 * 256 * max(1.0, largest_score) * v.abs().max().item()
+    assert result["error"] < 2 * bound
+    np.testing.assert_allclose(result["output"].double().numpy(), expected, atol=bound)
+    assert_printed(tutorial, [100 * empty, result["error"]], atol=[half_unit(1), 0], rtol=[0, 0.051])
