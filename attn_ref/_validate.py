@@ -66,6 +66,14 @@ def token_ids(name: str, x: object, min_length: int = 0) -> Tensor:
     return x
 
 
+def integer_vector(name: str, x: object) -> Tensor:
+    """A ``(B,)`` integer tensor, such as one length or period per sequence."""
+    if not isinstance(x, Tensor) or x.ndim != 1 or x.dtype.is_floating_point or x.dtype == torch.bool:
+        got = f"shape {tuple(x.shape)} and dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a (B,) tensor of integers, got {got}")
+    return x
+
+
 def shape(name: str, x: Tensor, expected: Sequence[int | None], described: str) -> None:
     """``x`` has the shape ``expected``, where ``None`` matches any size; ``described`` names the sizes."""
     if len(x.shape) != len(expected):

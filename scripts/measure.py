@@ -242,6 +242,11 @@ def measure_in_browser(site: Path) -> None:
             f"target <= {FIRST_VISIT_BUDGET / KB:.0f} KB",
         )
         row("  the same, uncompressed", f"{transfers[worst][1] / KB:.0f} KB")
+        row(
+            "first visit of the home page",
+            f"{transfers['home'][0] / KB:.0f} KB",
+            f"target <= {FIRST_VISIT_BUDGET / KB:.0f} KB",
+        )
         row("hosts other than the site requested", ", ".join(sorted(outside)) or "none", "target none")
 
         print("Search")

@@ -97,7 +97,7 @@ def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files
 
 
 def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:
-    return html.named_dialogs(output)
+    return html.without_indentation(html.named_dialogs(output))
 
 
 def on_post_build(config: MkDocsConfig) -> None:

@@ -1,19 +1,21 @@
 """Edits of a rendered page's HTML, found with an HTML parser and applied to the text in place.
 
-MkDocs renders each page's Markdown to HTML. Three things can only be done after that, because the
-markup they touch is made during rendering (by markdown-exec's executed blocks and by Pygments);
-`rendered_page` does all three:
+MkDocs renders each page's Markdown to HTML. Four things can only be done after that, because the
+markup they touch is made during rendering (by markdown-exec's executed blocks, by mkdocstrings and
+by Pygments); `rendered_page` does all four:
 
 - a plot printed as inline SVG (``attn_ref.plotting.figure_to_svg``) becomes an
-  SVG file shown with ``<img alt=...>``; the page stays small, and a plot shown twice loads once.
+  SVG file shown with ``<img alt=... loading="lazy">``; the page stays small, a plot shown twice
+  loads once, and a plot is fetched when the reader scrolls near it, not on every first visit.
   It is never drawn below 75 % of its size (so that its 12 pt text stays 12 px or more on a
   phone, see ``sitebuild/matplotlibrc``): a plot wider than that scrolls inside its frame.
-- code blocks, printed output (``text``) and examples (``python``), are marked
+- code blocks, printed output (``text``) and examples (``python``, ``pycon``), are marked
   ``data-search-exclude``: a reader searching for "softmax" wants the page that teaches it, not
   every page that printed a tensor or called a function. It also halves the search index, which
-  every page loads. (The API pages' signatures and docstrings stay searchable.) The mark goes on
-  the ``<pre>``: Material's search stops excluding at the first closing tag of the marked
-  element's kind, and a ``<div>`` nests divs.
+  every page loads. The mark goes on the ``<pre>``: Material's search stops excluding at the first
+  closing tag of the marked element's kind, and a ``<div>`` nests divs.
+- on the API pages, each object's name and first paragraph stay searchable; the rest of its
+  docstring (parameters, notes) is marked the same way, block by block.
 - Pygments wraps every token in a ``<span class>``. Four kinds are drawn in the code's own
   colour on this site, so they look the same without it: plain names (``n``, which Material
   colours as the surrounding code), whitespace (``w``), punctuation (``p``) and operators (``o``).
@@ -114,11 +116,33 @@ def apply(html: str, edits: list[tuple[int, int, str]]) -> str:
 
 
 def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
-    """The three edits above, from one parse of the page: the page, and the plot files to write
+    """The four edits above, from one parse of the page: the page, and the plot files to write
     (``{site path: SVG}``). ``page_url`` is the page's address in the site, for the images' paths."""
     found = elements(html)
     plot_edits, files = _plots_to_files(html, found, page_url)
-    return apply(html, plot_edits + _exclude_code_from_search(found) + _drop_lookless_spans(found)), files
+    edits = (
+        _exclude_code_from_search(found) + _keep_api_summaries_in_search(found) + _drop_lookless_spans(found)
+    )
+    return apply(html, plot_edits + edits), files
+
+
+KEEPS_WHITESPACE = {"pre", "code", "textarea", "script", "style"}  # where white space is content
+INDENTATION = re.compile(r"[ \t\r\f]*\n[ \t\r\n\f]*")  # not \s: a no-break space is text
+
+
+def without_indentation(page: str) -> str:
+    """The whole page, each run of white space that holds a line break cut to the line break, except
+    inside the elements where white space is content. Material's templates indent their markup
+    deeply (a tenth of a page's bytes), and a browser draws a line break as it draws the run."""
+    parts, done = [], 0
+    for element in elements(page):
+        if element.tag in KEEPS_WHITESPACE and element.end_end and element.start >= done:
+            parts += [
+                INDENTATION.sub("\n", page[done : element.start]),
+                page[element.start : element.end_end],
+            ]
+            done = element.end_end
+    return "".join([*parts, INDENTATION.sub("\n", page[done:])])
 
 
 def named_dialogs(page: str) -> str:
@@ -151,12 +175,12 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
             smallest = SMALLEST_PLOT_SCALE * width
             dimensions = f' width="{width:.0f}" height="{height:.0f}" style="min-width: {smallest:.0f}px"'
         alt = _attribute(element.attrs.get("aria-label") or "")
-        image = f'<img class="plot" src="{"../" * page_url.count("/")}{path}" alt="{alt}"{dimensions}>'
+        image = f'<img class="plot" src="{"../" * page_url.count("/")}{path}" alt="{alt}" loading="lazy"{dimensions}>'
         edits.append((element.start, element.end_end, f'<span class="plot-frame">{image}</span>'))
     return edits, files
 
 
-SEARCH_EXCLUDED = {"language-text", "language-python"}
+SEARCH_EXCLUDED = {"language-text", "language-python", "language-pycon"}  # pycon: docstring examples
 
 
 def _exclude_code_from_search(found: list[Element]) -> list:
@@ -166,6 +190,36 @@ def _exclude_code_from_search(found: list[Element]) -> list:
         for e in found
         if e.tag == "pre" and e.parent is not None and e.parent.classes & SEARCH_EXCLUDED
     ]
+
+
+API_DETAILS = {"p", "ul", "ol", "table", "dl"}
+
+
+def _keep_api_summaries_in_search(found: list[Element]) -> list:
+    """On the API pages (mkdocstrings' ``div.doc-contents``), every block after an object's first
+    paragraph marked to stay out of search: its name and its summary find it, and its details
+    (parameters, notes) would make the index, which every page loads, a third larger."""
+    edits, summarized = [], set()
+    for e in found:
+        contents = _doc_contents(e) if e.tag in API_DETAILS else None
+        if contents is None:
+            continue
+        if e.tag == "p" and e.parent is contents and id(contents) not in summarized:
+            summarized.add(id(contents))  # the summary stays searchable
+            continue
+        at = e.start + 1 + len(e.tag)
+        edits.append((at, at, " data-search-exclude"))
+    return edits
+
+
+def _doc_contents(element: Element) -> Element | None:
+    """The API object whose details hold ``element``, unless a block around it is marked already."""
+    for ancestor in _ancestors(element):
+        if ancestor.tag in API_DETAILS:
+            return None
+        if ancestor.tag == "div" and "doc-contents" in ancestor.classes:
+            return ancestor
+    return None
 
 
 def _drop_lookless_spans(found: list[Element]) -> list:

@@ -121,8 +121,12 @@ print(
 #
 # $D$ holds one number per query. It can be computed without $P$. Row $i$ of $dP$ is
 # $dP_{ij} = do_i \cdot v_j$, so
-# $D_i = \sum_j P_{ij} \, (do_i \cdot v_j) = do_i \cdot \sum_j P_{ij} v_j = do_i \cdot o_i$:
-# $D = \operatorname{rowsum}(dO \circ O)$. FlashAttention's appendix B.2 (Dao et al.,
+#
+# $$
+# D_i = \sum_j P_{ij} \, (do_i \cdot v_j) = do_i \cdot \sum_j P_{ij} v_j = do_i \cdot o_i,
+# $$
+#
+# that is, $D = \operatorname{rowsum}(dO \circ O)$. FlashAttention's appendix B.2 (Dao et al.,
 # 2022) derives it the same way.
 #
 # A masked entry has $P_{ij} = 0$, so its $dS_{ij}$ is zero too, and the mask needs no

@@ -446,10 +446,10 @@ for name in inputs:
         )
 ax.set_xticks((8, 4, 2))
 ax.invert_xaxis()
-ax.set_xlabel("bits per number", fontsize=10)
-ax.set_ylabel("attention moved (mean)", fontsize=10)
-ax.set_title("Quantized keys: weight error", fontsize=11)
-ax.legend(fontsize=10)
+ax.set_xlabel("bits per number")
+ax.set_ylabel("attention moved (mean)")
+ax.set_title("Quantized keys: weight error")
+ax.legend()
 figure_to_svg(
     fig,
     alt="Log plot of the attention weight moved by quantized keys against 8, 4 and 2 "
@@ -656,10 +656,10 @@ ax.set_xscale("log", base=2)
 ax.set_xticks(PAIRS, PAIRS)
 ax.minorticks_off()
 ax.set_ylim(0, 1.05)
-ax.set_xlabel("key-value pairs in the context", fontsize=10)
-ax.set_ylabel("recall accuracy", fontsize=10)
-ax.set_title("One attention layer, two kinds of weights", fontsize=11)
-ax.legend(fontsize=10)
+ax.set_xlabel("key-value pairs in the context")
+ax.set_ylabel("recall accuracy")
+ax.set_title("One attention layer, two kinds of weights")
+ax.legend()
 figure_to_svg(
     fig,
     alt="Recall accuracy against the number of key-value pairs, 1 to 64, mean of three "

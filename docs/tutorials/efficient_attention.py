@@ -360,7 +360,7 @@ extra = (peaks["naive"] - io)[-1] / formula[-1]  # in (B, H, T, T) matrices
 print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
 
 # %% tags=["plot", "measured"]
-fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
     ax.loglog(
         lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})"
@@ -375,7 +375,8 @@ ax.set(
     ylabel="peak memory (MiB)",
     title="Peak memory of one attention call",
 )
-ax.legend(fontsize=8)
+# The legend goes below the axes: the lines fill them.
+fig.legend(loc="outside lower center", ncols=2)
 figure_to_svg(
     fig,
     alt="Log-log plot of the measured peak memory against T: "
@@ -528,7 +529,7 @@ for quantity, (measured_standard, measured_flash) in rows.items():
 
 # %% tags=["plot"]
 Ns = 2 ** np.arange(8, 17)
-fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):
     counts = np.array(
         [hbm_accesses(int(n), d_head, M) for n in Ns]
@@ -554,7 +555,8 @@ ax.set(
     ylabel="standard / tiled",
     title="HBM traffic ratio, A100 shared memory",
 )
-ax.legend(fontsize=8)
+# The legend goes below the axes: the lines fill them.
+fig.legend(loc="outside lower center", ncols=2)
 figure_to_svg(
     fig,
     alt="The ratio of HBM traffic, standard attention over tiled attention, against N, "

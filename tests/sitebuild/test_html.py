@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sitebuild.html import apply, elements, named_dialogs, rendered_page
+from sitebuild.html import apply, elements, named_dialogs, rendered_page, without_indentation
 
 PLOT = (
     '<svg role="img" aria-label="Heatmap of &quot;weights&quot;" width="300pt" height="150pt" viewBox="0 0 300 150">'
@@ -26,7 +26,7 @@ def test_a_plot_becomes_an_image_of_a_file_with_its_text_alternative():
     assert path.startswith("assets/plots/") and path.endswith(".svg")
     assert page == (
         f'<p>Before</p><span class="plot-frame"><img class="plot" src="../../{path}"'
-        ' alt="Heatmap of &quot;weights&quot;" width="400" height="200" style="min-width: 300px">'
+        ' alt="Heatmap of &quot;weights&quot;" loading="lazy" width="400" height="200" style="min-width: 300px">'
         "</span><p>after</p>"
     )
 
@@ -42,6 +42,29 @@ def test_printed_output_and_examples_stay_out_of_search_and_other_code_stays_in(
     assert page.count("<pre data-search-exclude>") == 2
     assert page.index("f(x)") > page.rindex("<pre data-search-exclude>")
     assert "<pre><span></span><code>f(x)" in page
+
+
+def test_docstring_examples_stay_out_of_search():
+    example = (
+        '<div class="language-pycon highlight"><pre><span></span><code>&gt;&gt;&gt; f(1)</code></pre></div>'
+    )
+    assert "<pre data-search-exclude>" in rendered_page(example, "")[0]
+
+
+def test_an_api_objects_name_and_first_paragraph_stay_in_search_and_its_details_do_not():
+    page = (
+        '<h2 id="m">m</h2><div class="doc doc-contents first"><p>Module summary.</p><p>More.</p>'
+        '<div class="doc doc-children"><h3 id="m.f">f</h3><div class="doc doc-contents ">'
+        "<p>f's summary.</p><table><tr><td><p>x</p></td></tr></table>"
+        "<ul><li><p>a</p><ul><li>b</li></ul></li></ul></div></div></div><p>Page text.</p>"
+    )
+    assert rendered_page(page, "")[0] == (
+        '<h2 id="m">m</h2><div class="doc doc-contents first"><p>Module summary.</p>'
+        '<p data-search-exclude>More.</p><div class="doc doc-children"><h3 id="m.f">f</h3>'
+        '<div class="doc doc-contents "><p>f\'s summary.</p>'
+        "<table data-search-exclude><tr><td><p>x</p></td></tr></table>"
+        "<ul data-search-exclude><li><p>a</p><ul><li>b</li></ul></li></ul></div></div></div><p>Page text.</p>"
+    )
 
 
 def test_spans_drawn_in_the_codes_own_colour_are_unwrapped_and_others_kept():
@@ -71,4 +94,17 @@ def test_an_unnamed_dialog_gets_a_name_and_a_named_one_keeps_its_own():
     assert named_dialogs(page) == (
         '<div aria-label="Search" class="md-search" data-md-component="search" role="dialog"><p>x</p></div>'
         '<div role="dialog" aria-label="A">'
+    )
+
+
+def test_indentation_is_cut_to_its_line_break_where_white_space_is_not_content():
+    page = (
+        "<nav>\n    <ul>\n\n      <li>a\xa0b</li> <li>c</li>\n  </ul>\n</nav>\n"
+        "<pre><code>x = 1\n    y = 2\n</code></pre>\n  <p>An <code>a  =\n  b</code> and\n \xa0more</p>"
+        "<script>\n  let s = `\n    kept`;\n</script>"
+    )
+    assert without_indentation(page) == (
+        "<nav>\n<ul>\n<li>a\xa0b</li> <li>c</li>\n</ul>\n</nav>\n"
+        "<pre><code>x = 1\n    y = 2\n</code></pre>\n<p>An <code>a  =\n  b</code> and\n\xa0more</p>"
+        "<script>\n  let s = `\n    kept`;\n</script>"
     )
