@@ -712,7 +712,9 @@ def serve(
                 None,
             )
             first = min(chunk, len(known[i]) - (share_prefix if donor is not None else 0))
-            spare = len(running) + 1  # a block in hand for each running request's next token
+            # A block in hand for each request's next token, when others run. Alone, a request
+            # needs only its own blocks: it fits the pool, so an empty batch always admits it.
+            spare = len(running) + 1 if running else 0
             if donor is None and cache.blocks_for(len(known[i])) + spare > cache.num_free:
                 break
             copied = bool(share_prefix % cache.block_size)  # a shared, partly filled block is copied

@@ -449,3 +449,26 @@ def test_merge_ignores_a_part_with_no_key():
     torch.testing.assert_close(total, torch.tensor([0.5]))
     with pytest.raises(ValueError, match="logsumexps has shape"):
         merge_partials(outputs, torch.zeros(2, 3))
+
+
+def test_a_request_that_fills_the_whole_pool_is_admitted_to_an_empty_batch():
+    """Its blocks and no spare: required a block to spare, it would wait forever for an empty pool."""
+    import signal
+
+    model = make_model(0)
+    # By hand: 8 prompt tokens and 1 new token hold 8 positions, 2 blocks of 4: the whole pool.
+    request = Request(tuple(range(8)), 1)
+    cache = PagedKVCache(2, 2, 4, num_kv_heads=4, head_dim=4)
+
+    def stuck(signum, frame):
+        raise TimeoutError("serve did not return: the request was never admitted")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(60)
+    try:
+        result = serve(model, [request], cache)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert result.tokens[0].tolist() == greedy(model, request)[0]
+    assert cache.num_free == 2 and not cache.tables
