@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch.nn.attention import flex_attention as torch_flex
 
@@ -73,9 +73,10 @@ def greedy(model: TinyDecoder, request: Request) -> tuple[list[int], torch.Tenso
 
 
 def assert_robust(logits: torch.Tensor) -> None:
-    """The greedy choice is far from a tie, so float rounding of the logits cannot flip it."""
+    """The greedy choice is far from a tie, so float rounding of the logits cannot flip it: a random
+    model can tie two tokens within rounding, and such an example is discarded, not failed."""
     best_two = logits.topk(2, dim=-1).values
-    assert (best_two[:, 0] - best_two[:, 1]).min() > 1e-4
+    assume((best_two[:, 0] - best_two[:, 1]).min() > 1e-4)
 
 
 # --- masks ----------------------------------------------------------------------------------------
