@@ -124,3 +124,18 @@ def attention_inputs(
     if attn_mask is not None:
         mask(attn_mask, (*batch, L, S))
     return batch, L, S, d_k
+
+
+def index_vector(name: str, x: object) -> Tensor:
+    """A 1-D integer tensor (positions, request ids), shape ``(n,)``."""
+    if not isinstance(x, Tensor) or x.ndim != 1 or x.dtype.is_floating_point or x.dtype == torch.bool:
+        got = f"shape {tuple(x.shape)} and dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a 1-D integer tensor of shape (n,), got {got}")
+    return x
+
+
+def same_length(**vectors: Tensor) -> None:
+    """All the named 1-D tensors have one length."""
+    if len({len(v) for v in vectors.values()}) > 1:
+        listed = ", ".join(f"{name} {tuple(v.shape)}" for name, v in vectors.items())
+        raise ValueError(f"{' and '.join(vectors)} must have the same length; got {listed}")
