@@ -88,7 +88,10 @@ def run_decoder(model: TinyDecoder, tokens: Tensor, positions: Tensor, attend: A
 
         >>> from attn_ref.functional import causal_mask
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16,
+        ...     num_layers=2, num_heads=4,
+        ... )
         >>> tokens = torch.tensor([[1, 2, 3]])
         >>> def attend(layer, q, k, v):
         ...     return attention(q, k, v, causal_mask(3))
@@ -281,11 +284,16 @@ def generate_padded(model: TinyDecoder, requests: Sequence[Request]) -> list[Ten
     Examples:
         >>> from attn_ref.decoder import generate
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16,
+        ...     num_layers=2, num_heads=4,
+        ... )
         >>> batch = [Request((1, 2, 3), 3), Request((4,), 5)]
         >>> new = generate_padded(model, batch)
-        >>> [t.tolist() == generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[0][0, len(r.prompt):].tolist()
-        ...  for t, r in zip(new, batch)]
+        >>> def alone(r):  # r's new tokens, decoded by itself
+        ...     tokens, _ = generate(model, torch.tensor([r.prompt]), r.max_new_tokens)
+        ...     return tokens[0, len(r.prompt):]
+        >>> [t.tolist() == alone(r).tolist() for t, r in zip(new, batch)]
         [True, True]
     """
     requests = _as_requests(requests, model)
@@ -345,9 +353,14 @@ def generate_packed(model: TinyDecoder, requests: Sequence[Request]) -> list[Ten
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16,
+        ...     num_layers=2, num_heads=4,
+        ... )
         >>> batch = [Request((1, 2, 3), 3), Request((4,), 5)]
-        >>> [a.tolist() == b.tolist() for a, b in zip(generate_packed(model, batch), generate_padded(model, batch))]
+        >>> packed = generate_packed(model, batch)
+        >>> padded = generate_padded(model, batch)
+        >>> [a.tolist() == b.tolist() for a, b in zip(packed, padded)]
         [True, True]
     """
     requests = _as_requests(requests, model)
@@ -410,7 +423,9 @@ class PagedKVCache:
         free: The free list: blocks no request uses, next one last.
 
     Examples:
-        >>> cache = PagedKVCache(num_layers=1, num_blocks=4, block_size=2, num_kv_heads=1, head_dim=3)
+        >>> cache = PagedKVCache(
+        ...     num_layers=1, num_blocks=4, block_size=2, num_kv_heads=1, head_dim=3
+        ... )
         >>> cache.reserve("a", 3)  # 3 positions: 2 blocks
         range(0, 3)
         >>> cache.tables["a"], cache.num_free
@@ -655,13 +670,22 @@ def serve(
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=16, embed_dim=16, num_layers=2, num_heads=4)
-        >>> cache = PagedKVCache(num_layers=2, num_blocks=4, block_size=4, num_kv_heads=4, head_dim=4)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=16, embed_dim=16,
+        ...     num_layers=2, num_heads=4,
+        ... )
+        >>> cache = PagedKVCache(
+        ...     num_layers=2, num_blocks=4, block_size=4, num_kv_heads=4, head_dim=4
+        ... )
         >>> stream = [Request((1, 2, 3), 3), Request((4,), 5, arrival=1)]
         >>> result = serve(model, stream, cache, chunk_size=2)
-        >>> [result.tokens[i].tolist() == t.tolist() for i, t in enumerate(generate_padded(model, stream))]
+        >>> padded = generate_padded(model, stream)
+        >>> [result.tokens[i].tolist() == t.tolist() for i, t in enumerate(padded)]
         [True, True]
-        >>> [(s["running"], s["tokens"]) for s in result.steps[:3]]  # request 1 joins at step 1
+
+        Request 1 joins the running batch at step 1:
+
+        >>> [(s["running"], s["tokens"]) for s in result.steps[:3]]
         [([0], 2), ([0, 1], 2), ([0, 1], 2)]
     """
     requests = _as_requests(requests, model)
@@ -839,10 +863,17 @@ def generate_windowed(
 
         >>> from attn_ref.decoder import generate
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(vocab_size=10, context_length=8, embed_dim=16, num_layers=2, num_heads=4)
-        >>> tokens, _, slots = generate_windowed(model, Request((1, 2, 3), 5), window=8)
-        >>> tokens.tolist() == generate(model, torch.tensor([[1, 2, 3]]), 5)[0][0, 3:].tolist(), slots
-        (True, 8)
+        >>> model = TinyDecoder(
+        ...     vocab_size=10, context_length=8, embed_dim=16,
+        ...     num_layers=2, num_heads=4,
+        ... )
+        >>> request = Request((1, 2, 3), 5)
+        >>> tokens, _, slots = generate_windowed(model, request, window=8)
+        >>> plain, _ = generate(model, torch.tensor([[1, 2, 3]]), 5)
+        >>> tokens.tolist() == plain[0, 3:].tolist()
+        True
+        >>> slots
+        8
     """
     (request,) = _as_requests([request], model)
     _validate.count("window", window)
@@ -1069,12 +1100,16 @@ def flex_attention(
     Examples:
         A causal mask as a function gives causal attention:
 
-        >>> q, k, v = torch.randn(3, 1, 2, 5, 4, generator=torch.Generator().manual_seed(0))
-        >>> mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, 1, 1, 5, 5, block_size=2)
+        >>> g = torch.Generator().manual_seed(0)
+        >>> q, k, v = torch.randn(3, 1, 2, 5, 4, generator=g)
+        >>> causal = lambda b, h, q_idx, kv_idx: q_idx >= kv_idx
+        >>> mask = create_block_mask(causal, 1, 1, 5, 5, block_size=2)
         >>> out, state = flex_attention(q, k, v, block_mask=mask)
         >>> expected, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
-        >>> torch.allclose(out, expected, atol=1e-6), state.tiles_computed, state.tiles_skipped
-        (True, 6, 3)
+        >>> torch.allclose(out, expected, atol=1e-6)
+        True
+        >>> state.tiles_computed, state.tiles_skipped
+        (6, 3)
     """
     for name, x in (("query", query), ("key", key), ("value", value)):
         _validate.tensor(name, x)
@@ -1174,9 +1209,10 @@ def attention_intensity(
         Multiply-adds per byte.
 
     Examples:
-        >>> attention_intensity(1, 4096, num_heads=32, num_kv_heads=32, head_dim=128)  # about 1/2
+        >>> heads = dict(num_heads=32, num_kv_heads=32, head_dim=128)
+        >>> attention_intensity(1, 4096, **heads)  # about 1/2
         0.4999389722934212
-        >>> attention_intensity(4096, 4096, num_heads=32, num_kv_heads=32, head_dim=128)  # T / 3
+        >>> attention_intensity(4096, 4096, **heads)  # T / 3
         1365.3333333333333
     """
     for name, n in (("L", L), ("S", S), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
@@ -1208,9 +1244,11 @@ def merge_partials(outputs: Tensor, logsumexps: Tensor) -> tuple[Tensor, Tensor]
         Two halves of the keys of one query:
 
         >>> g = torch.Generator().manual_seed(0)
-        >>> q, k, v = torch.randn(1, 4, generator=g), torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
-        >>> parts = [(q @ k[s].T / 2, v[s]) for s in (slice(0, 2), slice(2, 6))]  # scores, d_k = 4
-        >>> outputs = torch.stack([s.softmax(-1) @ part for s, part in parts])  # (2, 1, 4)
+        >>> q = torch.randn(1, 4, generator=g)
+        >>> k, v = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        >>> halves = (slice(0, 2), slice(2, 6))
+        >>> parts = [(q @ k[s].T / 2, v[s]) for s in halves]  # scores, d_k = 4
+        >>> outputs = torch.stack([s.softmax(-1) @ p for s, p in parts])  # (2, 1, 4)
         >>> lses = torch.stack([s.logsumexp(-1) for s, _ in parts])  # (2, 1)
         >>> out, _ = merge_partials(outputs, lses)
         >>> torch.allclose(out, scaled_dot_product_attention(q, k, v)[0], atol=1e-6)
@@ -1245,9 +1283,13 @@ def split_k_attention(query: Tensor, key: Tensor, value: Tensor, num_splits: int
         ``(num_splits, ..., L, d_v)`` before the merge.
 
     Examples:
-        >>> q, k, v = (torch.randn(2, 1, n, 8, generator=torch.Generator().manual_seed(n)) for n in (1, 9, 9))
+        >>> q, k, v = (
+        ...     torch.randn(2, 1, n, 8, generator=torch.Generator().manual_seed(n))
+        ...     for n in (1, 9, 9)
+        ... )
         >>> out, partial = split_k_attention(q, k, v, num_splits=3)
-        >>> torch.allclose(out, scaled_dot_product_attention(q, k, v)[0], atol=1e-6), tuple(partial.shape)
+        >>> expected, _ = scaled_dot_product_attention(q, k, v)
+        >>> torch.allclose(out, expected, atol=1e-6), tuple(partial.shape)
         (True, (3, 2, 1, 1, 8))
     """
     _validate.attention_inputs(query, key, value, None, False)
