@@ -408,8 +408,14 @@ def prefix_matching_scores(weights: Tensor, tokens: Tensor, queries: Tensor | No
 def without_heads(model: AttentionOnlyDecoder, heads: Iterable[tuple[int, int]]) -> AttentionOnlyDecoder:
     r"""A copy of ``model`` in which the given ``(layer, head)`` pairs write nothing.
 
-    A layer's output is $\operatorname{Concat}(\text{head}_1, \dots, \text{head}_H) W_O + b_O
-    = \sum_h \text{head}_h W_O^{(h)} + b_O$, where $W_O^{(h)}$ is the block of $d_k$ rows of
+    A layer's output is
+
+    $$
+    \operatorname{Concat}(\text{head}_1, \dots, \text{head}_H) W_O + b_O
+    = \sum_h \text{head}_h W_O^{(h)} + b_O,
+    $$
+
+    where $W_O^{(h)}$ is the block of $d_k$ rows of
     $W_O$ that head $h$'s output meets. Zeroing that block removes the head's contribution and
     nothing else (*zero ablation*); in ``nn.Linear``'s storage, $W_O^\top$, it is a block of
     columns.
