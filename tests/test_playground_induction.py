@@ -20,19 +20,13 @@ import torch
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
 from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot
 from tests.test_browser import accessibility_violations
+from tests.test_playground import DESKTOP, PHONE  # the same two readers
 
 pytestmark = pytest.mark.browser
 
 PAGE = "playground_induction/"
 MODEL = "tutorials/induction_heads/induction_heads.json"  # beside the tutorial's page
 ROOT = ".pgi[data-state]"
-DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
-PHONE = {
-    "viewport": {"width": 375, "height": 800},
-    "color_scheme": "light",
-    "is_mobile": True,
-    "has_touch": True,
-}
 SETTLE_MS = 250  # the live region speaks this long after the last change
 ROLE = 0.3  # the tutorial's threshold for naming a head by its score
 
