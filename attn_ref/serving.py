@@ -31,10 +31,11 @@ import torch
 from torch import Tensor
 
 from attn_ref import _validate
-from attn_ref._numerics import NEG_INF, additive_mask, compute_dtype, finite_or_zero
+from attn_ref._numerics import additive_mask, compute_dtype, finite_or_zero
 from attn_ref.decoder import TinyDecoder
 from attn_ref.functional import scaled_dot_product_attention
 from attn_ref.multihead import merge_heads, repeat_kv_heads, split_heads
+from attn_ref.tiled import tiled_attention
 
 __all__ = [
     "BlockMask",
@@ -1078,10 +1079,10 @@ def flex_attention(
     A CPU reference of the interface of `torch.nn.attention.flex_attention`.
     Each tile of scores $s = Q_i K_j^\top \cdot \text{scale}$ becomes
     ``score_mod(s, b, h, q_idx, kv_idx)``, is masked by the block mask's
-    ``mask_mod`` where the tile is partial, and updates the running maximum,
-    sum and output as in `attn_ref.tiled.tiled_attention`. Empty tiles are
-    skipped, full tiles need no mask. A query that sees no key gets an output
-    of zero.
+    ``mask_mod`` where the tile is partial; `attn_ref.tiled.tiled_attention`
+    runs the tiles (its ``mod_tile``), skipping the empty ones (its
+    ``skip_tile``); full tiles need no mask. A query that sees no key gets an
+    output of zero.
 
     Args:
         query: ``(B, H, L, d_k)``.
@@ -1133,49 +1134,31 @@ def flex_attention(
             f"block_mask was made for (B, H, L, S) = {block_mask.shape}; the inputs need "
             f"({B} or 1, {H} or 1, {L}, {S})"
         )
-    dtype = compute_dtype(query.dtype)
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
     block_q, block_k = block_mask.block_size
     kinds = block_mask.kinds.expand(B, H, -1, -1)  # (B, H, n_q, n_k)
-    output = torch.zeros(B, H, L, value.shape[-1], dtype=dtype)  # (B, H, L, d_v)
-    lse = torch.full((B, H, L), NEG_INF, dtype=dtype)  # (B, H, L)
-    computed = skipped = 0
-    for i in range(kinds.shape[-2]):
-        rows = range(i * block_q, min((i + 1) * block_q, L))
-        q = query[:, :, rows.start : rows.stop].to(dtype)  # (B, H, bq, d_k)
-        row_max = torch.full((B, H, len(rows)), NEG_INF, dtype=dtype)  # (B, H, bq)
-        row_sum = torch.zeros_like(row_max)
-        acc = torch.zeros(B, H, len(rows), value.shape[-1], dtype=dtype)  # (B, H, bq, d_v)
-        for j in range(kinds.shape[-1]):
-            tile = kinds[:, :, i, j]  # (B, H)
-            if (tile == EMPTY).all():
-                skipped += 1
-                continue
-            computed += 1
-            cols = range(j * block_k, min((j + 1) * block_k, S))
-            k = key[:, :, cols.start : cols.stop].to(dtype)  # (B, H, bk, d_k)
-            v = value[:, :, cols.start : cols.stop].to(dtype)  # (B, H, bk, d_v)
-            scores = q @ k.transpose(-2, -1) * scale  # (B, H, bq, d_k) @ (B, H, d_k, bk) -> (B, H, bq, bk)
-            if score_mod is not None:
-                scores = score_mod(scores, *_indices(B, H, rows, cols))
-                if not isinstance(scores, Tensor) or not scores.dtype.is_floating_point:
-                    got = scores.dtype if isinstance(scores, Tensor) else type(scores).__name__
-                    raise TypeError(f"score_mod must return a floating tensor of scores, got {got}")
-                scores = _broadcast("score_mod", scores, (B, H, len(rows), len(cols)))
-            if (tile != FULL).any():  # some sequence or head needs the mask here
-                allowed = _apply_mask_mod(block_mask.mask_mod, B, H, rows, cols)
-                scores = scores + additive_mask(allowed, scores)
-            new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (B, H, bq)
-            shift = finite_or_zero(new_max)
-            rescale = (row_max - shift).exp()
-            p = (scores - shift[..., None]).exp()  # (B, H, bq, bk)
-            row_sum = row_sum * rescale + p.sum(dim=-1)
-            acc = acc * rescale[..., None] + p @ v  # (B, H, bq, bk) @ (B, H, bk, d_v) -> (B, H, bq, d_v)
-            row_max = new_max
-        seen = row_max != NEG_INF  # (B, H, bq): a query that saw no key keeps zeros
-        output[:, :, rows.start : rows.stop] = acc / row_sum.masked_fill(~seen, 1.0)[..., None]
-        lse[:, :, rows.start : rows.stop] = torch.where(seen, row_max + row_sum.log(), NEG_INF)
-    return output.to(query.dtype), FlexState(lse, computed, skipped)
+
+    def kind(rows: range, cols: range) -> Tensor:  # (B, H): the tile's kind per sequence and head
+        return kinds[:, :, rows.start // block_q, cols.start // block_k]
+
+    def empty(rows: range, cols: range) -> bool:
+        return bool((kind(rows, cols) == EMPTY).all())
+
+    def modified(scores: Tensor, rows: range, cols: range) -> Tensor:  # (B, H, bq, bk)
+        if score_mod is not None:
+            scores = score_mod(scores, *_indices(B, H, rows, cols))
+            if not isinstance(scores, Tensor) or not scores.dtype.is_floating_point:
+                got = scores.dtype if isinstance(scores, Tensor) else type(scores).__name__
+                raise TypeError(f"score_mod must return a floating tensor of scores, got {got}")
+            scores = _broadcast("score_mod", scores, (B, H, len(rows), len(cols)))
+        if (kind(rows, cols) != FULL).any():  # some sequence or head needs the mask here
+            allowed = _apply_mask_mod(block_mask.mask_mod, B, H, rows, cols)
+            scores = scores + additive_mask(allowed, scores)
+        return scores
+
+    output, state = tiled_attention(
+        query, key, value, scale=scale, block_size=(block_q, block_k), skip_tile=empty, mod_tile=modified
+    )
+    return output, FlexState(state.logsumexp, state.tiles_computed, state.tiles_skipped)
 
 
 # --- the cost of decoding -----------------------------------------------------------------------

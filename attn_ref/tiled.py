@@ -19,6 +19,7 @@ pass (`attn_ref.backward`) never has to store it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -110,7 +111,7 @@ class TiledAttentionState:
         row_sum: $\\ell$ of each query: $\\sum_j e^{s_j - m}$ over the keys it may see, ``(..., L)``.
         tiles_computed: Tiles of scores computed.
         tiles_skipped: Tiles skipped because every key in them lies after every query
-            (``is_causal=True`` only).
+            (``is_causal=True``), or because ``skip_tile`` said so.
         block_size: ``(block_q, block_k)``, the tile's shape.
         trace: One `TileStep` per computed tile, in order, when asked for.
         multiply_adds: Multiply-adds of the two matrix products of every computed tile,
@@ -216,6 +217,8 @@ def tiled_attention(
     trace: bool = False,
     dropout_p: float = 0.0,
     dropout_seed: int | None = None,
+    skip_tile: Callable[[range, range], bool] | None = None,
+    mod_tile: Callable[[Tensor, range, range], Tensor] | None = None,
 ) -> tuple[Tensor, TiledAttentionState]:
     r"""Exact attention computed tile by tile, never holding the ``(L, S)`` scores.
 
@@ -279,6 +282,12 @@ def tiled_attention(
         dropout_seed: Seed of the dropout mask, an int in ``[0, 2**32)``; by default
             drawn from PyTorch's global generator (so ``torch.manual_seed`` fixes it).
             Ignored without dropout.
+        skip_tile: ``skip_tile(rows, cols)`` is true for a tile whose weights are
+            all zero, to skip it like a causal one (a block mask's empty tiles:
+            `attn_ref.serving.flex_attention`).
+        mod_tile: ``mod_tile(scores, rows, cols)`` returns a computed tile's
+            scores changed, after the scale and the mask (a score function, and
+            a block mask's partial tiles: `attn_ref.serving.flex_attention`).
 
     Returns:
         ``(output, state)``: the output, ``(..., L, d_v)``, and a
@@ -350,7 +359,8 @@ def tiled_attention(
         acc = torch.zeros((*batch, len(rows), d_v), dtype=dtype, device=query.device)  # (..., bq, d_v)
         for k_start in range(0, S, block_k):
             cols = range(k_start, min(k_start + block_k, S))
-            if is_causal and cols.start > rows[-1]:  # every key here comes after every query here
+            causal_skip = is_causal and cols.start > rows[-1]  # every key here comes after every query
+            if causal_skip or (skip_tile is not None and skip_tile(rows, cols)):
                 skipped += 1
                 continue
             computed += 1
@@ -358,6 +368,8 @@ def tiled_attention(
             k = key[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_k)
             v = value[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_v)
             scores = _tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
+            if mod_tile is not None:
+                scores = mod_tile(scores, rows, cols)  # (..., bq, bk)
             new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., bq)
             shift = finite_or_zero(new_max)  # a query with no allowed key yet: subtract 0, not -inf
             rescale = (row_max - shift).exp()  # (..., bq): how much the old sum and output shrink
