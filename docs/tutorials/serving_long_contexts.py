@@ -397,7 +397,7 @@ for splits in (1, 2, 3, 8):
     out, partial = split_k_attention(q1, keys, values, num_splits=splits)
     split_errors[splits] = (out - sdpa).abs().max().item()
     print(
-        f"{splits} splits:",
+        f"num_splits = {splits}:",
         f"largest |split-K - SDPA| = {split_errors[splits]:.1e}",
     )
 naive = partial.mean(dim=0)  # averaging the 8 parts, ignoring their weights
