@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from attn_ref import _validate
 from attn_ref._numerics import compute_dtype
+from attn_ref.cache import KVCache
 from attn_ref.functional import causal_mask, scaled_dot_product_attention
 from attn_ref.multihead import merge_heads
 from attn_ref.positional import apply_rotary
@@ -623,7 +624,7 @@ def sliding_window_mask(L: int, S: int, window: int, device: torch.device | str 
 
 
 @dataclass
-class SlidingWindowCache:
+class SlidingWindowCache(KVCache):
     """A key/value cache that keeps only the last ``window`` positions of each layer.
 
     `update` returns the kept positions followed by the new ones: attend to them with
@@ -647,24 +648,11 @@ class SlidingWindowCache:
         (6, 4)
     """
 
-    num_layers: int
-    window: int
-    keys: list[Tensor] = field(default_factory=list)
-    values: list[Tensor] = field(default_factory=list)
+    window: int = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        _validate.count("num_layers", self.num_layers)
+        super().__post_init__()
         _validate.count("window", self.window)
-
-    @property
-    def length(self) -> int:
-        """Positions that every layer holds, at most ``window``."""
-        return self.keys[-1].shape[-2] if len(self.keys) == self.num_layers else 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the kept keys and values."""
-        return sum(t.nbytes for t in (*self.keys, *self.values))
 
     def update(self, layer: int, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Append new positions to ``layer``, return the kept and new ones, keep the last ``window``.
@@ -677,22 +665,7 @@ class SlidingWindowCache:
         Returns:
             ``(keys, values)``, each ``(B, H_kv, min(T_before, window) + L, d_k)``.
         """
-        _validate.tensor("key", key)
-        _validate.tensor("value", value)
-        _validate.shape("key", key, (None, None, None, None), "(B, H_kv, L, d_k)")
-        _validate.shape("value", value, tuple(key.shape), "(B, H_kv, L, d_k), the shape of key")
-        if not 0 <= layer <= min(len(self.keys), self.num_layers - 1):
-            raise ValueError(
-                f"layer={layer} is out of order: the cache has {self.num_layers} layers and "
-                f"{len(self.keys)} of them filled"
-            )
-        if layer == len(self.keys):
-            all_keys, all_values = key, value
-            self.keys.append(key)
-            self.values.append(value)
-        else:
-            all_keys = torch.cat([self.keys[layer], key], dim=-2)  # (B, H_kv, kept + L, d_k)
-            all_values = torch.cat([self.values[layer], value], dim=-2)  # (B, H_kv, kept + L, d_k)
+        all_keys, all_values = super().update(layer, key, value)  # (B, H_kv, kept + L, d_k)
         # the last window positions, (B, H_kv, <= window, d_k), copied: the slice would keep all
         self.keys[layer] = all_keys[..., -self.window :, :].clone()
         self.values[layer] = all_values[..., -self.window :, :].clone()
