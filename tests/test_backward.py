@@ -20,8 +20,6 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from attn_ref.backward import (
     attention_backward,
@@ -33,6 +31,7 @@ from attn_ref.backward import (
 )
 from attn_ref.tiled import dropout_mask, tiled_attention
 from tests import reference
+from tests.test_tiled import AllocationRecorder
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 12
@@ -485,20 +484,6 @@ def test_the_traced_weights_are_the_forward_weights_tile_by_tile():
 
 
 # --- memory: no (L, S) tensor, what is saved ------------------------------------------------------
-
-
-class AllocationRecorder(TorchDispatchMode):
-    """The shape of every tensor an operation creates (views, which allocate nothing, left out)."""
-
-    def __init__(self):
-        super().__init__()
-        self.shapes: list[tuple[int, ...]] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        if not func.is_view:
-            self.shapes += [tuple(t.shape) for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
-        return result
 
 
 @pytest.mark.parametrize("masking", ["none", "bool", "float", "causal"])
