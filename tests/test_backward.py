@@ -31,7 +31,7 @@ from attn_ref.backward import (
 )
 from attn_ref.tiled import dropout_mask, tiled_attention
 from tests import reference
-from tests.test_tiled import AllocationRecorder
+from tests.test_tiled import AllocationRecorder, pair
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 12
@@ -422,10 +422,6 @@ def tiles(L, S, block_q, block_k):
         for i in range(0, L, block_q)
         for j in range(0, S, block_k)
     ]
-
-
-def pair(block_size):
-    return block_size if isinstance(block_size, tuple) else (block_size, block_size)
 
 
 @SETTINGS
