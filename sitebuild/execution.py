@@ -1,44 +1,53 @@
-"""Execute each tutorial once, in a fresh kernel, and keep the result until its inputs change.
+"""Execute each tutorial once, in a fresh kernel, and keep the result until its code changes.
 
-The build runs it before MkDocs renders the tutorials (`sitebuild.tutorial_pages` turns the
-result into the page), and the tests read what it wrote, so that one execution serves the page,
-the download and the tests.
+Execution is a stage of its own, before the site is rendered: ``python -m sitebuild execute``
+runs it (``make test`` and CI do, first), the build runs it for any tutorial not kept yet, and the
+tests read what it wrote, so that one execution serves the page, the download and the tests.
 
-A tutorial ``docs/tutorials/<name>.py`` (jupytext percent format) runs top to bottom in a
-fresh kernel whose working folder is an empty temporary one, so it can rely only on installed
-packages. The result is kept under ``.cache/tutorials/<arithmetic>/<key>/tutorials/``, one folder of
-executions per machine arithmetic (see `arithmetic`), so that testing under another CPU
-capability does not discard the executions of this one:
+A tutorial ``docs/tutorials/<name>.py`` (jupytext percent format) runs top to bottom in a fresh
+kernel whose working folder is an empty temporary one, so it can rely only on installed packages
+and ``attn_ref``. The result is kept under ``.cache/tutorials/<arithmetic>/<key>/tutorials/``:
 
-- ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, solutions
-  (cells tagged ``solution``) and the code of plots (cells tagged ``plot``) collapsed, and
-  each run of printed text in one output (the kernel may flush a print in two messages), so
-  that two executions give the same bytes;
+- ``<name>.ipynb``: the executed notebook, with stable cell ids, no timings, solutions (cells
+  tagged ``solution``) and the code of plots (``plot``) collapsed, and each run of printed text in
+  one output (the kernel may flush a print in two messages), so that two executions give the same
+  bytes;
 - ``<name>.values.pickle``: the kernel's variables after the last cell, as `sitebuild.values`
-  keeps them, for the tests to compare with their own references;
+  keeps them, for the tests to compare with their own references (trained models among them:
+  a model is trained once per arithmetic and recipe, by its tutorial, and the tests read it);
 - ``<name>.files/``: the files the tutorial wrote in its working folder (the induction
   tutorial's trained model, for the playground), which the build publishes beside the page.
 
-The key hashes the tutorial, every file it can import or include (``attn_ref``,
-``snippets``), the pinned versions (``constraints.txt``) and this module with `sitebuild.values`;
-its folder names the machine's part in the results: the CPU kernels PyTorch runs
-(``ATEN_CPU_CAPABILITY`` can choose them) and its thread count, since both change the last bits
-of what a tutorial prints. A change to any of them gives a new execution; nothing else does.
+The key hashes the tutorial's code cells (their source and tags, not its prose: editing a
+sentence runs nothing again; `notebook` puts today's prose around the kept outputs), every file
+it can import or include (``attn_ref``, ``snippets``), the pinned versions (``constraints.txt``)
+and how it is executed (this module, `sitebuild.values`, the plot style). The folder above the key
+names the arithmetic, read from a process started as the kernels are (`arithmetic`): PyTorch's
+version, the CPU kernels it runs (``ATEN_CPU_CAPABILITY`` can choose them) and its thread count,
+since they change the last bits of what a tutorial prints. Executions for another arithmetic are
+kept beside, never read.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from nbformat import NotebookNode
 from traitlets.config import Config
 
 from sitebuild import plot_style
@@ -51,19 +60,51 @@ HOW = (  # how a tutorial is executed and kept, and how its plots look
     Path("sitebuild/matplotlibrc"),
 )
 VALUES_MODULE = Path(__file__).resolve().parent / "values.py"
+TUTORIALS = Path("docs") / "tutorials"
 CACHE = Path(".cache") / "tutorials"
-WORKERS = 2  # the build machine's cores
+WORKERS_VARIABLE = "SITE_EXECUTION_WORKERS"  # kernels at a time; the machine's cores by default
+CELL_TAGS = {"solution", "plot", "deeper", "measured"}
+_durations_lock = threading.Lock()  # the executing threads record their times in one file
 
-# Run after the last cell, then removed. The kernel cannot import sitebuild (its working folder is
-# empty and the project is not installed there), so it runs values.py by its path.
+# Run after the last cell, then removed. The kernel's working folder is empty, so it runs
+# values.py by its path.
 SAVE_VALUES = "import runpy as _runpy\n_runpy.run_path({module!r})['save'](globals(), {path!r})"
+ARITHMETIC_PROBE = (
+    "import torch; print(f'torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
+    "{torch.get_num_threads()} threads')"
+)
 
 
 def arithmetic() -> str:
-    """What, besides the code, changes the numbers a tutorial prints: PyTorch's CPU kernels and threads."""
-    import torch  # here, not at the top: the hooks' other work does not need it
+    """What, besides the code, changes the numbers a tutorial prints: PyTorch's version, CPU kernels
+    and threads, as a kernel started now would have them (read from a new process with the kernels'
+    environment, not from this one, whose thread count a test may have changed)."""
+    # pytest names the running test in the environment; nothing else in it changes that often
+    environment = {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
+    return _arithmetic(tuple(sorted(environment.items())))
 
-    return f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"
+
+@functools.cache
+def _arithmetic(environment: tuple[tuple[str, str], ...]) -> str:
+    probe = [sys.executable, "-c", ARITHMETIC_PROBE]
+    return subprocess.run(
+        probe, env=dict(environment), capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def kernel_environment(root: Path) -> dict[str, str]:
+    """The environment a tutorial's kernel runs in: this one, with ``root``'s attn_ref importable
+    and the site's plot style."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        "MATPLOTLIBRC": str(plot_style.RC_FILE),
+    }
+
+
+def workers() -> int:
+    """How many tutorials execute at once: ``$SITE_EXECUTION_WORKERS``, or one per core."""
+    return int(os.environ.get(WORKERS_VARIABLE) or len(os.sched_getaffinity(0)))
 
 
 def code_digest(root: Path) -> str:
@@ -77,9 +118,45 @@ def code_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+def prepared(source: Path) -> NotebookNode:
+    """The tutorial as a notebook, ready to run: stable cell ids, solutions and plotting code folded.
+
+    Fails on a cell whose marker line carries anything but tags (``# %% [markdown] Some text``):
+    jupytext reads such text as the cell's metadata, and it vanishes from the page.
+    """
+    notebook = jupytext.read(source)
+    for number, cell in enumerate(notebook.cells):
+        unknown = set(cell.metadata) - {"tags", "lines_to_next_cell"}
+        carried = sorted(unknown) or sorted(set(cell.metadata.get("tags", [])) - CELL_TAGS)
+        if carried:
+            first = cell.source.splitlines()[0] if cell.source else ""
+            raise ValueError(
+                f"{source.name}: the marker of the cell starting {first!r} carries {carried}; a marker "
+                f"line holds only '# %%', '[markdown]' and tags from {sorted(CELL_TAGS)}"
+            )
+        cell.metadata.pop("lines_to_next_cell", None)
+        cell.id = f"cell-{number}"  # stable ids: the same file every time
+        tags = cell.metadata.get("tags", [])
+        if "solution" in tags:  # an exercise's solution: opened by the reader
+            cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+        elif "plot" in tags:  # plotting code: the plot shows, the code opens on demand
+            cell.metadata["jupyter"] = {"source_hidden": True}
+    return notebook
+
+
+def _code_key(notebook: NotebookNode) -> bytes:
+    """What of a tutorial runs: its code cells, their order and tags."""
+    code = [
+        (cell.source, cell.metadata.get("tags", [])) for cell in notebook.cells if cell.cell_type == "code"
+    ]
+    return json.dumps(code).encode()
+
+
 def cache_folder(source: Path, root: Path, digest: str | None = None) -> Path:
-    """Where the execution of ``source`` with today's code is (or will be) kept."""
-    key = hashlib.sha256(source.read_bytes() + (digest or code_digest(root)).encode()).hexdigest()[:16]
+    """Where the execution of ``source``'s code with today's project is (or will be) kept."""
+    key = hashlib.sha256(_code_key(prepared(source)) + (digest or code_digest(root)).encode()).hexdigest()[
+        :16
+    ]
     return root / CACHE / re.sub(r"[^\w.]+", "-", arithmetic()) / key
 
 
@@ -97,30 +174,74 @@ def written_files(notebook: Path) -> Path:
     return notebook.with_suffix(".files")
 
 
+def notebook(source: Path, executed: Path) -> NotebookNode:
+    """The tutorial as readers get it: today's cells, with the outputs of its kept execution.
+
+    The code is the code that ran (the key says so); the prose may be newer than the execution.
+    """
+    current = prepared(source)
+    kept = [cell for cell in nbformat.read(executed, as_version=4).cells if cell.cell_type == "code"]
+    code = [cell for cell in current.cells if cell.cell_type == "code"]
+    if [cell.source for cell in code] != [cell.source for cell in kept]:
+        raise ValueError(f"{executed} is not an execution of {source}'s code")
+    for cell, ran in zip(code, kept, strict=True):
+        cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
+    return current
+
+
 def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
-    """Start executing every tutorial whose result is not kept yet, ``WORKERS`` kernels at a time.
+    """Start executing every tutorial whose result is not kept yet, `workers` kernels at a time,
+    the slowest first (by their last execution's time), so the last to finish is a short one.
 
     Returns, for each source, a future that resolves to its executed notebook.
     """
     digest = code_digest(root)
-    pool = ThreadPoolExecutor(max_workers=WORKERS)
-    running = {}
+    pool = ThreadPoolExecutor(max_workers=workers())
+    running, missing = {}, []
     for source in sources:
         target = executed_notebook(source, root, digest)
+        running[source] = Future()
         if target.is_file():
-            running[source] = Future()
             running[source].set_result(target)
         else:
-            running[source] = pool.submit(execute, source, target, root)
+            missing.append((source, target))
+    seconds = durations(root)
+    for source, target in sorted(missing, key=lambda pair: -seconds.get(pair[0].stem, 0.0)):
+        _chain(pool.submit(execute, source, target, root), running[source])
     pool.shutdown(wait=False)
     return running
+
+
+def _chain(inner: Future, outer: Future) -> None:
+    inner.add_done_callback(
+        lambda done: (
+            outer.set_exception(done.exception()) if done.exception() else outer.set_result(done.result())
+        )
+    )
+
+
+def _durations_file(root: Path) -> Path:
+    return root / CACHE / re.sub(r"[^\w.]+", "-", arithmetic()) / "seconds.json"
+
+
+def durations(root: Path) -> dict[str, float]:
+    path = _durations_file(root)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _record_duration(root: Path, name: str, seconds: float) -> None:
+    path = _durations_file(root)
+    with _durations_lock:
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps({**durations(root), name: round(seconds, 1)}, indent=1, sort_keys=True))
+        partial.replace(path)
 
 
 def prune(root: Path, keep: set[Path]) -> None:
     """Remove this arithmetic's kept executions that no current tutorial uses."""
     for folder in {folder.parent for folder in keep}:
         for kept in folder.glob("*"):
-            if kept not in keep:
+            if kept.is_dir() and kept not in keep:
                 shutil.rmtree(kept)
 
 
@@ -129,14 +250,8 @@ def execute(source: Path, target: Path, root: Path) -> Path:
 
     The kernel imports ``attn_ref`` from ``root``, the project being built, whatever else is installed.
     """
-    notebook = jupytext.read(source)
-    for number, cell in enumerate(notebook.cells):
-        cell.id = f"cell-{number}"  # stable ids: the same file every time
-        tags = cell.metadata.get("tags", [])
-        if "solution" in tags:  # an exercise's solution: opened by the reader
-            cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
-        elif "plot" in tags:  # plotting code: the plot shows, the code opens on demand
-            cell.metadata["jupyter"] = {"source_hidden": True}
+    started = time.perf_counter()
+    notebook = prepared(source)
     partial = target.with_name(target.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)
@@ -152,13 +267,7 @@ def execute(source: Path, target: Path, root: Path) -> Path:
             timeout=600,
             record_timing=False,
             resources={"metadata": {"path": folder}},  # the kernel's working folder: empty
-        ).execute(
-            env={
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
-                "MATPLOTLIBRC": str(plot_style.RC_FILE),  # the site's plot style
-            }
-        )
+        ).execute(env=kernel_environment(root))
         shutil.copytree(folder, written)
     notebook.cells.pop()
     for cell in notebook.cells:
@@ -169,6 +278,7 @@ def execute(source: Path, target: Path, root: Path) -> Path:
     shutil.rmtree(written_files(target), ignore_errors=True)
     written.replace(written_files(target))
     partial.replace(target)  # last, so that a kept notebook always has its values beside it
+    _record_duration(root, source.stem, time.perf_counter() - started)
     return target
 
 

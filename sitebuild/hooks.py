@@ -35,7 +35,8 @@ class Build:
 
     def __init__(self, config: MkDocsConfig) -> None:
         self.root = Path(config.config_file_path).resolve().parent
-        self.executions: dict[str, tuple[Future, str]] = {}  # page src_uri -> (notebook, download name)
+        # page src_uri -> (tutorial, its executed notebook, download name)
+        self.executions: dict[str, tuple[Path, Future, str]] = {}
         self.files: dict[str, str] = {}  # site path -> text (plots)
         self.typesetter = typeset.Typesetter()
         self.wheel = downloads.wheel(self.root)
@@ -70,7 +71,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         files.append(page)
         download = Path(build.downloads.name) / notebook.name  # written with the page, copied after
         files.append(File.generated(config, f"tutorials/{notebook.name}", abs_src_path=str(download)))
-        build.executions[page.src_uri] = (running[source], notebook.name)
+        build.executions[page.src_uri] = (source, running[source], notebook.name)
     wheel = File.generated(config, f"{downloads.FOLDER}/{build.wheel.name}", abs_src_path=str(build.wheel))
     files.append(wheel)
     return files
@@ -79,8 +80,8 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 def on_page_read_source(page: Page, config: MkDocsConfig) -> str | None:
     if page.file.src_uri not in build.executions:
         return None
-    running, download = build.executions[page.file.src_uri]
-    notebook = nbformat.read(running.result(), as_version=4)  # a failing cell stops the build here
+    source, running, download = build.executions[page.file.src_uri]
+    notebook = execution.notebook(source, running.result())  # a failing cell stops the build here
     readers_copy = downloads.for_download(notebook, page.file.src_uri, build.site_url, build.wheel_url)
     nbformat.write(readers_copy, Path(build.downloads.name) / download)
     return tutorial_pages.markdown_page(notebook, download)
@@ -106,7 +107,7 @@ def on_post_build(config: MkDocsConfig) -> None:
     for path, text in build.files.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
-    for src_uri, (running, _) in build.executions.items():  # what each tutorial wrote, beside its page
+    for src_uri, (_, running, _) in build.executions.items():  # what each tutorial wrote, beside its page
         page_folder = site / Path(src_uri).with_suffix("")
         for written in sorted(execution.written_files(running.result()).glob("*")):
             if not written.is_file():

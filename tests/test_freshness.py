@@ -34,18 +34,27 @@ answer = 6 * 7
 """
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A project with the site's code folders, its pinned versions and one tiny tutorial."""
+@pytest.fixture(scope="module")
+def executed_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with the site's code folders, its pinned versions and one tiny tutorial, executed
+    once (a kernel takes seconds to start; the tests below share this execution)."""
+    project = tmp_path_factory.mktemp("executed")
     for folder in tutorial_execution.CODE_DIRS:
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / tutorial_execution.VERSIONS, tmp_path)
+        shutil.copytree(ROOT / folder, project / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / tutorial_execution.VERSIONS, project)
     for how in tutorial_execution.HOW:
-        (tmp_path / how).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / how, tmp_path / how)
-    (tmp_path / "docs" / "tutorials").mkdir(parents=True)
-    (tmp_path / "docs" / "tutorials" / "tiny.py").write_text(TINY_TUTORIAL)
-    return tmp_path
+        (project / how).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / how, project / how)
+    (project / "docs" / "tutorials").mkdir(parents=True)
+    (project / "docs" / "tutorials" / "tiny.py").write_text(TINY_TUTORIAL)
+    _execute(project)
+    return project
+
+
+@pytest.fixture
+def project(executed_project: Path, tmp_path: Path) -> Path:
+    """A copy of that project, with its execution kept, for a test to change."""
+    return Path(shutil.copytree(executed_project, tmp_path / "project", symlinks=True))
 
 
 def _tutorial(project: Path) -> Path:
@@ -104,6 +113,76 @@ def test_the_key_ignores_pages_and_other_tutorials(project):
     (project / "docs" / "index.md").write_text("# Changed\n")
     (project / "docs" / "tutorials" / "other.py").write_text(TINY_TUTORIAL)
     assert tutorial_execution.cache_folder(_tutorial(project), project) == before
+
+
+def test_editing_prose_runs_nothing_again_and_the_page_shows_the_new_prose(project):
+    executed = _execute(project)
+    source = _tutorial(project)
+    source.write_text(
+        source.read_text().replace("# # A tiny tutorial", "# # A tiny tutorial\n#\n# New prose.")
+    )
+    assert _execute(project) == executed  # the same key: kept
+    notebook = tutorial_execution.notebook(source, executed)
+    assert notebook.cells[0].source == "# A tiny tutorial\n\nNew prose."
+    assert notebook.cells[1].outputs[0].text == "working folder holds: []\n"  # the kept outputs
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace("answer = 6 * 7", "answer = 7 * 6"),  # code
+        lambda text: text.replace('tags=["plot"]', 'tags=["solution"]'),  # how a cell is shown
+        lambda text: text + "\n# %%\nprint('one more cell')\n",
+    ],
+)
+def test_editing_code_or_its_tags_changes_the_key(project, edit):
+    before = tutorial_execution.cache_folder(_tutorial(project), project)
+    _tutorial(project).write_text(edit(_tutorial(project).read_text()))
+    assert tutorial_execution.cache_folder(_tutorial(project), project) != before
+
+
+def test_kept_outputs_are_never_put_under_other_code(project):
+    executed = _execute(project)
+    source = _tutorial(project)
+    source.write_text(source.read_text().replace("answer = 6 * 7", "answer = 7 * 6"))
+    with pytest.raises(ValueError, match="is not an execution of"):
+        tutorial_execution.notebook(source, executed)
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ['# %% [markdown] <a id="x"></a>**Lost.** Its text', '# %% tags=["plto"]', "# %% Some words"],
+)
+def test_a_cell_marker_that_carries_text_fails_the_execution(project, marker):
+    """jupytext reads words after ``# %%`` as the cell's metadata: they would vanish from the page."""
+    _tutorial(project).write_text(TINY_TUTORIAL + f"\n{marker}\n# more\n")
+    with pytest.raises(ValueError, match="a marker line holds only"):
+        tutorial_execution.prepared(_tutorial(project))
+
+
+def test_every_tutorials_markers_carry_only_tags():
+    for source in sorted(TUTORIALS.glob("*.py")):
+        tutorial_execution.prepared(source)
+
+
+def test_the_arithmetic_is_the_kernels_not_this_processs(monkeypatch):
+    """A test may change this process's torch threads; the kernels start with the environment's."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert tutorial_execution.arithmetic().endswith(", 1 threads")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_number_of_kernels_at_a_time_is_configurable(monkeypatch):
+    monkeypatch.setenv(tutorial_execution.WORKERS_VARIABLE, "3")
+    assert tutorial_execution.workers() == 3
+    monkeypatch.delenv(tutorial_execution.WORKERS_VARIABLE)
+    assert tutorial_execution.workers() >= 1
 
 
 def test_every_kept_execution_belongs_to_todays_tutorials_and_code(built_site):

@@ -625,7 +625,8 @@ print(
 asymmetry = (scores - scores.transpose(-2, -1)).abs().max()
 print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
-# %% [markdown] <a id="no-division"></a>**"Divide by sqrt of key size".** Its text says the
+# %% [markdown]
+# <a id="no-division"></a>**"Divide by sqrt of key size".** Its text says the
 # scores are divided by $\sqrt{d_k}$, "to stabilize training", but its code (`wei = q @
 # k.transpose(-2, -1)`) never divides, where [scaled
 # scores](#scores-scaled-by-the-square-root-of-the-head-size) do. So every weight it prints

@@ -1,0 +1,45 @@
+"""``python -m sitebuild execute``: execute every tutorial not kept yet (`sitebuild.execution`).
+
+The build and the tests would execute them too, when they need them; running the stage first
+gives its time a line of its own, and lets the tests that read the executions start at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from sitebuild import execution
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sitebuild")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("execute", help="execute every tutorial whose execution is not kept yet")
+    run.add_argument(
+        "--workers",
+        type=int,
+        help=f"kernels at a time (default: ${execution.WORKERS_VARIABLE} or one per core)",
+    )
+    arguments = parser.parse_args(argv)
+    if arguments.workers:
+        os.environ[execution.WORKERS_VARIABLE] = str(arguments.workers)
+    root = Path.cwd()
+    sources = sorted((root / execution.TUTORIALS).glob("*.py"))
+    started = time.perf_counter()
+    print(f"executing tutorials ({execution.arithmetic()}, {execution.workers()} at a time)", flush=True)
+    running = execution.execute_all(sources, root)
+    kept = {source for source, future in running.items() if future.done()}
+    for source, future in running.items():
+        future.result()  # a failing tutorial fails here, with its error
+        state = "kept" if source in kept else f"executed ({execution.durations(root)[source.stem]:.1f} s)"
+        print(f"  {source.stem:<40} {state}", flush=True)
+    print(f"done in {time.perf_counter() - started:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
