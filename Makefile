@@ -4,8 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SERVE_ADDR := 127.0.0.1:8000
+# One test worker per core; a site test first, then the rest in the order conftest.py gives
+PARALLEL := --numprocesses=auto --dist=loadgroup --no-loadscope-reorder
 
-.PHONY: serve build test screenshots measure lint format lock clean
+.PHONY: serve build execute test test-fast test-arithmetic screenshots measure lint format lock clean
 
 # --dirty: after an edit, rebuild only the edited page (all pages when attn_ref or snippets change);
 # --no-strict: ProperDocs warns about --dirty itself. `make build` and the tests stay strict.
@@ -15,8 +17,18 @@ serve: $(INSTALLED)  ## build and serve the site with live reload at http://127.
 build: $(INSTALLED)  ## build the site strictly into site/
 	$(BIN)/python -m properdocs build -f mkdocs.yml --strict
 
-test: lint  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
-	$(BIN)/pytest --numprocesses=auto --dist=loadgroup --no-loadscope-reorder
+execute: $(INSTALLED)  ## execute every tutorial whose code changed (kept in .cache/tutorials/)
+	$(BIN)/python -m sitebuild execute
+
+test: lint execute  ## lint, then every test: doctests, attn_ref, snippets, notebooks, the built site, a browser
+	$(BIN)/pytest $(PARALLEL)
+
+test-fast: $(INSTALLED)  ## the tests that need no execution, no build and no browser: a minute
+	$(BIN)/pytest $(PARALLEL) -m "not executed and not site and not browser"
+
+# CI's second pass, under other arithmetic: everything whose result can depend on PyTorch's CPU kernels
+test-arithmetic: execute  ## every test but the browser's and the fresh-environment install
+	$(BIN)/pytest $(PARALLEL) -m "not browser and not fresh_environment"
 
 screenshots: $(INSTALLED)  ## every page in light, dark and 375 px wide, in screenshots/, to look at (the browser tests run too)
 	SCREENSHOTS=1 $(BIN)/pytest -m browser

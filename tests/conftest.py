@@ -60,10 +60,20 @@ def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Buil
     tutorials that are not kept yet, under the same lock as `executed_tutorials`.
     """
     run_folder = _run_folder(tmp_path_factory, worker_id)
-    site_dir, log_file = run_folder / "site", run_folder / "site-build.log"
+    site_dir, log_file, failed = (
+        run_folder / "site",
+        run_folder / "site-build.log",
+        run_folder / "site-failed",
+    )
     with FileLock(run_folder / "site.lock"):
+        if failed.is_file():  # once is enough: every test that needs the site fails with the build's error
+            pytest.fail(failed.read_text(), pytrace=False)
         if not log_file.is_file():
-            _, log = build(ROOT, site_dir)
+            try:
+                _, log = build(ROOT, site_dir)
+            except RuntimeError as error:
+                failed.write_text(str(error))
+                raise
             log_file.write_text(log)
     return BuiltSite(site_dir, log_file.read_text())
 
@@ -113,7 +123,7 @@ def executed_tutorials(
         kept = {source: running[source].result() for source in sources}
     return {
         source.stem: ExecutedTutorial(
-            nbformat.read(notebook, as_version=4),
+            tutorial_execution.notebook(source, notebook),
             pickle.loads(tutorial_execution.saved_values(notebook).read_bytes()),
         )
         for source, notebook in kept.items()
@@ -146,15 +156,18 @@ def pytest_report_header() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that needs the built site ``site``; run one of them first, then every test
-    that needs no site, then the rest.
+    """Mark every test that needs the built site ``site``, and every other test that reads the
+    tutorials' executions ``executed``; run one site test first, then every test that needs no
+    site, then the rest.
 
-    ``pytest -m "not site and not browser"`` is the fast tier. Under ``make test``
-    (``--no-loadscope-reorder`` keeps this order) the first worker builds the site while the others
-    run the tests that need no site, instead of waiting for it.
+    Under ``make test`` (``--no-loadscope-reorder`` keeps this order) the first worker builds the
+    site while the others run the tests that need no site, instead of waiting for it.
     """
-    needs_site = [item for item in items if {"built_site", "executed_tutorials"} & set(item.fixturenames)]
+    needs_site = [item for item in items if "built_site" in item.fixturenames]
     for item in needs_site:
         item.add_marker(pytest.mark.site)
+    for item in items:
+        if "executed_tutorials" in item.fixturenames and item not in needs_site:
+            item.add_marker(pytest.mark.executed)
     others = [item for item in items if item not in needs_site]
     items[:] = needs_site[:1] + others + needs_site[1:]

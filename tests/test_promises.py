@@ -16,7 +16,17 @@ def test_readme_gives_exactly_two_commands_serve_and_test():
 def test_ci_runs_the_readme_test_command_then_again_with_the_portable_kernels_on_one_thread():
     script = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", script, flags=re.M)
-    assert re.search(r"^ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 make test$", script, flags=re.M)
+    assert re.search(
+        r"^ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 make test-arithmetic$", script, flags=re.M
+    )
+
+
+def test_the_second_pass_leaves_out_only_the_browser_and_the_fresh_environment():
+    """What `make test-arithmetic` leaves out cannot depend on PyTorch's arithmetic (README says why)."""
+    makefile = (ROOT / "Makefile").read_text()
+    (target,) = re.findall(r"^test-arithmetic:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
+    assert '-m "not browser and not fresh_environment"' in target
+    assert "test-arithmetic" in (ROOT / "README.md").read_text()
 
 
 def test_the_site_is_published_only_from_main_after_its_whole_suite_passed():
