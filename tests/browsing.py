@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from axe_playwright_python.base import AXE_SCRIPT
+
 from tests.site_tools import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -83,3 +85,25 @@ def search_first_hit(page, base: str, query: str) -> str:
     first = page.locator(".md-search-result__item > a").first
     first.wait_for()
     return first.get_attribute("href").removeprefix(base).split("?")[0].split("#")[0]
+
+
+# axe-core's rules for WCAG 2.1 levels A and AA, and two of its best practices: every landmark of a
+# kind has a distinct name, and every dialog a name. One run checks them all.
+AXE_OPTIONS = {
+    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
+    "rules": {"landmark-unique": {"enabled": True}, "aria-dialog-name": {"enabled": True}},
+    "resultTypes": ["violations"],
+}
+
+
+def accessibility_violations(page) -> list[str]:
+    """axe-core's findings on the page as it is now: one line per rule and element. axe is put
+    into the page once (half a megabyte of script), then run as often as asked."""
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.evaluate(AXE_SCRIPT)
+    response = page.evaluate("options => axe.run(document, options)", AXE_OPTIONS)
+    return [
+        f"{violation['id']}: {' '.join(map(str, node['target']))}"
+        for violation in response["violations"]
+        for node in violation["nodes"]
+    ]

@@ -10,9 +10,8 @@ import re
 from dataclasses import dataclass
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 
-from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot, search_first_hit
+from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot, search_first_hit
 from tests.budgets import FIRST_VISIT_BUDGET, SEARCHES
 from tests.conftest import ROOT, BuiltSite
 from tests.forked import run_python
@@ -109,26 +108,8 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
   .reduce((total, entry) => total + entry.transferSize, 0)"""
 
 
-# axe-core's rules for WCAG 2.1 levels A and AA, and two of its best practices: every landmark of a
-# kind has a distinct name, and every dialog a name.
 LOAD_LAZY_IMAGES = """() => Promise.all([...document.querySelectorAll("img[loading=lazy]")]
   .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
-AXE_OPTIONS = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}}
-AXE_BEST_PRACTICES = {"runOnly": {"type": "rule", "values": ["landmark-unique", "aria-dialog-name"]}}
-
-
-def accessibility_violations(page) -> list[str]:
-    """axe-core's findings on the page as it is now: one line per rule and element."""
-    axe = Axe()
-    found = []
-    for options in (AXE_OPTIONS, AXE_BEST_PRACTICES):
-        for violation in axe.run(page, options={**options, "resultTypes": ["violations"]}).response[
-            "violations"
-        ]:
-            found += [
-                f"{violation['id']}: {' '.join(map(str, node['target']))}" for node in violation["nodes"]
-            ]
-    return found
 
 
 @dataclass
@@ -262,12 +243,21 @@ def test_no_accessibility_violation(looks, page_path, scheme):
     assert looks(page_path, "desktop").violations[scheme] == []
 
 
-def test_copied_python_runs_in_page_order(looks, page_path, tmp_path):
+def test_copied_python_is_code_that_runs_in_page_order(looks, page_path, executed_tutorials, tmp_path):
+    """What a reader copies, block after block, runs in one fresh interpreter. A tutorial's blocks
+    are its code cells, which ran top to bottom in a fresh kernel when it was executed: the copies
+    are compared with them (running them again would train its models again). A page's blocks
+    are run."""
     blocks = looks(page_path, "desktop").copied
     if not blocks:
         pytest.skip("no Python code on this page")
     assert None not in blocks, "a copy button is not shown even with its block open"
     assert all(block.strip() for block in blocks), "a copy button copied nothing"
+    tutorial = page_path.removeprefix("tutorials/").rstrip("/")
+    if page_path.startswith("tutorials/") and tutorial in executed_tutorials:
+        ran = [cell.source.strip() for cell in executed_tutorials[tutorial].code_cells]
+        assert [block.strip() for block in blocks] == ran
+        return
     script = tmp_path / "copied.py"
     script.write_text("\n\n".join(blocks) + "\n")
     finished = run_python(script, cwd=tmp_path)
@@ -294,6 +284,19 @@ def test_search_index_leaves_out_printed_output_and_examples_keeps_prose_and_api
     assert "Numerically stable softmax" in index  # an API object's summary
     assert "between numerator and denominator" not in index  # the rest of its docstring
     assert "softmax acts on each row" in index  # the pipeline page's prose
+
+
+def test_the_accessibility_check_reports_what_it_looks_for(browser, server):
+    """The check behind ``violations == []``: faint text, an unnamed dialog and two landmarks of a
+    kind with one name are each reported, in one run."""
+    tab = Tab(browser, server).open("")
+    tab.page.set_content(
+        '<main><p style="color:#bbb;background:#fff">faint</p><div role="dialog">x</div>'
+        '<nav aria-label="a">a</nav><nav aria-label="a">b</nav></main>'
+    )
+    found = {line.split(":")[0] for line in accessibility_violations(tab.page)}
+    tab.close()
+    assert found >= {"color-contrast", "aria-dialog-name", "landmark-unique"}
 
 
 CDN_FILE = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"

@@ -18,8 +18,7 @@ import pytest
 import torch
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
-from tests.browsing import SIDEWAYS_SCROLL, Tab, screenshot
-from tests.test_browser import accessibility_violations
+from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot
 from tests.test_playground import DESKTOP, PHONE  # the same two readers
 
 pytestmark = pytest.mark.browser
