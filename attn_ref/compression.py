@@ -11,7 +11,7 @@ A key/value cache keeps $2 H_{kv} d_k$ numbers per token and per layer
 - `quantize` stores a tensor in 8, 4 or 2 bits per number, with one scale and one
   zero point per token or per channel (`QuantizedTensor`); `QuantizedKVCache` keeps
   keys per channel and values per token, as KIVI does (Liu et al., 2024).
-- `SlidingWindowCache` keeps only the last ``window`` positions (`sliding_window_mask`).
+- `SlidingWindowCache` keeps only the last ``window`` positions (`attn_ref.masks.sliding_window_mask`).
 - `linear_attention` replaces the softmax by a feature map (Katharopoulos et al.,
   2020); `linear_attention_recurrent` computes the same causal output token by
   token from a state of fixed size (`LinearAttentionState`).
@@ -32,7 +32,8 @@ from torch import Tensor, nn
 from attn_ref import _validate
 from attn_ref._numerics import compute_dtype
 from attn_ref.cache import KVCache
-from attn_ref.functional import causal_mask, scaled_dot_product_attention
+from attn_ref.functional import scaled_dot_product_attention
+from attn_ref.masks import causal_mask
 from attn_ref.multihead import merge_heads
 from attn_ref.positional import apply_rotary
 
@@ -49,7 +50,6 @@ __all__ = [
     "linear_attention_recurrent",
     "pack_codes",
     "quantize",
-    "sliding_window_mask",
     "unpack_codes",
 ]
 
@@ -594,42 +594,14 @@ class QuantizedKVCache:
 # --- sliding window ----------------------------------------------------------------------------
 
 
-def sliding_window_mask(L: int, S: int, window: int, device: torch.device | str | None = None) -> Tensor:
-    """Causal mask with a window: each of the last ``L`` of ``S`` positions sees itself and the ``window - 1`` before.
-
-    Query ``i`` sits at position ``S - L + i`` and may see key ``j`` when
-    ``0 <= S - L + i - j < window`` (Mistral 7B's sliding window; ``window >= S``
-    gives `attn_ref.causal_mask` with ``lower_right=True``).
-
-    Args:
-        L: Number of queries, the last ``L`` positions.
-        S: Number of keys.
-        window: Positions each query sees, itself included.
-        device: Where to create the mask.
-
-    Returns:
-        A ``(L, S)`` boolean tensor, ``True`` where attending is allowed.
-
-    Examples:
-        >>> sliding_window_mask(3, 5, window=2).int()
-        tensor([[0, 1, 1, 0, 0],
-                [0, 0, 1, 1, 0],
-                [0, 0, 0, 1, 1]], dtype=torch.int32)
-    """
-    _validate.count("L", L)
-    _validate.count("S", S, minimum=L)
-    _validate.count("window", window)
-    distance = torch.arange(S - L, S, device=device)[:, None] - torch.arange(S, device=device)  # (L, S)
-    return (distance >= 0) & (distance < window)
-
-
 @dataclass
 class SlidingWindowCache(KVCache):
     """A key/value cache that keeps only the last ``window`` positions of each layer.
 
     `update` returns the kept positions followed by the new ones: attend to them with
-    `sliding_window_mask` (for one new token, that leaves out only the first of
-    ``window + 1``). Then it keeps the last ``window``, so the cache never holds more
+    `attn_ref.masks.sliding_window_mask`, the ``L`` new queries being the last ``L``
+    of the ``S`` positions returned (for one new token, that leaves out only the
+    first of ``window + 1``). Then it keeps the last ``window``, so the cache never holds more
     than ``window`` positions, however long the text (a rolling buffer, as in
     Mistral 7B; there each position overwrites the one ``window`` before it, in place).
 

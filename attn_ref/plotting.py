@@ -51,7 +51,7 @@ def attention_heatmap(
         vmax: Weight drawn in the brightest colour; defaults to the largest
             weight. Give panels the same ``vmax`` to compare them by colour.
         mask: ``(L, S)`` booleans, ``True`` where the query may attend to the
-            key (as `attn_ref.causal_mask` makes them); ``None``: every key.
+            key (as `attn_ref.masks.causal_mask` makes them); ``None``: every key.
 
     Returns:
         The axes drawn on.

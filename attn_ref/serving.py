@@ -3,7 +3,6 @@ r"""How a server runs attention: many requests of different lengths at once, in 
 A server feeds a `attn_ref.decoder.TinyDecoder` tokens from many requests in one forward pass
 (`run_decoder`), each request with its own positions and its own keys. Around that one pass:
 
-- masks for packed requests and bounded contexts: `document_causal_mask`, `sliding_window_mask`;
 - three ways to batch ragged requests: padded (`generate_padded`), packed into one sequence with
   a document mask (`generate_packed`), and paged, with a scheduler that admits and retires
   requests at every step (`PagedKVCache`, `serve`);
@@ -13,6 +12,9 @@ A server feeds a `attn_ref.decoder.TinyDecoder` tokens from many requests in one
   skip empty tiles (`create_block_mask`, `flex_attention`);
 - the cost of decoding: arithmetic intensity (`attention_intensity`) and split-K decoding
   (`split_k_attention`, `merge_partials`).
+
+The masks they use, for packed requests (`attn_ref.masks.document_causal_mask`) and
+bounded contexts (`attn_ref.masks.sliding_window_mask`), are built in `attn_ref.masks`.
 
 Every engine decodes greedily and gives, for each request, the tokens that decoding it alone
 gives, up to float rounding of the logits. It is a reference: plain loops over requests and
@@ -34,6 +36,7 @@ from attn_ref import _validate
 from attn_ref._numerics import additive_mask, compute_dtype, finite_or_zero
 from attn_ref.decoder import TinyDecoder
 from attn_ref.functional import scaled_dot_product_attention
+from attn_ref.masks import document_causal_mask, sliding_window_mask
 from attn_ref.multihead import merge_heads, repeat_kv_heads, split_heads
 from attn_ref.tiled import tiled_attention
 
@@ -44,7 +47,6 @@ __all__ = [
     "ServeResult",
     "attention_intensity",
     "create_block_mask",
-    "document_causal_mask",
     "flex_attention",
     "generate_packed",
     "generate_padded",
@@ -52,7 +54,6 @@ __all__ = [
     "merge_partials",
     "run_decoder",
     "serve",
-    "sliding_window_mask",
     "split_k_attention",
 ]
 
@@ -87,7 +88,7 @@ def run_decoder(model: TinyDecoder, tokens: Tensor, positions: Tensor, attend: A
     Examples:
         Attending to the tokens passed, with a causal mask, is the model's own forward pass:
 
-        >>> from attn_ref.functional import causal_mask
+        >>> from attn_ref.masks import causal_mask
         >>> _ = torch.manual_seed(0)
         >>> model = TinyDecoder(
         ...     vocab_size=10, context_length=8, embed_dim=16,
@@ -138,82 +139,6 @@ def attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -> Tensor:
     k = repeat_kv_heads(k, num_heads)  # (..., H_kv, S, d_k) -> (..., H, S, d_k)
     v = repeat_kv_heads(v, num_heads)  # (..., H_kv, S, d_k) -> (..., H, S, d_k)
     return scaled_dot_product_attention(q, k, v, attn_mask=allowed)[0]  # (..., H, L, d_k)
-
-
-# --- masks --------------------------------------------------------------------------------------
-
-
-def document_causal_mask(
-    q_seq: Tensor, q_pos: Tensor, k_seq: Tensor | None = None, k_pos: Tensor | None = None
-) -> Tensor:
-    """Causal attention within each request of a packed sequence.
-
-    Requests packed one after another into one sequence (the *varlen* layout)
-    must not see each other. A query of request $r$ at position $p$ may see a
-    key of the same request at a position $\\le p$, and nothing else.
-
-    Args:
-        q_seq: ``(L,)`` the request of each query.
-        q_pos: ``(L,)`` each query's position within its request.
-        k_seq: ``(S,)`` the request of each key; defaults to ``q_seq``.
-        k_pos: ``(S,)`` each key's position; defaults to ``q_pos``.
-
-    Returns:
-        ``(L, S)`` boolean, ``True`` where a query may see a key.
-
-    Examples:
-        Two requests of lengths 2 and 3 packed into one sequence of 5:
-
-        >>> seq, pos = torch.tensor([0, 0, 1, 1, 1]), torch.tensor([0, 1, 0, 1, 2])
-        >>> document_causal_mask(seq, pos).int()
-        tensor([[1, 0, 0, 0, 0],
-                [1, 1, 0, 0, 0],
-                [0, 0, 1, 0, 0],
-                [0, 0, 1, 1, 0],
-                [0, 0, 1, 1, 1]], dtype=torch.int32)
-    """
-    k_seq = q_seq if k_seq is None else k_seq
-    k_pos = q_pos if k_pos is None else k_pos
-    for name, x in (("q_seq", q_seq), ("q_pos", q_pos), ("k_seq", k_seq), ("k_pos", k_pos)):
-        _validate.index_vector(name, x)
-    _validate.same_length(q_seq=q_seq, q_pos=q_pos)
-    _validate.same_length(k_seq=k_seq, k_pos=k_pos)
-    same = q_seq[:, None] == k_seq[None, :]  # (L, S)
-    return same & (k_pos[None, :] <= q_pos[:, None])  # (L, S)
-
-
-def sliding_window_mask(q_pos: Tensor, k_pos: Tensor, window: int, num_sinks: int = 0) -> Tensor:
-    r"""Causal attention to the last ``window`` positions, and to the first ``num_sinks``.
-
-    A query at position $i$ sees the keys at positions $j$ with
-    $i - W < j \le i$ (itself and the $W - 1$ before it), and, with attention
-    sinks, also those with $j <$ ``num_sinks``.
-
-    Args:
-        q_pos: ``(L,)`` the queries' positions.
-        k_pos: ``(S,)`` the keys' positions.
-        window: $W \ge 1$.
-        num_sinks: First positions every query keeps seeing.
-
-    Returns:
-        ``(L, S)`` boolean, ``True`` where a query may see a key.
-
-    Examples:
-        >>> positions = torch.arange(6)
-        >>> sliding_window_mask(positions, positions, window=3, num_sinks=1).int()
-        tensor([[1, 0, 0, 0, 0, 0],
-                [1, 1, 0, 0, 0, 0],
-                [1, 1, 1, 0, 0, 0],
-                [1, 1, 1, 1, 0, 0],
-                [1, 0, 1, 1, 1, 0],
-                [1, 0, 0, 1, 1, 1]], dtype=torch.int32)
-    """
-    _validate.index_vector("q_pos", q_pos)
-    _validate.index_vector("k_pos", k_pos)
-    _validate.count("window", window)
-    _validate.count("num_sinks", num_sinks, minimum=0)
-    distance = q_pos[:, None] - k_pos[None, :]  # (L, S)
-    return (distance >= 0) & ((distance < window) | (k_pos[None, :] < num_sinks))
 
 
 # --- requests and their results -----------------------------------------------------------------

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attn_ref import _validate
-from attn_ref.functional import causal_mask, padding_mask
+from attn_ref.masks import causal_mask, padding_mask
 from attn_ref.multihead import MultiHeadAttention
 
 __all__ = [

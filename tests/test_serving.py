@@ -21,19 +21,18 @@ from hypothesis import strategies as st
 from torch.nn.attention import flex_attention as torch_flex
 
 from attn_ref.decoder import TinyDecoder
+from attn_ref.masks import document_causal_mask, sliding_window_mask
 from attn_ref.serving import (
     PagedKVCache,
     Request,
     attention_intensity,
     create_block_mask,
-    document_causal_mask,
     flex_attention,
     generate_packed,
     generate_padded,
     generate_windowed,
     merge_partials,
     serve,
-    sliding_window_mask,
     split_k_attention,
 )
 
