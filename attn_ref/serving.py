@@ -38,7 +38,7 @@ from attn_ref.decoder import TinyDecoder
 from attn_ref.functional import scaled_dot_product_attention
 from attn_ref.masks import document_causal_mask, sliding_window_mask
 from attn_ref.multihead import merge_heads, repeat_kv_heads, split_heads
-from attn_ref.tiled import tiled_attention
+from attn_ref.tiled import block_sizes, tiled_attention
 
 __all__ = [
     "BlockMask",
@@ -953,7 +953,7 @@ def create_block_mask(
     _check_signature("mask_mod", mask_mod, ("b", "h", "q_idx", "kv_idx"))
     for name, size in (("B", B), ("H", H), ("L", L), ("S", S)):
         _validate.count(name, size)
-    block_q, block_k = _pair(block_size)
+    block_q, block_k = block_sizes(block_size)
     n_q, n_k = -(-L // block_q), -(-S // block_k)
     kinds = torch.empty(B, H, n_q, n_k, dtype=torch.int8)  # (B, H, n_q, n_k)
     for i in range(n_q):
@@ -965,15 +965,6 @@ def create_block_mask(
                 allowed.all(dim=(-2, -1)), FULL, torch.where(allowed.any(dim=(-2, -1)), PARTIAL, EMPTY)
             ).to(torch.int8)
     return BlockMask(kinds, (block_q, block_k), (B, H, L, S), mask_mod)
-
-
-def _pair(block_size: int | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(block_size, tuple) and len(block_size) == 2:
-        return (
-            _validate.count("block_size[0] (block_q)", block_size[0]),
-            _validate.count("block_size[1] (block_k)", block_size[1]),
-        )
-    return (_validate.count("block_size", block_size),) * 2
 
 
 @dataclass(frozen=True)
