@@ -333,7 +333,8 @@ class PagedKVCache:
     the list of its blocks in order: its position ``p`` lives in block
     ``table[p // block_size]``, slot ``p % block_size``. Blocks carry a
     reference count, so that requests can share the blocks of a common prompt
-    (`fork`); writing into a shared block copies it first (copy on write).
+    (`fork`, then `truncate` to the prompt's length); writing into a shared
+    block copies it first (copy on write). Only its methods change its fields.
 
     Attributes:
         num_layers: Attention layers.
@@ -459,14 +460,38 @@ class PagedKVCache:
         for block in self.tables[child]:
             self.ref_counts[block] += 1
 
-    def release(self, request: object) -> None:
-        """Give back ``request``'s blocks: each returns to the free list when no request uses it."""
-        self._check_table(request)
-        for block in reversed(self.tables.pop(request)):
+    def truncate(self, request: object, length: int) -> None:
+        """Keep the first ``length`` positions of ``request`` and give back its blocks after them.
+
+        A block given back returns to the free list when no request uses it.
+        The last block kept may be shared and partly filled: the next `reserve`
+        that writes into it copies it first.
+
+        Examples:
+            >>> cache = PagedKVCache(
+            ...     num_layers=1, num_blocks=4, block_size=2, num_kv_heads=1, head_dim=3
+            ... )
+            >>> cache.reserve("a", 5)  # 3 blocks
+            range(0, 5)
+            >>> cache.fork("a", "b")
+            >>> cache.truncate("b", 3)  # "b" keeps 3 positions: 2 blocks, both shared
+            >>> cache.tables["b"], cache.lengths["b"], cache.ref_counts
+            ([0, 1], 3, [2, 2, 1, 0])
+        """
+        table = self._check_table(request)
+        _validate.count("length", length, minimum=0, maximum=self.lengths[request])
+        kept = self.blocks_for(length)
+        for block in reversed(table[kept:]):
             self.ref_counts[block] -= 1
             if self.ref_counts[block] == 0:
                 self.free.append(block)
-        del self.lengths[request]
+        del table[kept:]
+        self.lengths[request] = length
+
+    def release(self, request: object) -> None:
+        """Give back ``request``'s blocks: each returns to the free list when no request uses it."""
+        self.truncate(request, 0)
+        del self.tables[request], self.lengths[request]
 
     def _check_table(self, request: object) -> list[int]:
         if request not in self.tables:
@@ -674,10 +699,7 @@ def serve(
             waiting.pop(0)
             if donor is not None:  # share the donor's blocks of the prefix
                 cache.fork(donor, i)
-                cache.lengths[i] = share_prefix
-                del cache.tables[i][cache.blocks_for(share_prefix) :]
-                for block in cache.tables[donor][cache.blocks_for(share_prefix) :]:
-                    cache.ref_counts[block] -= 1
+                cache.truncate(i, share_prefix)
                 fed[i] = share_prefix
             else:
                 fed[i] = 0
