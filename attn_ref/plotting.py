@@ -1,4 +1,8 @@
-"""Attention heatmaps, drawn the same way on every page."""
+"""Attention heatmaps, drawn the same way on every page.
+
+It serves the site's pages, and ships in the wheel because the tutorials' downloaded
+notebooks import it to draw their figures.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 r"""The induction playground's file: the trained model's attention weights, as a small JSON document.
 
 `playground_json` writes it for the page that runs the model in the browser, and
-`model_from_playground_json` reads it back. Only the site uses them, yet they
-ship in the wheel, because the induction tutorial's downloaded notebook calls them.
+`model_from_playground_json` reads it back. They serve the site, and ship in the
+wheel because the induction tutorial's downloaded notebook calls them.
 """
 
 from __future__ import annotations
