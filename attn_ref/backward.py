@@ -33,7 +33,7 @@ from torch import Tensor
 from attn_ref import _validate
 from attn_ref._numerics import compute_dtype
 from attn_ref.functional import scaled_dot_product_attention
-from attn_ref.tiled import _block_sizes, _tile_scores, dropout_mask, tiled_attention
+from attn_ref.tiled import block_sizes, dropout_mask, tile_scores, tiled_attention
 
 __all__ = [
     "BackwardTileStep",
@@ -377,7 +377,7 @@ def flash_attention_backward(
     _validate.shape("output", output, (*batch, L, d_v), "(..., L, d_v): the forward pass's output")
     _validate.shape("logsumexp", logsumexp, (*batch, L), "(..., L): one log-sum-exp per query")
     _validate.shape("grad_output", grad_output, (*batch, L, d_v), "(..., L, d_v), like output")
-    block_q, block_k = _block_sizes(block_size)
+    block_q, block_k = block_sizes(block_size)
     dropout_p = _validate.probability("dropout_p", dropout_p)
     if dropout_p > 0.0:
         if dropout_seed is None:
@@ -417,7 +417,7 @@ def flash_attention_backward(
             exponentials += area
             q = query[..., rows.start : rows.stop, :].to(dtype)  # (..., bq, d_k)
             dO = dO_all[..., rows.start : rows.stop, :]  # (..., bq, d_v)
-            scores = _tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
+            scores = tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
             p = scores.sub_(lse[..., rows.start : rows.stop, None]).exp_()  # (..., bq, bk): P_ij, in place
             dP = dO @ v.transpose(-2, -1)  # (..., bq, d_v) @ (..., d_v, bk) -> (..., bq, bk)
             keep = None

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from attn_ref import _validate
 from attn_ref.cache import KVCache
-from attn_ref.functional import causal_mask
+from attn_ref.masks import causal_mask
 from attn_ref.multihead import MultiHeadAttention
 
 __all__ = ["DecoderBlock", "TinyDecoder", "decoding_flops", "generate", "kv_cache_bytes"]

@@ -3,7 +3,8 @@
 Pages, tutorials, snippets and doctests all read their inputs from here, so
 that a number shown on one page cannot drift from the same number elsewhere.
 The data are plain nested lists: pass them to ``torch.tensor`` or
-``numpy.array`` as the page needs.
+``numpy.array`` as the page needs. It ships in the wheel because the tutorials'
+downloaded notebooks (and the examples in ``attn_ref``'s docstrings) import it.
 
 Examples:
     The A·V worked example: each output row mixes the rows of ``AV_VALUES``

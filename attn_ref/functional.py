@@ -8,25 +8,22 @@ PyTorch's in three ways: it returns the attention weights as well as the output,
 ``(output, weights)``, so that pages can print and plot them; it has no
 ``dropout_p`` (dropout belongs to training, which these pages do not do); and it
 has no ``enable_gqa`` (repeat the key/value heads with
-`attn_ref.multihead.repeat_kv_heads` instead).
+`attn_ref.multihead.repeat_kv_heads` instead). The masks it takes are built
+in `attn_ref.masks`.
 """
 
 from __future__ import annotations
 
 import math
 
-import torch
+import torch  # noqa: F401 (the examples below use it)
 from torch import Tensor
 
 from attn_ref import _validate
 from attn_ref._numerics import additive_mask, compute_dtype
+from attn_ref.masks import causal_mask
 
-__all__ = [
-    "causal_mask",
-    "padding_mask",
-    "scaled_dot_product_attention",
-    "softmax",
-]
+__all__ = ["scaled_dot_product_attention", "softmax"]
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -144,85 +141,3 @@ def scaled_dot_product_attention(
     weights = softmax(scores, dim=-1).masked_fill(no_key, 0.0)
     output = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
     return output.to(query.dtype), weights.to(query.dtype)
-
-
-def causal_mask(
-    L: int,
-    S: int | None = None,
-    device: torch.device | str | None = None,
-    lower_right: bool = False,
-) -> Tensor:
-    """Boolean mask that lets each query attend to its own position and the ones before it.
-
-    When there are as many queries as keys, query ``i`` sees keys ``0..i``.
-    When there are fewer queries than keys, an alignment has to be chosen:
-
-    - ``lower_right=False`` (the default, and what ``is_causal=True`` does in
-      PyTorch and here): query ``i`` still sees keys ``0..i``; the mask is
-      aligned to the top-left corner.
-    - ``lower_right=True``: the ``L`` queries are the *last* ``L`` of the
-      ``S`` positions, so query ``i`` sees keys ``0..S - L + i``; the mask is
-      aligned to the bottom-right corner, as
-      `torch.nn.attention.bias.causal_lower_right` aligns it. This is the
-      mask for new tokens that attend to a cache of earlier ones.
-
-    Args:
-        L: Number of queries.
-        S: Number of keys; defaults to ``L``.
-        device: Where to create the mask.
-        lower_right: Align the last query with the last key.
-
-    Returns:
-        A ``(L, S)`` boolean tensor, ``True`` where attending is allowed.
-
-    Examples:
-        >>> causal_mask(3)
-        tensor([[ True, False, False],
-                [ True,  True, False],
-                [ True,  True,  True]])
-        >>> causal_mask(2, 4)  # top-left: the first query sees only key 0
-        tensor([[ True, False, False, False],
-                [ True,  True, False, False]])
-        >>> causal_mask(2, 4, lower_right=True)  # two new tokens after two cached ones
-        tensor([[ True,  True,  True, False],
-                [ True,  True,  True,  True]])
-    """
-    _validate.count("L", L)
-    S = _validate.count("S", L if S is None else S)
-    if lower_right and L > S:
-        raise ValueError(f"lower_right=True needs L <= S (the queries are the last L keys), got L={L}, S={S}")
-    offset = S - L if lower_right else 0
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=offset)
-
-
-def padding_mask(lengths: Tensor | list[int], S: int | None = None) -> Tensor:
-    """Boolean key mask for a batch of sequences padded to a common length.
-
-    Args:
-        lengths: ``(B,)`` true length of each sequence.
-        S: Padded length; defaults to the longest sequence.
-
-    Returns:
-        A ``(B, 1, S)`` boolean tensor, ``True`` on real tokens. The middle
-        dimension of one broadcasts over the queries, so the result can be
-        passed as ``attn_mask`` for inputs of shape ``(B, L, d)``; for
-        ``(B, H, L, d_k)`` inputs use ``mask[:, None]``.
-
-    Examples:
-        >>> padding_mask([3, 1])
-        tensor([[[ True,  True,  True]],
-        <BLANKLINE>
-                [[ True, False, False]]])
-    """
-    lengths = torch.as_tensor(lengths)
-    if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-        raise ValueError(
-            f"lengths must be a 1-D integer sequence of shape (B,), got shape "
-            f"{tuple(lengths.shape)} and dtype {lengths.dtype}"
-        )
-    longest = int(lengths.max())
-    S = longest if S is None else _validate.count("S", S, minimum=0)
-    if (lengths < 0).any() or longest > S:
-        raise ValueError(f"lengths must lie in [0, S={S}], got {lengths.tolist()}")
-    positions = torch.arange(S, device=lengths.device)  # (S,)
-    return (positions[None, :] < lengths[:, None])[:, None, :]  # (B, S) -> (B, 1, S)

@@ -191,7 +191,7 @@ class MultiHeadAttention(nn.Module):
         to the ones cached for ``layer``, and the queries attend to all of
         them: ``S`` is then the cached length plus the new one. The new
         queries are the *last* positions, so a causal mask must be aligned
-        to the bottom right (`attn_ref.causal_mask` with
+        to the bottom right (`attn_ref.masks.causal_mask` with
         ``lower_right=True``); ``is_causal=True`` aligns it to the top left,
         and is refused once the cache holds keys.
 

@@ -1,4 +1,8 @@
-"""Attention heatmaps, drawn the same way on every page."""
+"""Attention heatmaps, drawn the same way on every page.
+
+It serves the site's pages, and ships in the wheel because the tutorials' downloaded
+notebooks import it to draw their figures.
+"""
 
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ def attention_heatmap(
         vmax: Weight drawn in the brightest colour; defaults to the largest
             weight. Give panels the same ``vmax`` to compare them by colour.
         mask: ``(L, S)`` booleans, ``True`` where the query may attend to the
-            key (as `attn_ref.causal_mask` makes them); ``None``: every key.
+            key (as `attn_ref.masks.causal_mask` makes them); ``None``: every key.
 
     Returns:
         The axes drawn on.

@@ -248,7 +248,7 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None) -> Tensor:
 
         With a causal mask, as a model that predicts the next token uses it:
 
-        >>> from attn_ref.functional import causal_mask
+        >>> from attn_ref.masks import causal_mask
         >>> bias.masked_fill(~causal_mask(3), float("-inf"))[0]
         tensor([[ 0.0000,    -inf,    -inf],
                 [-0.0625,  0.0000,    -inf],

@@ -13,7 +13,8 @@ Both return, beside their result, the running state a reader needs to follow
 the computation, and on request a trace of it, block by block. `tiled_attention`
 also counts its multiply-adds, and can apply dropout to the weights with a mask
 that `dropout_mask` regenerates from a seed, tile by tile, so that a backward
-pass (`attn_ref.backward`) never has to store it.
+pass (`attn_ref.backward`) never has to store it. The backward pass computes its
+tiles with the same `tile_scores`, and reads its tile sizes with `block_sizes`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ __all__ = [
     "SoftmaxStep",
     "TileStep",
     "TiledAttentionState",
+    "block_sizes",
     "dropout_mask",
     "online_softmax",
+    "tile_scores",
     "tiled_attention",
 ]
 
@@ -330,7 +333,7 @@ def tiled_attention(
         True
     """
     batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
-    block_q, block_k = _block_sizes(block_size)
+    block_q, block_k = block_sizes(block_size)
     dropout_p = _validate.probability("dropout_p", dropout_p)
     if dropout_p == 0.0:
         dropout_seed = None
@@ -367,7 +370,7 @@ def tiled_attention(
             multiply_adds += per_entry * len(rows) * len(cols) * (d_k + d_v)  # Q_i K_j^T, then P V_j
             k = key[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_k)
             v = value[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_v)
-            scores = _tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
+            scores = tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
             if mod_tile is not None:
                 scores = mod_tile(scores, rows, cols)  # (..., bq, bk)
             new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., bq)
@@ -466,13 +469,41 @@ def _times_mod_2_32(x: Tensor, factor: int) -> Tensor:
     return (low + high) & _LOW_32_BITS
 
 
-def _tile_scores(
+def tile_scores(
     q: Tensor, k: Tensor, scale: float, attn_mask: Tensor | None, is_causal: bool, rows: range, cols: range
 ) -> Tensor:
-    """The tile of scores of queries ``rows`` (``q``) and keys ``cols`` (``k``), mask added.
+    r"""One tile of scores, $Q_i K_j^\top \cdot \text{scale}$ with its part of the mask added.
 
-    ``attn_mask`` has a dimension for each of the scores' (see `tiled_attention`). The backward
-    pass (`attn_ref.backward`) recomputes the forward pass's tiles with this same function.
+    `tiled_attention` computes every tile with it, and the backward pass
+    (`attn_ref.backward.flash_attention_backward`) computes the same tiles
+    again with it, so that both see the same scores.
+
+    Args:
+        q: ``(..., len(rows), d_k)``: the queries at positions ``rows``.
+        k: ``(..., len(cols), d_k)``: the keys at positions ``cols``.
+        scale: Multiplier of the scores.
+        attn_mask: The whole mask, boolean (``True`` = may attend) or floating,
+            with a dimension for each of the scores', ``(..., L or 1, S or 1)``;
+            only its tile is read. ``None`` for no mask.
+        is_causal: Add the top-left aligned causal mask where the tile crosses
+            the diagonal (ignored with an ``attn_mask``).
+        rows: The queries' positions.
+        cols: The keys' positions.
+
+    Returns:
+        ``(..., len(rows), len(cols))`` scores, ``-inf`` where masked.
+
+    Examples:
+        The tile of queries 0-1 and keys 0-1 crosses the diagonal; the tile of
+        queries 2-3 and keys 0-1 lies below it and needs no mask:
+
+        >>> q = k = torch.ones(2, 4)
+        >>> tile_scores(q, k, 0.5, None, True, range(0, 2), range(0, 2))
+        tensor([[2., -inf],
+                [2., 2.]])
+        >>> tile_scores(q, k, 0.5, None, True, range(2, 4), range(0, 2))
+        tensor([[2., 2.],
+                [2., 2.]])
     """
     scores = (q @ k.transpose(-2, -1)).mul_(scale)  # (..., bq, d_k) @ (..., d_k, bk) -> (..., bq, bk)
     if attn_mask is not None:
@@ -498,8 +529,19 @@ def _mask_tile(attn_mask: Tensor, rows: range, cols: range) -> Tensor:
     return attn_mask[..., row_slice, col_slice]
 
 
-def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
-    """``(block_q, block_k)`` from one int or a pair."""
+def block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
+    """``(block_q, block_k)`` from one int (square tiles) or a pair, checked.
+
+    The ``block_size`` argument of `tiled_attention`, of the backward pass
+    and of `attn_ref.serving.create_block_mask` is read with it.
+
+    Raises:
+        ValueError: ``block_size`` is not a positive int or a pair of them.
+
+    Examples:
+        >>> block_sizes(64), block_sizes((32, 16))
+        ((64, 64), (32, 16))
+    """
     if isinstance(block_size, tuple) and len(block_size) == 2:
         return _validate.count("block_size[0] (block_q)", block_size[0]), _validate.count(
             "block_size[1] (block_k)", block_size[1]

@@ -29,7 +29,7 @@ def test_tutorial_code_cells_fit_the_column(tutorial):
 
 def test_attn_ref_examples_fit_the_column():
     parser, wide = doctest.DocTestParser(), []
-    for module_info in pkgutil.iter_modules(attn_ref.__path__, "attn_ref."):
+    for module_info in pkgutil.walk_packages(attn_ref.__path__, "attn_ref."):  # subpackages too
         module = importlib.import_module(module_info.name)
         for test in doctest.DocTestFinder().find(module):
             for example in parser.get_examples(test.docstring or ""):

@@ -30,9 +30,9 @@ from attn_ref.compression import (
     linear_attention_recurrent,
     pack_codes,
     quantize,
-    sliding_window_mask,
     unpack_codes,
 )
+from attn_ref.masks import sliding_window_mask
 from tests import reference
 
 SETTINGS = settings(max_examples=30, deadline=None)
@@ -401,7 +401,7 @@ def test_quantized_cache_refuses_bad_input():
 @given(st.integers(1, 12), st.integers(0, 12), st.integers(1, 14))
 def test_sliding_window_mask_is_the_band_of_the_last_window_positions(L, extra, window):
     S = L + extra
-    mask = sliding_window_mask(L, S, window)
+    mask = sliding_window_mask(torch.arange(S - L, S), torch.arange(S), window)  # the last L of S
     query_pos = np.arange(S - L, S)[:, None]
     key_pos = np.arange(S)[None, :]
     np.testing.assert_array_equal(mask.numpy(), (key_pos <= query_pos) & (key_pos > query_pos - window))
@@ -415,7 +415,7 @@ def test_sliding_window_cache_gives_windowed_attention_and_holds_at_most_the_win
     g = torch.Generator().manual_seed(seed)
     T = sum(chunks)
     q, k, v = (torch.randn(1, 2, T, 4, generator=g, dtype=torch.float64) for _ in range(3))
-    allowed = sliding_window_mask(T, T, window).numpy()
+    allowed = sliding_window_mask(torch.arange(T), torch.arange(T), window).numpy()
     expected, _ = reference.attention(q.numpy(), k.numpy(), v.numpy(), allowed)
     cache = SlidingWindowCache(num_layers=1, window=window)
     start, outputs = 0, []
@@ -427,7 +427,7 @@ def test_sliding_window_cache_gives_windowed_attention_and_holds_at_most_the_win
             q[:, :, start : start + n].numpy(),
             keys.numpy(),
             values.numpy(),
-            sliding_window_mask(n, S, window).numpy(),
+            sliding_window_mask(torch.arange(S - n, S), torch.arange(S), window).numpy(),
         )
         outputs.append(out)
         start += n

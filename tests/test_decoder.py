@@ -17,12 +17,12 @@ from attn_ref import (
     KVCache,
     MultiHeadAttention,
     TinyDecoder,
-    causal_mask,
     decoding_flops,
     generate,
     kv_cache_bytes,
     scaled_dot_product_attention,
 )
+from attn_ref.masks import causal_mask
 from tests import reference
 
 SETTINGS = settings(max_examples=40, deadline=None)

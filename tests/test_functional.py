@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_ref import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from attn_ref import scaled_dot_product_attention, softmax
+from attn_ref.masks import causal_mask, padding_mask
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

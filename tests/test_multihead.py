@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_ref import MultiHeadAttention, causal_mask, merge_heads, padding_mask, repeat_kv_heads, split_heads
+from attn_ref import MultiHeadAttention, merge_heads, repeat_kv_heads, split_heads
+from attn_ref.masks import causal_mask, padding_mask
 from tests import reference
 
 

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 import torch
 
-from attn_ref import causal_mask, scaled_dot_product_attention
+from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
+from attn_ref.masks import causal_mask
 from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot
 from tests.snippets.mental_model.helpers import EPS32, assert_within, float32_attention
 

@@ -27,10 +27,10 @@ from attn_ref import (
     alibi_bias,
     alibi_slopes,
     apply_rotary,
-    causal_mask,
     scaled_dot_product_attention,
     sinusoidal_positional_encoding,
 )
+from attn_ref.masks import causal_mask
 
 SETTINGS = settings(max_examples=40, deadline=None)
 

@@ -21,19 +21,18 @@ from hypothesis import strategies as st
 from torch.nn.attention import flex_attention as torch_flex
 
 from attn_ref.decoder import TinyDecoder
+from attn_ref.masks import document_causal_mask, sliding_window_mask
 from attn_ref.serving import (
     PagedKVCache,
     Request,
     attention_intensity,
     create_block_mask,
-    document_causal_mask,
     flex_attention,
     generate_packed,
     generate_padded,
     generate_windowed,
     merge_partials,
     serve,
-    sliding_window_mask,
     split_k_attention,
 )
 
@@ -232,6 +231,19 @@ def test_fork_shares_blocks_and_copies_on_write():
     cache.release("a")
     cache.release("b")
     assert cache.num_free == 8 and cache.ref_counts == [0] * 8
+
+
+def test_truncate_gives_back_only_the_blocks_no_request_uses():
+    cache = PagedKVCache(1, 8, 2, num_kv_heads=1, head_dim=2)
+    cache.reserve("a", 7)  # blocks 0, 1, 2, 3
+    cache.fork("a", "b")
+    cache.truncate("a", 3)  # a keeps blocks 0 and 1; b still uses 2 and 3
+    assert (cache.tables["a"], cache.lengths["a"], cache.num_free) == ([0, 1], 3, 4)
+    cache.truncate("b", 2)  # b keeps block 0; nobody uses 2 and 3 any more
+    assert (cache.tables["b"], cache.ref_counts[:4], cache.num_free) == ([0], [2, 1, 0, 0], 6)
+    assert cache.free[-2:] == [3, 2]  # block 2 is the next handed out, as release orders them
+    with pytest.raises(ValueError, match=r"length must be an int in \[0, 2\], got 3"):
+        cache.truncate("b", 3)
 
 
 def test_paged_cache_refuses_bad_input():

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_ref.functional import causal_mask
+from attn_ref.masks import causal_mask
 from attn_ref.multihead import MultiHeadAttention
 from attn_ref.training import (
     AttentionOnlyDecoder,

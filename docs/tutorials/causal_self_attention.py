@@ -69,8 +69,9 @@ import torch
 import torch.nn as nn
 from IPython.display import HTML, display
 
-from attn_ref import causal_mask, padding_mask, scaled_dot_product_attention
+from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import BATCH_SEED, BATCH_SHAPE, HEAD_SIZE
+from attn_ref.masks import causal_mask, padding_mask
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 
 torch.set_grad_enabled(False)  # nothing is trained here
@@ -198,7 +199,7 @@ print(
 # ## The causal mask
 #
 # A causal model predicts each token from the ones before it, so query $i$ may only
-# look at keys $0, \dots, i$. `attn_ref.causal_mask(T)` is `True` on those pairs, on
+# look at keys $0, \dots, i$. `attn_ref.masks.causal_mask(T)` is `True` on those pairs, on
 # and below the diagonal: the pairs where `tril` above is 1. Every score above the diagonal
 # becomes $-\infty$, and each row goes through a softmax:
 #
@@ -415,7 +416,7 @@ print("other sequences exactly unchanged:", (moved[1:] == 0).all().item())
 # ## Padding: sequences of different lengths
 #
 # Real batches hold sequences of different lengths, padded to a common $T$.
-# `attn_ref.padding_mask(lengths, T)` marks the real keys of each sequence. Its shape
+# `attn_ref.masks.padding_mask(lengths, T)` marks the real keys of each sequence. Its shape
 # is $(B, 1, T)$: the middle dimension broadcasts over the queries, so `&` with the
 # $(T, T)$ causal mask gives one $(B, T, T)$ mask. Below, the four sequences get
 # different lengths, padded on the right.

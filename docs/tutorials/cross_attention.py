@@ -29,7 +29,7 @@ import time
 import numpy as np
 import torch
 
-from attn_ref.functional import causal_mask, padding_mask
+from attn_ref.masks import causal_mask, padding_mask
 from attn_ref.plotting import attention_heatmap, figure_to_svg
 from attn_ref.training import (
     TinyEncoderDecoder,
@@ -99,7 +99,7 @@ for b in range(B):
 # Each attention adds its output back to its input, and a linear map turns the
 # decoder's stream into logits. There is no MLP.
 #
-# `attn_ref.functional.padding_mask` builds the mask from the lengths: `True` on a real
+# `attn_ref.masks.padding_mask` builds the mask from the lengths: `True` on a real
 # token. With a middle dimension for the heads, it broadcasts over heads and queries.
 
 # %%

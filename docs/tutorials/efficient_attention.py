@@ -26,12 +26,12 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_ref import (
-    causal_mask,
     online_softmax,
     scaled_dot_product_attention,
     softmax,
     tiled_attention,
 )
+from attn_ref.masks import causal_mask
 from attn_ref.measure import cpu_time_ms, peak_memory
 from attn_ref.plotting import figure_to_svg
 

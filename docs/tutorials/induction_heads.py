@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attn_ref.functional import causal_mask
+from attn_ref.masks import causal_mask
 from attn_ref.plotting import figure_to_svg
 from attn_ref.training import (
     AttentionOnlyDecoder,

@@ -39,7 +39,8 @@ from attn_ref.decoder import (
     generate,
     kv_cache_bytes,
 )
-from attn_ref.functional import causal_mask, scaled_dot_product_attention
+from attn_ref.functional import scaled_dot_product_attention
+from attn_ref.masks import causal_mask
 from attn_ref.measure import cpu_time_ms
 from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_ref.plotting import figure_to_svg
@@ -380,7 +381,7 @@ print(
 # The bottom-right mask is the one `causal_lower_right(L, S)` documents. This page does
 # not import it: importing `torch.nn.attention.bias` loads PyTorch's compiler
 # (`torch._dynamo`), which would slow down building this page. The site's tests check
-# that it gives the same outputs as `attn_ref.causal_mask(L, S, lower_right=True)`.
+# that it gives the same outputs as `attn_ref.masks.causal_mask(L, S, lower_right=True)`.
 #
 # `attn_ref.MultiHeadAttention` refuses `is_causal=True` once its cache holds keys,
 # and says what to pass instead:

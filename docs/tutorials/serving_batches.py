@@ -31,13 +31,12 @@ import torch
 
 from attn_ref.cache import KVCache
 from attn_ref.decoder import TinyDecoder, generate
-from attn_ref.functional import causal_mask
+from attn_ref.masks import causal_mask, document_causal_mask
 from attn_ref.plotting import figure_to_svg
 from attn_ref.serving import (
     PagedKVCache,
     Request,
     attention,
-    document_causal_mask,
     generate_packed,
     generate_padded,
     run_decoder,
@@ -225,7 +224,7 @@ print(f"token positions computed: {computed}, of which useful: {useful}")
 # request at earlier positions, and nothing else. FlashAttention's "varlen" functions
 # take this layout, described by the cumulative lengths of the requests. Here are
 # three short prompts, packed, and their mask
-# (`attn_ref.serving.document_causal_mask`).
+# (`attn_ref.masks.document_causal_mask`).
 
 # %%
 lengths = [3, 2, 4]

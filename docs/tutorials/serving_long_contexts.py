@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch.nn.attention import flex_attention as torch_flex
 
 from attn_ref.decoder import TinyDecoder, kv_cache_bytes
+from attn_ref.masks import sliding_window_mask
 from attn_ref.serving import (
     Request,
     attention,
@@ -36,7 +37,6 @@ from attn_ref.serving import (
     generate_windowed,
     merge_partials,
     run_decoder,
-    sliding_window_mask,
     split_k_attention,
 )
 
@@ -66,7 +66,7 @@ def wrap(text):
 # `attn_ref.serving.generate_windowed` decodes one request this way, every layer's cache
 # a buffer of $W$ slots. The reference decodes without any cache: at every step it runs
 # the whole text again, with the window written as an explicit `(T, T)` mask
-# (`attn_ref.serving.sliding_window_mask`).
+# (`attn_ref.masks.sliding_window_mask`).
 
 # %%
 torch.manual_seed(0)

@@ -4,7 +4,7 @@
 import torch
 import torch.nn.functional as F
 
-from attn_ref import causal_mask
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 S, d_k = 5, 4  # five tokens: four in the cache, then a new one

@@ -4,10 +4,10 @@
 import torch
 
 from attn_ref import (
-    causal_mask,
     scaled_dot_product_attention,
     sinusoidal_positional_encoding,
 )
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 T, C = 5, 8

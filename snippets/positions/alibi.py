@@ -3,12 +3,8 @@
 import torch
 import torch.nn.functional as F
 
-from attn_ref import (
-    alibi_bias,
-    alibi_slopes,
-    causal_mask,
-    scaled_dot_product_attention,
-)
+from attn_ref import alibi_bias, alibi_slopes, scaled_dot_product_attention
+from attn_ref.masks import causal_mask
 
 H, T, d_k = 8, 5, 4
 print("slopes:", alibi_slopes(H))

@@ -1,7 +1,8 @@
 # One pre-norm block, line by line: read through a norm, write by adding.
 import torch
 
-from attn_ref import DecoderBlock, causal_mask
+from attn_ref import DecoderBlock
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 B, T, C, H = 1, 5, 16, 4  # one sequence of 5 tokens, width 16, 4 heads

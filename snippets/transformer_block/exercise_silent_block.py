@@ -1,7 +1,8 @@
 # A block whose two output layers are zero writes nothing: x passes through.
 import torch
 
-from attn_ref import DecoderBlock, causal_mask
+from attn_ref import DecoderBlock
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 B, T, C, H = 1, 5, 16, 4

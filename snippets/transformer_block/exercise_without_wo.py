@@ -5,11 +5,11 @@ import torch
 
 from attn_ref import (
     MultiHeadAttention,
-    causal_mask,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 B, T, C, H = 1, 5, 16, 4

@@ -2,7 +2,8 @@
 # between positions; the MLP does not.
 import torch
 
-from attn_ref import DecoderBlock, causal_mask
+from attn_ref import DecoderBlock
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 B, T, C, H = 1, 5, 16, 4

@@ -1,7 +1,8 @@
 # Two blocks stacked: the stream is the embedding plus every write.
 import torch
 
-from attn_ref import TinyDecoder, causal_mask
+from attn_ref import TinyDecoder
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 model = TinyDecoder(

@@ -2,7 +2,8 @@
 import torch
 from torch import nn
 
-from attn_ref import DecoderBlock, MultiHeadAttention, causal_mask
+from attn_ref import DecoderBlock, MultiHeadAttention
+from attn_ref.masks import causal_mask
 
 torch.manual_seed(0)
 B, T, C, H = 2, 5, 16, 4

@@ -1,0 +1,60 @@
+r"""How a server runs attention: many requests of different lengths at once, in paged memory.
+
+A server feeds a `attn_ref.decoder.TinyDecoder` tokens from many requests in one
+forward pass, each request with its own positions and its own keys. Its modules:
+
+- `attn_ref.serving.forward`: that one forward pass (`run_decoder`), with the
+  attention left to the engine, and the `attention` every engine calls;
+- `attn_ref.serving.requests`: a `Request` (prompt, tokens to generate, arrival)
+  and the check every engine starts with (`check_requests`);
+- `attn_ref.serving.batches`: ragged requests padded to one length
+  (`generate_padded`) or packed into one sequence with a document mask
+  (`generate_packed`);
+- `attn_ref.serving.paged`: the paged cache, blocks handed out from a free list
+  and found through block tables (`PagedKVCache`);
+- `attn_ref.serving.scheduler`: continuous batching over the paged cache, with a
+  scheduler that admits and retires requests at every step (`serve`, `ServeResult`);
+- `attn_ref.serving.rolling_buffer`: long contexts at bounded memory, a rolling
+  buffer for a sliding window with attention sinks (`generate_windowed`);
+- `attn_ref.serving.flex`: masks as functions, in FlexAttention's interface, with a
+  block mask that lets a tiled loop skip empty tiles (`create_block_mask`,
+  `flex_attention`);
+- `attn_ref.serving.cost`: the cost of decoding, arithmetic intensity
+  (`attention_intensity`), and split-K decoding (`split_k_attention`, `merge_partials`).
+
+The masks they use, for packed requests and bounded contexts, are built in `attn_ref.masks`.
+Everything listed here is also importable from `attn_ref.serving` itself.
+
+Every engine decodes greedily and gives, for each request, the tokens that decoding it alone
+gives, up to float rounding of the logits. It is a reference: plain loops over requests and
+tiles, written to be read, not to be fast.
+"""
+
+from attn_ref.serving.batches import generate_packed, generate_padded
+from attn_ref.serving.cost import attention_intensity, merge_partials, split_k_attention
+from attn_ref.serving.flex import BlockMask, FlexState, create_block_mask, flex_attention
+from attn_ref.serving.forward import attention, run_decoder
+from attn_ref.serving.paged import PagedKVCache
+from attn_ref.serving.requests import Request, check_requests
+from attn_ref.serving.rolling_buffer import generate_windowed
+from attn_ref.serving.scheduler import ServeResult, serve
+
+__all__ = [
+    "BlockMask",
+    "FlexState",
+    "PagedKVCache",
+    "Request",
+    "ServeResult",
+    "attention",
+    "attention_intensity",
+    "check_requests",
+    "create_block_mask",
+    "flex_attention",
+    "generate_packed",
+    "generate_padded",
+    "generate_windowed",
+    "merge_partials",
+    "run_decoder",
+    "serve",
+    "split_k_attention",
+]

@@ -1,0 +1,59 @@
+r"""Tiny attention models that learn in seconds, and the measurements that show what they learned.
+
+Every other page runs attention with random weights. The two models here are trained, on a CPU,
+in a few seconds each, so that a page can show what trained heads do. Its modules:
+
+- `attn_ref.training.induction`: `AttentionOnlyDecoder` learns to continue sequences that
+  repeat (`repeated_tokens`, `train_induction`), which it does with *induction heads*
+  (Olsson et al., 2022).
+- `attn_ref.training.heads`: what those heads do. A previous-token head in one layer
+  (`previous_token_scores`) lets a head of the next layer find the token that followed an
+  earlier copy of the current token (`prefix_matching_scores`); `without_heads` zeroes heads
+  to see which ones the loss depends on, and `token_scores` reads the mechanism off the weights.
+- `attn_ref.training.sorting`: `TinyEncoderDecoder` learns to sort (`sorting_batch`,
+  `train_sorting`). Its cross-attention takes its queries from the output written so far and
+  its keys and values from the input, as in the encoder-decoder of Vaswani et al. (2017), with
+  inputs of different lengths padded in one batch.
+- `attn_ref.training.to_torch`: `to_torch_multihead` copies an
+  `attn_ref.multihead.MultiHeadAttention` into `torch.nn.MultiheadAttention`, to check the
+  models against PyTorch.
+- `attn_ref.training.playground`: `playground_json` writes the trained induction model's
+  attention weights to a small JSON file for a page that runs the model in the browser, and
+  `model_from_playground_json` reads it back.
+
+`train_induction` and `train_sorting` are seeded and deterministic on a given machine.
+Everything listed here is also importable from `attn_ref.training` itself.
+"""
+
+from attn_ref.training.heads import prefix_matching_scores, previous_token_scores, token_scores, without_heads
+from attn_ref.training.induction import (
+    AttentionOnlyDecoder,
+    InductionHistory,
+    next_token_losses,
+    part_masks,
+    repeated_tokens,
+    train_induction,
+)
+from attn_ref.training.playground import model_from_playground_json, playground_json
+from attn_ref.training.sorting import SortingBatch, TinyEncoderDecoder, sorting_batch, train_sorting
+from attn_ref.training.to_torch import to_torch_multihead
+
+__all__ = [
+    "AttentionOnlyDecoder",
+    "InductionHistory",
+    "SortingBatch",
+    "TinyEncoderDecoder",
+    "model_from_playground_json",
+    "next_token_losses",
+    "part_masks",
+    "playground_json",
+    "prefix_matching_scores",
+    "previous_token_scores",
+    "repeated_tokens",
+    "sorting_batch",
+    "to_torch_multihead",
+    "token_scores",
+    "train_induction",
+    "train_sorting",
+    "without_heads",
+]
