@@ -1,4 +1,9 @@
-"""Attention heatmaps, drawn the same way on every page.
+"""Attention heatmaps, drawn the same way on every page, and figures drawn for a light and a dark page.
+
+`figure_to_svg` renders a finished figure twice: as it was drawn, on white, and again for a dark
+page (`for_dark`). Colours that carry data through a colour map (a heatmap's weights, its colour
+bar) are the same in both, so a colour means the same value on either page; the ink and paper
+around them (text, axes, lines, boxes) are redrawn for the dark page, not inverted by a filter.
 
 It serves the site's pages, and ships in the wheel because the tutorials' downloaded
 notebooks import it to draw their figures.
@@ -6,24 +11,50 @@ notebooks import it to draw their figures.
 
 from __future__ import annotations
 
+import colorsys
 import io
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import Collection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.image import AxesImage
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
 from numpy.typing import ArrayLike
 
-__all__ = ["InlineSVG", "attention_heatmap", "figure_to_svg"]
+__all__ = ["PLOT_MIME", "PlotSVG", "attention_heatmap", "dark_colour", "figure_to_svg", "for_dark"]
+
+PLOT_MIME = "application/vnd.attn-ref.plot+html"  # both drawings, for the site's pages
+DARK_PAPER = "#1e2129"  # the dark scheme's page (Material's slate background)
+DARK_INK = "#d5d8df"  # its text, a little brighter than the page's for thin lines
 
 
-class InlineSVG(str):
-    """SVG markup that a notebook displays as the figure itself (and ``print`` writes out)."""
+class PlotSVG(str):
+    """A figure drawn for a light page and for a dark one: the markup of both, one after the other.
 
-    def _repr_html_(self) -> str:
-        return str(self)
+    ``print`` writes out both (a Markdown page of the site shows the one of the reader's scheme);
+    a notebook displays the light drawing, on white, which reads in any notebook theme.
+
+    Attributes:
+        light: SVG markup of the figure as drawn.
+        dark: SVG markup of the figure redrawn for a dark page.
+    """
+
+    light: str
+    dark: str
+
+    def __new__(cls, light: str, dark: str) -> PlotSVG:
+        plot = super().__new__(cls, light + dark)
+        plot.light, plot.dark = light, dark
+        return plot
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        return {"image/svg+xml": self.light, PLOT_MIME: str(self)}
 
 
 def attention_heatmap(
@@ -111,32 +142,157 @@ def attention_heatmap(
     return ax
 
 
-def figure_to_svg(figure: Figure, alt: str) -> InlineSVG:
-    """Render ``figure`` as an inline SVG with a text alternative, and close it.
+def figure_to_svg(figure: Figure, alt: str) -> PlotSVG:
+    """Render ``figure`` as SVG for a light and for a dark page, with a text alternative; close it.
 
     Args:
         figure: The figure to render.
         alt: What the figure shows, for readers who cannot see it.
 
     Returns:
-        SVG markup carrying ``role="img"`` and ``aria-label=alt``. Printed on
-        a Markdown page it is the plot; as a notebook cell's last expression,
-        the notebook shows it as the plot.
+        The two drawings (`PlotSVG`), each carrying ``role="img"``, ``aria-label=alt`` and
+        ``data-scheme`` (``light`` or ``dark``). Printed on a Markdown page it is the plot; as
+        a notebook cell's last expression, the notebook shows it as the plot.
 
     Examples:
         >>> fig, _ = plt.subplots()
         >>> svg = figure_to_svg(fig, alt="an empty plot")
-        >>> svg.startswith('<svg role="img" aria-label="an empty plot"')
+        >>> svg.light.startswith('<svg role="img" aria-label="an empty plot" data-scheme="light"')
+        True
+        >>> svg.dark.startswith('<svg role="img" aria-label="an empty plot" data-scheme="dark"')
         True
     """
     if not alt.strip():
         raise ValueError("alt must describe the figure")
-    buffer = io.StringIO()
-    # Stable element ids (identical builds); text as text, not glyph outlines (a fifth of the bytes).
-    with plt.rc_context({"svg.hashsalt": "attn_ref", "svg.fonttype": "none"}):
-        figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    plt.close(figure)
-    svg = buffer.getvalue()
-    svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
     escaped = alt.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-    return InlineSVG(svg.replace("<svg", f'<svg role="img" aria-label="{escaped}"', 1))
+    drawings = {}
+    for scheme in ("light", "dark"):
+        if scheme == "dark":
+            for_dark(figure)
+        buffer = io.StringIO()
+        # Stable element ids (identical builds); text as text, not glyph outlines (a fifth of the bytes).
+        with plt.rc_context({"svg.hashsalt": "attn_ref", "svg.fonttype": "none"}):
+            figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+        svg = buffer.getvalue()
+        svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
+        drawings[scheme] = svg.replace(
+            "<svg", f'<svg role="img" aria-label="{escaped}" data-scheme="{scheme}"', 1
+        )
+    plt.close(figure)
+    return PlotSVG(drawings["light"], drawings["dark"])
+
+
+def _luminance(rgb: Sequence[float]) -> float:
+    """WCAG's relative luminance of an sRGB colour."""
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: Sequence[float], b: Sequence[float]) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float, float, float, float]:
+    """The colour that plays ``colour``'s part on a dark page.
+
+    Greys turn around: black ink becomes light ink, white paper the dark page, and the greys
+    between follow. Other colours keep their hue. As ink (``"ink"`` for lines, edges and markers,
+    ``"text"``) they are lightened until they stand out from the dark page (3:1, or 4.5:1 for
+    text, as WCAG asks); as a ``"fill"``, a pale tint (a box behind text) becomes a deep tint of
+    the same hue, and a fill of full colour (a bar) stays as it is.
+
+    Args:
+        colour: Any colour matplotlib reads.
+        role: ``"ink"``, ``"text"`` or ``"fill"``.
+
+    Returns:
+        The colour as RGBA, its alpha kept.
+
+    Examples:
+        >>> from matplotlib.colors import to_hex
+        >>> to_hex(dark_colour("white")), to_hex(dark_colour("black"))  # paper, ink
+        ('#1e2129', '#d5d8df')
+        >>> to_hex(dark_colour("tab:blue")), to_hex(dark_colour("#dbe9f6", "fill"))
+        ('#1f77b4', '#23425e')
+    """
+    if role not in ("ink", "text", "fill"):
+        raise ValueError(f"role must be 'ink', 'text' or 'fill', got {role!r}")
+    r, g, b, a = to_rgba(colour)
+    paper, ink = to_rgba(DARK_PAPER), to_rgba(DARK_INK)
+    if max(r, g, b) - min(r, g, b) < 0.08:  # a grey: its lightness turns around
+        t = 1.0 - (r + g + b) / 3  # 0 for white (paper), 1 for black (ink)
+        return (*(p + t * (i - p) for p, i in zip(paper[:3], ink[:3], strict=True)), a)
+    hue, lightness, saturation = colorsys.rgb_to_hls(r, g, b)
+    if role == "fill":
+        if lightness > 0.75:  # a tint behind ink: the same hue, as deep as the tint is pale
+            r, g, b = colorsys.hls_to_rgb(hue, 0.2 + 0.6 * (1.0 - lightness), min(saturation, 0.45))
+        return (r, g, b, a)
+    needed = 4.5 if role == "text" else 3.0
+    while _contrast((r, g, b), paper) < needed and lightness < 0.95:
+        lightness = min(0.95, lightness + 0.02)
+        r, g, b = colorsys.hls_to_rgb(hue, lightness, saturation)
+    return (r, g, b, a)
+
+
+def _over_an_image(text: Text, ax: Axes) -> bool:
+    """Whether ``text`` is written over an image of data (a heatmap's numbers): its colour was
+    chosen against that image's colours, which stay."""
+    if text.get_transform() != ax.transData:
+        return False
+    x, y = text.get_position()
+    for image in ax.images:
+        left, right, bottom, top = image.get_extent()
+        if min(left, right) <= x <= max(left, right) and min(bottom, top) <= y <= max(bottom, top):
+            return True
+    return False
+
+
+def for_dark(figure: Figure) -> None:
+    """Redraw ``figure`` for a dark page, in place, each colour by `dark_colour`.
+
+    What is drawn through a colour map (images, meshes, coloured scatters) keeps its colours,
+    and so does text written over an image (a heatmap's numbers, dark on its bright cells and
+    light on its dark ones).
+
+    Examples:
+        >>> fig, ax = plt.subplots()
+        >>> ax.imshow([[0.0, 1.0]], cmap="viridis").get_cmap().name
+        'viridis'
+        >>> for_dark(fig)
+        >>> ax.images[0].get_cmap().name, ax.title.get_color() != "black"
+        ('viridis', True)
+        >>> plt.close(fig)
+    """
+    on_images = {id(t) for ax in figure.axes for t in ax.texts if _over_an_image(t, ax)}
+    for artist in figure.findobj():
+        mapped = isinstance(artist, Collection) and artist.get_array() is not None
+        if isinstance(artist, AxesImage) or mapped:
+            continue
+        if isinstance(artist, Text):
+            if id(artist) in on_images:
+                continue
+            artist.set_color(dark_colour(artist.get_color(), "text"))
+            box = artist.get_bbox_patch()
+            if box is not None:
+                box.set_facecolor(dark_colour(box.get_facecolor(), "fill"))
+                box.set_edgecolor(dark_colour(box.get_edgecolor()))
+        elif isinstance(artist, Line2D):
+            artist.set_color(dark_colour(artist.get_color()))
+            for get, put in (
+                (artist.get_markerfacecolor, artist.set_markerfacecolor),
+                (artist.get_markeredgecolor, artist.set_markeredgecolor),
+            ):
+                colour = get()
+                if not (isinstance(colour, str) and colour in ("none", "auto")):
+                    put(dark_colour(colour))
+        elif isinstance(artist, Patch):
+            artist.set_facecolor(dark_colour(artist.get_facecolor(), "fill"))
+            artist.set_edgecolor(dark_colour(artist.get_edgecolor()))
+            artist.set_hatchcolor(dark_colour(artist.get_hatchcolor()))
+        elif isinstance(artist, Collection):
+            faces, edges = artist.get_facecolor(), artist.get_edgecolor()
+            if len(faces):
+                artist.set_facecolor([dark_colour(c, "fill") for c in faces])
+            if len(edges):
+                artist.set_edgecolor([dark_colour(c) for c in edges])

@@ -6,7 +6,8 @@
   fixed file times (the same bytes every build), and kept under ``.cache/wheel/`` until the
   package changes.
 - `for_download`: a tutorial's executed notebook as a reader downloads it: it starts with the pip
-  command, and its links to other pages point at the site, not at Markdown files beside it.
+  command, its links to other pages point at the site, not at Markdown files beside it, and its
+  plots keep the drawing a notebook shows (the site's pair of drawings is left out).
 - `with_wheel_url`: a page's Markdown with ``ATTN_REF_WHEEL_URL`` replaced by the wheel's address
   (the home page shows the command).
 """
@@ -25,6 +26,8 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 from nbformat import NotebookNode
+
+from attn_ref.plotting import PLOT_MIME
 
 PACKAGE_FILES = ("pyproject.toml", "README.md", "LICENSE")
 CACHE = Path(".cache") / "wheel"
@@ -79,6 +82,8 @@ def for_download(notebook: NotebookNode, page: str, site_url: str, url_of_wheel:
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = PAGE_LINK.sub(lambda m: f"]({_page_url(here, m[1], m[2], site_url)})", cell.source)
+        for output in cell.get("outputs", []):  # a plot: the notebook shows its light drawing
+            output.get("data", {}).pop(PLOT_MIME, None)
     install = nbformat.v4.new_markdown_cell(
         f"**To run this notebook**, install `attn_ref`, the site's reference package (it brings PyTorch,\n"
         f"NumPy and matplotlib), then run the cells in order:\n\n"

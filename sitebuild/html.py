@@ -7,6 +7,8 @@ by Pygments); `rendered_page` does all four:
 - a plot printed as inline SVG (``attn_ref.plotting.figure_to_svg``) becomes an
   SVG file shown with ``<img alt=... loading="lazy">``; the page stays small, a plot shown twice
   loads once, and a plot is fetched when the reader scrolls near it, not on every first visit.
+  A figure comes as two drawings, for the light and the dark scheme (``data-scheme``): they share
+  a frame, and the page shows, and so fetches, only the one of the reader's scheme.
   It is never drawn below 75 % of its size (so that its 12 pt text stays 12 px or more on a
   phone, see ``sitebuild/matplotlibrc``): a plot wider than that scrolls inside its frame.
 - code blocks, printed output (``text``) and examples (``python``, ``pycon``), are marked
@@ -175,9 +177,29 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
             smallest = SMALLEST_PLOT_SCALE * width
             dimensions = f' width="{width:.0f}" height="{height:.0f}" style="min-width: {smallest:.0f}px"'
         alt = _attribute(element.attrs.get("aria-label") or "")
-        image = f'<img class="plot" src="{"../" * page_url.count("/")}{path}" alt="{alt}" loading="lazy"{dimensions}>'
-        edits.append((element.start, element.end_end, f'<span class="plot-frame">{image}</span>'))
-    return edits, files
+        scheme = element.attrs.get("data-scheme")
+        classes = f"plot plot-{scheme}" if scheme in ("light", "dark") else "plot"
+        image = f'<img class="{classes}" src="{"../" * page_url.count("/")}{path}" alt="{alt}" loading="lazy"{dimensions}>'
+        edits.append((element.start, element.end_end, image))
+    return _framed(edits), files
+
+
+def _framed(edits: list) -> list:
+    """Each plot's images in one frame: the light and the dark drawing of a figure, written one
+    after the other, share a frame (the page shows the one of its scheme, see extra.css)."""
+    framed: list = []
+    for start, end, image in edits:
+        previous = framed[-1] if framed else None
+        if (
+            previous is not None
+            and previous[1] == start
+            and "plot-light" in previous[2]
+            and "plot-dark" in image
+        ):
+            framed[-1] = (previous[0], end, previous[2].removesuffix("</span>") + image + "</span>")
+        else:
+            framed.append((start, end, f'<span class="plot-frame">{image}</span>'))
+    return framed
 
 
 SEARCH_EXCLUDED = {"language-text", "language-python", "language-pycon"}  # pycon: docstring examples

@@ -1,8 +1,8 @@
 """An executed tutorial notebook, written as a Markdown page: the site renders it like every other page.
 
 A tutorial page is the Markdown of its notebook: each markdown cell as it is, each code cell as a
-fenced Python block followed by what it printed (a ``text`` block) or displayed (a plot's SVG,
-kept as raw HTML). So the tutorials share the other pages' code highlighting, copy buttons, math,
+fenced Python block followed by what it printed (a ``text`` block) or displayed (a plot's two
+SVG drawings, light and dark, kept as raw HTML). So the tutorials share the other pages' code highlighting, copy buttons, math,
 admonitions and search, and the HTML that comes out is MkDocs' own.
 
 A code cell's tags say how the page shows it:
@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterator
 
 from nbformat import NotebookNode
+
+from attn_ref.plotting import PLOT_MIME
 
 INDENT = " " * 4
 # A side topic in a markdown cell: <details class="note"><summary>Title</summary> body </details>
@@ -99,7 +101,9 @@ def _outputs(cell: NotebookNode) -> Iterator[str]:
                 "text/markdown" in data
             ):  # Markdown the cell wrote (IPython.display.Markdown): part of the page
                 yield data["text/markdown"].strip()
-            elif "text/html" in data:  # a plot (attn_ref.plotting.figure_to_svg), or a table
+            elif PLOT_MIME in data:  # a plot (attn_ref.plotting.figure_to_svg): both its drawings
+                yield '<div class="output-html" markdown="0">\n' + data[PLOT_MIME].strip() + "\n</div>"
+            elif "text/html" in data:  # a table
                 yield '<div class="output-html" markdown="0">\n' + data["text/html"].strip() + "\n</div>"
             elif "text/plain" in data:
                 yield _fenced("text", data["text/plain"])

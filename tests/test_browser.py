@@ -108,6 +108,10 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
   .reduce((total, entry) => total + entry.transferSize, 0)"""
 
 
+# Each figure's drawings, as the page shows them now: which one is shown, and any CSS filter on it.
+PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")].map(frame =>
+  [...frame.querySelectorAll("img.plot")].filter(i => i.getClientRects().length > 0)
+    .map(i => [...i.classList].filter(c => c !== "plot").join(" ") + " " + getComputedStyle(i).filter))"""
 LOAD_LAZY_IMAGES = """() => Promise.all([...document.querySelectorAll("img[loading=lazy]")]
   .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
 
@@ -126,6 +130,7 @@ class Look:
     console_errors: list[str]
     copied: list[str | None]
     violations: dict[str, list[str]]  # colour scheme: axe-core's findings (desktop load only)
+    plots_shown: dict[str, list[list[str]]]  # colour scheme: each figure's shown drawings (desktop)
 
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
@@ -144,15 +149,18 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         console_errors=list(tab.console_errors),
         copied=[],
         violations={},
+        plots_shown={},
     )
     name = page_path.strip("/").replace("/", "_") or "home"
     if mode == "desktop":
         screenshot(tab.page, f"{name}-light")
         look.violations["light"] = accessibility_violations(tab.page)
+        look.plots_shown["light"] = tab.page.evaluate(PLOTS_SHOWN)
         tab.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
         tab.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
         screenshot(tab.page, f"{name}-dark")
         look.violations["dark"] = accessibility_violations(tab.page)
+        look.plots_shown["dark"] = tab.page.evaluate(PLOTS_SHOWN)
         look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
     else:
         screenshot(tab.page, f"{name}-{mode}")
@@ -235,6 +243,14 @@ def test_tick_labels_are_11_px_or_more_on_a_phone(looks, page_path, built_site):
         sizes = [float(size) for size in TICK_LABEL.findall(svg)]
         if sizes:
             assert min(sizes) * 4 / 3 * plot["scale"] >= 11, plot["src"]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_each_figure_shows_the_drawing_of_the_scheme_unfiltered(looks, page_path, scheme):
+    """A figure is drawn for each scheme (attn_ref.plotting.figure_to_svg); the page shows one
+    drawing of it, the one of the reader's scheme, never a drawing turned around by a filter."""
+    for shown in looks(page_path, "desktop").plots_shown[scheme]:
+        assert shown == [f"plot-{scheme} none"], shown
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -1,10 +1,14 @@
 """The heatmap helper draws what it is given and labels it."""
 
+import re
+
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
+from matplotlib.colors import to_rgba
 
-from attn_ref.plotting import attention_heatmap, figure_to_svg
+from attn_ref.plotting import DARK_PAPER, PLOT_MIME, attention_heatmap, dark_colour, figure_to_svg
 
 
 def test_heatmap_draws_the_weights_with_labels_and_numbers():
@@ -23,11 +27,15 @@ def test_heatmap_rejects_wrong_label_count_and_shape():
         attention_heatmap([0.2, 0.3, 0.5])
 
 
-def test_svg_carries_its_text_alternative_and_no_date():
+def test_both_drawings_carry_the_text_alternative_and_their_scheme_and_no_date():
     fig, _ = plt.subplots()
     svg = figure_to_svg(fig, alt='a "quoted" <plot>')
-    assert svg.startswith('<svg role="img" aria-label="a &quot;quoted&quot; &lt;plot>"')
-    assert "<dc:date>" not in svg
+    for scheme, drawing in (("light", svg.light), ("dark", svg.dark)):
+        assert drawing.startswith(
+            f'<svg role="img" aria-label="a &quot;quoted&quot; &lt;plot>" data-scheme="{scheme}"'
+        )
+        assert "<dc:date>" not in drawing
+    assert str(svg) == svg.light + svg.dark
     with pytest.raises(ValueError, match="alt must describe"):
         figure_to_svg(plt.figure(), alt=" ")
 
@@ -38,6 +46,64 @@ def test_shared_vmax_fixes_the_colour_scale():
     plt.close(ax.figure)
 
 
-def test_svg_displays_itself_in_a_notebook():
+def test_a_notebook_shows_the_light_drawing_and_the_site_gets_both():
     svg = figure_to_svg(plt.figure(), alt="empty")
-    assert svg._repr_html_() == str(svg)
+    bundle = svg._repr_mimebundle_()
+    assert bundle == {"image/svg+xml": svg.light, PLOT_MIME: svg.light + svg.dark}
+
+
+IMAGE_DATA = re.compile(r'xlink:href="data:image/png;base64,([^"]+)"')
+FILL = re.compile(r"fill: ?(#[0-9a-f]{6})")
+
+
+def _luminance(colour) -> float:
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgba(colour)[:3]]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a, b) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_a_heatmaps_colours_mean_the_same_weight_in_both_drawings():
+    """The weights and the colour bar are the same image in both; the numbers over the cells keep
+    the colour chosen against their cell; the rest of the text turns light on the dark page."""
+    ax = attention_heatmap([[1.0, 0.0], [0.25, 0.75]], query_labels=["a", "b"], title="weights")
+    svg = figure_to_svg(ax.figure, alt="a heatmap")
+    light_images, dark_images = IMAGE_DATA.findall(svg.light), IMAGE_DATA.findall(svg.dark)
+    assert len(light_images) == 2 and light_images == dark_images  # the cells, the colour bar
+    light_text, dark_text = _text_colours(svg.light), _text_colours(svg.dark)
+    for number in ("1.00", "0.00", "0.25", "0.75"):  # over their cells: as chosen against them
+        assert light_text[number] == dark_text[number]
+    assert light_text["weights"] == "#000000" and _contrast(dark_text["weights"], DARK_PAPER) >= 4.5
+
+
+TEXT = re.compile(r'<text style="([^"]*)"[^>]*>([^<]*)</text>')
+
+
+def _text_colours(svg: str) -> dict[str, str]:
+    """Each text of a drawing (``svg.fonttype: none``): its fill, black when none is given."""
+    return {text: (FILL.search(style) or [None, "#000000"])[1] for style, text in TEXT.findall(svg)}
+
+
+@pytest.mark.parametrize("colour", ["black", "0.3", "tab:blue", "tab:brown", "#8c1515", "navy", "tab:olive"])
+def test_ink_and_text_stand_out_from_the_dark_page_and_keep_their_hue(colour):
+    import colorsys
+
+    assert _contrast(dark_colour(colour), DARK_PAPER) >= 3.0
+    assert _contrast(dark_colour(colour, "text"), DARK_PAPER) >= 4.5
+    r, g, b, _ = to_rgba(colour)
+    if max(r, g, b) - min(r, g, b) >= 0.08:  # a hue, not a grey
+        hue = colorsys.rgb_to_hls(r, g, b)[0]
+        dark_hue = colorsys.rgb_to_hls(*dark_colour(colour, "text")[:3])[0]
+        assert min(abs(hue - dark_hue), 1 - abs(hue - dark_hue)) < 0.02
+
+
+def test_greys_turn_around_and_pale_fills_deepen():
+    assert np.allclose(dark_colour("white")[:3], to_rgba(DARK_PAPER)[:3])
+    assert _luminance(dark_colour("black")) > 0.5 > _luminance(dark_colour("white"))
+    assert _luminance(dark_colour("#dbe9f6", "fill")) < 0.1  # a pale box behind text
+    assert dark_colour("tab:orange", "fill") == to_rgba("tab:orange")  # a bar keeps its colour
+    with pytest.raises(ValueError, match="role must be 'ink', 'text' or 'fill', got 'paint'"):
+        dark_colour("red", "paint")

@@ -152,3 +152,22 @@ def test_every_page_links_to_the_notation_table(built_site):
         if page != notation and not re.search(r'href="[^"]*notation/(#[^"]*)?"', article):
             missing.append(str(page.relative_to(built_site.path)))
     assert missing == []
+
+
+PLOT_IMAGE = re.compile(r'<img class="plot plot-(light|dark)" src="([^"]+)"')
+RASTER = re.compile(r'xlink:href="data:image/png;base64,([^"]+)"')
+
+
+def test_every_figure_has_both_drawings_and_its_colour_mapped_data_is_the_same_in_both(built_site):
+    """A colour means the same value in both schemes: what a figure draws through a colour map (a
+    heatmap's cells, its colour bar) is the same raster image in its light and its dark drawing."""
+    figures = 0
+    for page in built_site.pages():
+        drawings = PLOT_IMAGE.findall(page.read_text())
+        schemes = [scheme for scheme, _ in drawings]
+        assert schemes == ["light", "dark"] * (len(drawings) // 2), page
+        for (_, light), (_, dark) in zip(drawings[::2], drawings[1::2], strict=True):
+            rasters = [RASTER.findall((page.parent / src).resolve().read_text()) for src in (light, dark)]
+            assert rasters[0] == rasters[1], (page, light)
+            figures += 1
+    assert figures > 20

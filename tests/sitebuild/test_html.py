@@ -31,6 +31,17 @@ def test_a_plot_becomes_an_image_of_a_file_with_its_text_alternative():
     )
 
 
+def test_a_figures_two_drawings_share_a_frame_each_marked_with_its_scheme():
+    light = PLOT.replace('role="img"', 'role="img" data-scheme="light"')
+    dark = PLOT.replace('role="img"', 'role="img" data-scheme="dark"').replace("clip-path", "clip-path ")
+    page, files = rendered_page(f"<p>Before</p>{light}{dark}<p>after</p>{light}", "")
+    assert len(files) == 2 and page.count('<span class="plot-frame">') == 2
+    first, second = page.split("<p>after</p>")
+    assert '<img class="plot plot-light"' in first and '<img class="plot plot-dark"' in first
+    assert first.index("plot-light") < first.index("plot-dark") < first.index("</span>")
+    assert '<img class="plot plot-light"' in second and "plot-dark" not in second
+
+
 def test_the_same_plot_twice_is_one_file():
     page, files = rendered_page(PLOT + PLOT, "")
     assert len(files) == 1 and page.count(f'src="{next(iter(files))}"') == 2

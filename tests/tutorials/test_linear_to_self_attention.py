@@ -175,9 +175,9 @@ def test_pytorch_agrees_with_the_float64_computation(tutorial, values):
 
 
 def test_heatmaps_are_drawn(tutorial):
-    cells = [c for c in tutorial.code_cells if any("text/html" in o.get("data", {}) for o in c.outputs)]
+    cells = [c for c in tutorial.code_cells if any("image/svg+xml" in o.get("data", {}) for o in c.outputs)]
     figures = [
-        svg for svg in displayed(tutorial, "text/html") if svg.startswith('<svg role="img" aria-label="')
+        svg for svg in displayed(tutorial, "image/svg+xml") if svg.startswith('<svg role="img" aria-label="')
     ]
     assert len(figures) == 2  # the identity weights, then the random head's
     assert all(figure.count("<image ") == 2 for figure in figures)  # one heatmap: weights, colour bar

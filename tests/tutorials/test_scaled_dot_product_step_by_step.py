@@ -315,7 +315,7 @@ def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):
 
 def test_one_heatmap_for_identity_weights_and_one_per_head(tutorial, values):
     figures = [
-        svg for svg in displayed(tutorial, "text/html") if svg.startswith('<svg role="img" aria-label="')
+        svg for svg in displayed(tutorial, "image/svg+xml") if svg.startswith('<svg role="img" aria-label="')
     ]
     # Each heatmap draws two images, the weights and a colour bar: one heatmap, then one per head.
     assert [figure.count("<image ") for figure in figures] == [2, 2 * values["num_heads"]]
