@@ -29,6 +29,11 @@ def main(argv: list[str]) -> int:
         os.environ[execution.WORKERS_VARIABLE] = str(arguments.workers)
     root = Path.cwd()
     sources = sorted((root / execution.TUTORIALS).glob("*.py"))
+    if arguments.names:
+        unknown = set(arguments.names) - {source.stem for source in sources}
+        if unknown:
+            parser.error(f"no tutorial named {', '.join(sorted(unknown))} in {execution.TUTORIALS}")
+        sources = [source for source in sources if source.stem in arguments.names]
     started = time.perf_counter()
     print(f"executing tutorials ({execution.arithmetic()}, {execution.workers()} at a time)", flush=True)
     running = execution.execute_all(sources, root)
