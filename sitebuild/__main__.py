@@ -20,6 +20,9 @@ def main(argv: list[str]) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("execute", help="execute every tutorial whose execution is not kept yet")
     run.add_argument(
+        "names", nargs="*", help="only these tutorials (docs/tutorials/<name>.py); all by default"
+    )
+    run.add_argument(
         "--workers",
         type=int,
         help=f"kernels at a time (default: ${execution.WORKERS_VARIABLE} or one per core)",
