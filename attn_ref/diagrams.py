@@ -1,0 +1,254 @@
+"""Pictures of the ideas, drawn from the numbers they show: matrices as grids of coloured cells,
+vectors as strips of cells, and arrows and words between them.
+
+A diagram is drawn on a `canvas` measured in cells, with y growing downwards, as a page is read.
+`grid` draws a matrix whose cells are coloured by a colour map (signed values: blue below zero,
+red above; attention weights: viridis, dark purple for 0 and yellow for 1), optionally with each
+value written in its cell and masked cells hatched; it returns the `Box` it filled, whose edges
+place the next piece. `arrow` and `note` connect and name the pieces. The cells are drawn through a
+colour map, so `attn_ref.plotting.figure_to_svg` keeps their colours in the dark drawing and
+redraws the ink around them.
+
+It ships in the wheel because the tutorials' downloaded notebooks import it to draw their figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, Rectangle
+from numpy.typing import ArrayLike
+
+__all__ = ["Box", "arrow", "canvas", "grid", "note"]
+
+SIGNED = "RdBu_r"  # blue below zero, white at zero, red above
+WEIGHTS = "viridis"  # the site's colour map for attention weights
+EDGE = "0.35"  # the lines between cells: a grey, redrawn for the dark page
+MASKED = "0.85"
+
+
+@dataclass(frozen=True)
+class Box:
+    """The rectangle a piece of a diagram fills, in the canvas's cells (y downwards)."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+
+    @property
+    def left(self) -> tuple[float, float]:
+        return (self.x, self.y + self.height / 2)
+
+    @property
+    def right(self) -> tuple[float, float]:
+        return (self.x + self.width, self.y + self.height / 2)
+
+    @property
+    def top(self) -> tuple[float, float]:
+        return (self.x + self.width / 2, self.y)
+
+    @property
+    def bottom(self) -> tuple[float, float]:
+        return (self.x + self.width / 2, self.y + self.height)
+
+    @property
+    def center(self) -> tuple[float, float]:
+        return (self.x + self.width / 2, self.y + self.height / 2)
+
+
+def canvas(width: float, height: float, scale: float = 0.45) -> tuple[Figure, Axes]:
+    """A figure for a diagram ``width`` cells wide and ``height`` cells high.
+
+    Args:
+        width: Cells across.
+        height: Cells down.
+        scale: Inches per cell. The default draws a cell about 43 px wide on a page; a
+            diagram of 10 cells or fewer across fits a phone's column at three quarters of
+            its size or more (the site's smallest, for legible text).
+
+    Returns:
+        The figure and its axes, which span (0, 0) at the top left to (``width``, ``height``),
+        with no axes drawn.
+
+    Examples:
+        >>> fig, ax = canvas(6, 3)
+        >>> [float(v) for v in (*ax.get_xlim(), *ax.get_ylim())]  # y grows downwards
+        [0.0, 6.0, 3.0, 0.0]
+        >>> plt.close(fig)
+    """
+    if width <= 0 or height <= 0:
+        raise ValueError(f"width and height must be positive, got {width} and {height}")
+    fig = plt.figure(figsize=(width * scale, height * scale))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def grid(
+    ax: Axes,
+    values: ArrayLike,
+    x: float,
+    y: float,
+    *,
+    cmap: str = SIGNED,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    decimals: int | None = None,
+    mask: ArrayLike | None = None,
+    label: str | None = None,
+    cell: float = 1.0,
+) -> Box:
+    """Draw a matrix (or a vector, as one row) as a grid of coloured cells, top left at (x, y).
+
+    Args:
+        ax: A `canvas`'s axes.
+        values: ``(rows, columns)`` values, or ``(columns,)`` for one row.
+        x: Left edge, in cells.
+        y: Top edge, in cells.
+        cmap: The colour map: ``"RdBu_r"`` (the default) for signed values, ``"viridis"`` for
+            attention weights.
+        vmin: The value drawn in the map's first colour; by default ``-vmax`` for the signed map
+            and 0 for the others.
+        vmax: The value drawn in its last colour; by default the largest magnitude (signed map)
+            or 1.
+        decimals: Write each value in its cell with this many decimals (``None``: no numbers).
+            Each number is black or white, whichever stands out from its cell's colour.
+        mask: ``(rows, columns)`` booleans, ``False`` where the cell is masked: drawn hatched
+            in grey, with no colour and no number.
+        label: A name written above the grid.
+        cell: The side of one cell, in canvas cells.
+
+    Returns:
+        The `Box` the grid fills.
+
+    Examples:
+        >>> fig, ax = canvas(5, 3)
+        >>> box = grid(ax, [[1.0, -1.0], [0.5, 0.0]], x=1, y=1, decimals=1, label="A")
+        >>> box.right, box.bottom
+        ((3.0, 2.0), (2.0, 3.0))
+        >>> [t.get_text() for t in ax.texts]
+        ['1.0', '-1.0', '0.5', '0.0', 'A']
+        >>> causal = [[True, False], [True, True]]
+        >>> weights = [[1.0, 0.0], [0.4, 0.6]]
+        >>> _ = grid(ax, weights, x=3, y=1, cmap="viridis", mask=causal)
+        >>> len([p for p in ax.patches if p.get_hatch()])  # the masked cell
+        1
+        >>> plt.close(fig)
+    """
+    v = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=float)
+    if v.ndim == 1:
+        v = v[None, :]
+    if v.ndim != 2 or v.size == 0:
+        raise ValueError(f"values must have shape (rows, columns) or (columns,), got {np.shape(values)}")
+    rows, columns = v.shape
+    allowed = np.ones_like(v, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if allowed.shape != v.shape:
+        raise ValueError(f"mask has shape {allowed.shape}, expected the values' {v.shape}")
+    if cell <= 0:
+        raise ValueError(f"cell must be positive, got {cell}")
+    signed = cmap == SIGNED
+    if vmax is None:
+        vmax = float(np.abs(v[allowed]).max()) if signed and allowed.any() else 1.0
+        vmax = vmax or 1.0
+    if vmin is None:
+        vmin = -vmax if signed else 0.0
+    width, height = columns * cell, rows * cell
+    image = ax.imshow(
+        np.ma.masked_where(~allowed, v),
+        cmap=cmap,
+        norm=Normalize(vmin, vmax),
+        extent=(x, x + width, y + height, y),
+        interpolation="nearest",
+        zorder=1,
+    )
+    for i, j in zip(*np.nonzero(~allowed), strict=True):
+        ax.add_patch(
+            Rectangle(
+                (x + j * cell, y + i * cell), cell, cell, facecolor=MASKED, edgecolor=EDGE, hatch="///", lw=0
+            )
+        )
+    for k in range(columns + 1):
+        ax.plot([x + k * cell] * 2, [y, y + height], color=EDGE, lw=0.6, zorder=2)
+    for k in range(rows + 1):
+        ax.plot([x, x + width], [y + k * cell] * 2, color=EDGE, lw=0.6, zorder=2)
+    if decimals is not None:
+        for i, j in zip(*np.nonzero(allowed), strict=True):
+            r, g, b, _ = image.cmap(image.norm(v[i, j]))
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+            ax.text(
+                x + (j + 0.5) * cell,
+                y + (i + 0.5) * cell,
+                f"{v[i, j]:.{decimals}f}",
+                ha="center",
+                va="center",
+                color=ink,
+                fontsize=10,
+                zorder=3,
+            )
+    if label:
+        ax.text(x + width / 2, y - 0.15, label, ha="center", va="bottom")
+    return Box(x, y, width, height)
+
+
+def arrow(
+    ax: Axes,
+    start: Sequence[float],
+    end: Sequence[float],
+    text: str | None = None,
+    bend: float = 0.0,
+) -> None:
+    """An arrow from ``start`` to ``end`` (canvas cells), with ``text`` beside its middle.
+
+    Args:
+        ax: A `canvas`'s axes.
+        start: Where the arrow starts, ``(x, y)``.
+        end: Where its head points, ``(x, y)``.
+        text: A word or two beside it.
+        bend: How far it curves: 0 is straight; 0.3 is a gentle arc.
+
+    Examples:
+        >>> fig, ax = canvas(4, 2)
+        >>> arrow(ax, (0.5, 1), (3.5, 1), text="softmax")
+        >>> [t.get_text() for t in ax.texts], len(ax.patches)
+        (['softmax'], 1)
+        >>> plt.close(fig)
+    """
+    ax.add_patch(
+        FancyArrowPatch(
+            tuple(start),
+            tuple(end),
+            arrowstyle="-|>",
+            mutation_scale=12,
+            color="black",
+            lw=1.0,
+            connectionstyle=f"arc3,rad={bend}",
+            shrinkA=2,
+            shrinkB=2,
+        )
+    )
+    if text:
+        mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
+        ax.text(mx, my - 0.15, text, ha="center", va="bottom", fontsize=11)
+
+
+def note(ax: Axes, x: float, y: float, text: str, **options) -> None:
+    """Words at ``(x, y)`` (canvas cells), centred there unless ``options`` say otherwise.
+
+    Examples:
+        >>> fig, ax = canvas(4, 2)
+        >>> note(ax, 2, 1, "a query meets the keys", ha="left")
+        >>> ax.texts[0].get_text(), ax.texts[0].get_ha()
+        ('a query meets the keys', 'left')
+        >>> plt.close(fig)
+    """
+    ax.text(x, y, text, **{"ha": "center", "va": "center", "fontsize": 11, **options})

@@ -1,0 +1,70 @@
+"""attn_ref.diagrams draws what it is given, where it is told, and refuses what it cannot draw."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from attn_ref.diagrams import Box, arrow, canvas, grid, note
+
+
+@pytest.fixture
+def ax():
+    fig, ax = canvas(10, 6)
+    yield ax
+    plt.close(fig)
+
+
+def test_a_grid_draws_its_values_through_the_colour_map_where_it_is_told(ax):
+    values = np.array([[0.5, -2.0, 1.0], [0.0, 2.0, -0.25]])
+    box = grid(ax, torch.tensor(values), x=2, y=1, cell=0.5)
+    assert box == Box(2, 1, 1.5, 1.0)
+    (image,) = ax.images
+    np.testing.assert_array_equal(image.get_array(), values)
+    assert image.get_extent() == [2, 3.5, 2.0, 1]
+    assert image.get_clim() == (-2.0, 2.0)  # signed: symmetric about zero, white at zero
+
+
+def test_weights_are_drawn_in_viridis_from_0_to_1(ax):
+    grid(ax, [0.25, 0.75], x=0, y=0, cmap="viridis")
+    (image,) = ax.images
+    assert image.get_cmap().name == "viridis" and image.get_clim() == (0.0, 1.0)
+
+
+def test_each_number_stands_out_from_its_cell(ax):
+    """Black on light cells, white on dark ones: yellow (weight 1) and dark purple (weight 0)."""
+    grid(ax, [[1.0, 0.0]], x=0, y=0, cmap="viridis", decimals=2)
+    colours = {t.get_text(): t.get_color() for t in ax.texts}
+    assert colours == {"1.00": "black", "0.00": "white"}
+
+
+def test_masked_cells_are_hatched_with_no_number(ax):
+    mask = np.tril(np.ones((3, 3), dtype=bool))
+    grid(ax, np.full((3, 3), 0.5), x=0, y=0, cmap="viridis", decimals=1, mask=mask)
+    assert len([p for p in ax.patches if p.get_hatch() == "///"]) == 3
+    assert len(ax.texts) == 6
+    assert ax.images[0].get_array().mask.tolist() == (~mask).tolist()
+
+
+def test_boxes_give_the_edges_that_place_the_next_piece():
+    box = Box(1, 2, 4, 2)
+    assert (box.left, box.right, box.top, box.bottom, box.center) == ((1, 3), (5, 3), (3, 2), (3, 4), (3, 3))
+
+
+def test_arrows_and_notes(ax):
+    arrow(ax, (0, 0), (2, 0), text="softmax")
+    note(ax, 1, 1, "a query")
+    assert [t.get_text() for t in ax.texts] == ["softmax", "a query"] and len(ax.patches) == 1
+
+
+def test_bad_input_is_refused_by_name(ax):
+    with pytest.raises(
+        ValueError, match=r"values must have shape \(rows, columns\) or \(columns,\), got \(2, 2, 2\)"
+    ):
+        grid(ax, np.zeros((2, 2, 2)), 0, 0)
+    with pytest.raises(ValueError, match=r"mask has shape \(1, 2\), expected the values' \(2, 2\)"):
+        grid(ax, np.zeros((2, 2)), 0, 0, mask=[[True, False]])
+    with pytest.raises(ValueError, match="cell must be positive, got 0"):
+        grid(ax, np.zeros((2, 2)), 0, 0, cell=0)
+    with pytest.raises(ValueError, match="width and height must be positive, got 0 and 3"):
+        canvas(0, 3)
