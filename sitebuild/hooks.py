@@ -24,6 +24,7 @@ from sitebuild import (
     freshness,
     html,
     plot_style,
+    reading_time,
     snippet_titles,
     tutorial_pages,
     typeset,
@@ -95,7 +96,7 @@ def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files
     content = build.typesetter.page(content, page.file.src_uri)
     content, plots = html.rendered_page(content, page.url)
     build.files.update(plots)
-    return content
+    return reading_time.with_reading_time(content, page.file.src_uri)
 
 
 def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:

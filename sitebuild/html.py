@@ -165,7 +165,7 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
     for element in found:
         if element.tag != "svg" or element.attrs.get("role") != "img" or element.end_end is None:
             continue
-        if any(e.tag == "svg" for e in _ancestors(element)):
+        if any(e.tag == "svg" for e in ancestors(element)):
             continue
         svg = html[element.start : element.end_end]
         path = f"assets/plots/{hashlib.sha256(svg.encode()).hexdigest()[:16]}.svg"
@@ -236,7 +236,7 @@ def _keep_api_summaries_in_search(found: list[Element]) -> list:
 
 def _doc_contents(element: Element) -> Element | None:
     """The API object whose details hold ``element``, unless a block around it is marked already."""
-    for ancestor in _ancestors(element):
+    for ancestor in ancestors(element):
         if ancestor.tag in API_DETAILS:
             return None
         if ancestor.tag == "div" and "doc-contents" in ancestor.classes:
@@ -253,7 +253,7 @@ def _drop_lookless_spans(found: list[Element]) -> list:
     return edits
 
 
-def _ancestors(element: Element):
+def ancestors(element: Element):
     parent = element.parent
     while parent is not None:
         yield parent
