@@ -20,7 +20,8 @@ and ``attn_ref``. The result is kept under ``.cache/tutorials/<arithmetic>/<key>
 
 The key hashes the tutorial's code cells (their source and tags, not its prose: editing a
 sentence runs nothing again; `notebook` puts today's prose around the kept outputs), every file
-it can import or include (``attn_ref``, ``snippets``), the pinned versions (``constraints.txt``)
+it can import (``attn_ref``; ``snippets`` too if its code names them), the pinned versions
+(``constraints.txt``)
 and how it is executed (this module, `sitebuild.values`, the plot style). The folder above the key
 names the arithmetic, read from a process started as the kernels are (`arithmetic`): PyTorch's
 version, the CPU kernels it runs (``ATEN_CPU_CAPABILITY`` can choose them) and its thread count,
@@ -52,7 +53,8 @@ from traitlets.config import Config
 
 from sitebuild import plot_style
 
-CODE_DIRS = ("attn_ref", "snippets")
+CODE_DIRS = ("attn_ref", "snippets")  # the code pages import or include
+PACKAGE = ("attn_ref",)  # what every tutorial imports; snippets only when its code names them
 VERSIONS = "constraints.txt"
 HOW = (  # how a tutorial is executed and kept, and how its plots look
     Path("sitebuild/execution.py"),
@@ -107,11 +109,12 @@ def workers() -> int:
     return int(os.environ.get(WORKERS_VARIABLE) or len(os.sched_getaffinity(0)))
 
 
-def code_digest(root: Path) -> str:
-    """Hash of every file the tutorials can import or include, of the pinned versions, and of
-    the way they are executed. (The arithmetic they run on names the cache's folder.)"""
+def code_digest(root: Path, folders: tuple[str, ...] = CODE_DIRS) -> str:
+    """Hash of every file in ``folders`` (by default all the code the pages can import or
+    include), of the pinned versions, and of the way tutorials are executed. (The arithmetic
+    they run on names the cache's folder.)"""
     digest = hashlib.sha256()
-    paths = [path for folder in CODE_DIRS for path in sorted((root / folder).rglob("*.py"))]
+    paths = [path for folder in folders for path in sorted((root / folder).rglob("*.py"))]
     for path in [*paths, root / VERSIONS, *(root / how for how in HOW)]:
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
@@ -152,17 +155,27 @@ def _code_key(notebook: NotebookNode) -> bytes:
     return json.dumps(code).encode()
 
 
-def cache_folder(source: Path, root: Path, digest: str | None = None) -> Path:
-    """Where the execution of ``source``'s code with today's project is (or will be) kept."""
-    key = hashlib.sha256(_code_key(prepared(source)) + (digest or code_digest(root)).encode()).hexdigest()[
-        :16
-    ]
+def digests(root: Path) -> dict[tuple[str, ...], str]:
+    """`code_digest` of what a tutorial can run: ``attn_ref``, with or without ``snippets``."""
+    return {folders: code_digest(root, folders) for folders in (PACKAGE, CODE_DIRS)}
+
+
+def cache_folder(source: Path, root: Path, known: dict[tuple[str, ...], str] | None = None) -> Path:
+    """Where the execution of ``source``'s code with today's project is (or will be) kept.
+
+    Its key covers ``snippets`` only if the tutorial's code names them: a change to a page's
+    snippet runs no tutorial again.
+    """
+    code = _code_key(prepared(source))
+    folders = CODE_DIRS if b"snippets" in code else PACKAGE
+    digest = (known or digests(root))[folders]
+    key = hashlib.sha256(code + digest.encode()).hexdigest()[:16]
     return root / CACHE / re.sub(r"[^\w.]+", "-", arithmetic()) / key
 
 
-def executed_notebook(source: Path, root: Path, digest: str | None = None) -> Path:
+def executed_notebook(source: Path, root: Path, known: dict[tuple[str, ...], str] | None = None) -> Path:
     """``<cache folder>/tutorials/<name>.ipynb``: the folder serves as a docs folder of its own."""
-    return cache_folder(source, root, digest) / "tutorials" / f"{source.stem}.ipynb"
+    return cache_folder(source, root, known) / "tutorials" / f"{source.stem}.ipynb"
 
 
 def saved_values(notebook: Path) -> Path:
@@ -195,11 +208,11 @@ def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
 
     Returns, for each source, a future that resolves to its executed notebook.
     """
-    digest = code_digest(root)
+    known = digests(root)
     pool = ThreadPoolExecutor(max_workers=workers())
     running, missing = {}, []
     for source in sources:
-        target = executed_notebook(source, root, digest)
+        target = executed_notebook(source, root, known)
         running[source] = Future()
         if target.is_file():
             running[source].set_result(target)

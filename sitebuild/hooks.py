@@ -63,10 +63,10 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             Path(file.abs_dest_path).unlink(missing_ok=True)
     sources = [f for f in files if f.src_uri.startswith("tutorials/") and f.src_uri.endswith(".py")]
     running = execution.execute_all([Path(f.abs_src_path) for f in sources], build.root)
-    digest = execution.code_digest(build.root)
+    known = execution.digests(build.root)
     for file in sources:
         source = Path(file.abs_src_path)
-        notebook = execution.executed_notebook(source, build.root, digest)
+        notebook = execution.executed_notebook(source, build.root, known)
         files.remove(file)
         page = File.generated(config, f"tutorials/{source.stem}.md", content="")  # text: on_page_read_source
         files.append(page)

@@ -95,7 +95,6 @@ def test_a_kept_execution_is_reused_until_the_code_changes(project):
     [
         "attn_ref/functional.py",
         "attn_ref/new_module.py",
-        "snippets/foundation/three_tokens.py",
         "constraints.txt",
         "sitebuild/execution.py",
         "sitebuild/values.py",
@@ -106,6 +105,19 @@ def test_the_key_changes_with_the_code_the_tutorial_can_run_and_the_versions(pro
     path = project / changed
     path.write_text((path.read_text() if path.exists() else "") + "\n# changed\n")
     assert tutorial_execution.cache_folder(_tutorial(project), project) != before
+
+
+def test_snippets_are_in_the_key_of_a_tutorial_whose_code_names_them(project):
+    snippet = project / "snippets" / "foundation" / "three_tokens.py"
+    before = tutorial_execution.cache_folder(_tutorial(project), project)
+    snippet.write_text(snippet.read_text() + "\n# changed\n")
+    assert tutorial_execution.cache_folder(_tutorial(project), project) == before  # not named: no run
+    _tutorial(project).write_text(
+        TINY_TUTORIAL + "\n# %%\nimport runpy  # runs snippets/foundation/three_tokens.py\n"
+    )
+    named = tutorial_execution.cache_folder(_tutorial(project), project)
+    snippet.write_text(snippet.read_text() + "\n# changed again\n")
+    assert tutorial_execution.cache_folder(_tutorial(project), project) != named
 
 
 def test_the_key_ignores_pages_and_other_tutorials(project):
