@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import nbformat
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.html import elements
+from sitebuild.page_html import elements
 from tests.budgets import (
     BUILD_TARGET,
     FAST_TESTS_TARGET,
