@@ -30,7 +30,7 @@ from attn_ref.backward import (
     standard_attention,
 )
 from attn_ref.tiled import dropout_mask, tiled_attention
-from tests import reference
+from tests.support import reference
 from tests.test_tiled import AllocationRecorder, pair
 
 SETTINGS = settings(max_examples=30, deadline=None)

@@ -33,7 +33,7 @@ from attn_ref.compression import (
     unpack_codes,
 )
 from attn_ref.masks import sliding_window_mask
-from tests import reference
+from tests.support import reference
 
 SETTINGS = settings(max_examples=30, deadline=None)
 EPS64 = torch.finfo(torch.float64).eps

@@ -21,19 +21,13 @@ import torch
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
 from attn_ref.masks import causal_mask
-from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot
+from sitebuild.browsing import Tab, accessibility_violations
 from tests.snippets.mental_model.helpers import EPS32, assert_within, float32_attention
+from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 
 pytestmark = pytest.mark.browser
 
 PAGE = "playground/"
-DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
-PHONE = {
-    "viewport": {"width": 375, "height": 800},
-    "color_scheme": "light",
-    "is_mobile": True,
-    "has_touch": True,
-}
 LOOKUP = '.playground[data-view="lookup"]'
 SELF_ATTENTION = '.playground[data-view="self-attention"]'
 SCRIPT_AND_STYLE_BUDGET = (

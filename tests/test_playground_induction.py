@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
-from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot
-from tests.test_playground import DESKTOP, PHONE  # the same two readers
+from sitebuild.browsing import Tab, accessibility_violations
+from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 
 pytestmark = pytest.mark.browser
 

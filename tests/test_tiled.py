@@ -15,7 +15,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from attn_ref import online_softmax, scaled_dot_product_attention, tiled_attention
-from tests import reference
+from tests.support import reference
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 9  # blocks of up to 10 are drawn, so some are larger than L and S

@@ -45,7 +45,7 @@ from attn_ref.training import (
     train_sorting,
     without_heads,
 )
-from tests import reference
+from tests.support import reference
 
 SETTINGS = settings(max_examples=25, deadline=None)
 LN_64 = math.log(64)

@@ -12,8 +12,8 @@ import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from sitebuild.page_html import elements
+from sitebuild.project import ROOT
 from sitebuild.tutorial_pages import markdown_page
-from tests.site_tools import ROOT
 
 SVG = '<svg role="img" aria-label="a plot"><rect/></svg>'
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.reference import attention, causal, softmax
+from tests.support.reference import attention, causal, softmax
+from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 from tests.test_backward import (
     as64,
     error_bounds,
@@ -27,7 +28,6 @@ from tests.test_backward import (
     reference_weights,
     subnormal_gap,
 )
-from tests.tutorials.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 FOUR = half_unit(4)
 ARENA_MIB = 1.0  # what Python's arenas may add to one peak_memory measurement (its docstring)

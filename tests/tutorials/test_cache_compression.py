@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests import reference
+from tests.support import reference
+from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
 from tests.test_compression import (
     EPS32,
     EPS64,
@@ -30,7 +31,6 @@ from tests.test_compression import (
     tolerance,
     weights_of,
 )
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol, verdicts
 
 # Configuration figures, from the files the page cites:
 # deepseek-ai/DeepSeek-V3, inference/configs/config_236B.json (DeepSeek-V2) and config_671B.json

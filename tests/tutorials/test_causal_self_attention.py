@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from attn_ref.examples import BATCH_SHAPE, HEAD_SIZE
-from tests.reference import attention, causal, multihead_attention, softmax
-from tests.tutorials.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.reference import attention, causal, multihead_attention, softmax
+from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 B, T, C = BATCH_SHAPE
 THREE = half_unit(3)  # NumPy prints three decimals here

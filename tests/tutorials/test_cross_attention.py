@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests import reference
+from tests.support import reference
+from tests.support.shown import assert_printed, half_unit, sci_rtol
 from tests.test_training import END, PAD, START, check_sorting_claims, multihead
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol
 
 
 def as64(tensor) -> np.ndarray:

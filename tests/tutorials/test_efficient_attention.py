@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.reference import attention, causal, softmax
-from tests.tutorials.shown import assert_printed, half_unit, numbers_of, printed_by_cell, sci_rtol
+from tests.support.reference import attention, causal, softmax
+from tests.support.shown import assert_printed, half_unit, numbers_of, printed_by_cell, sci_rtol
 
 FOUR = half_unit(4)
 ARENA_MIB = 1.0  # what Python's arenas may add to one peak_memory measurement (its docstring)

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from attn_ref.training import model_from_playground_json
-from tests import reference
+from tests.support import reference
+from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
 from tests.test_training import LN_64, check_induction_claims, multihead
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol, verdicts
 
 
 def as64(tensor) -> np.ndarray:

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from attn_ref.cache import KVCache
-from tests.reference import attention, causal
-from tests.tutorials.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.reference import attention, causal
+from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 # layers, key/value heads, head size, context, window. Llama 2: config.json on Hugging Face
 # (num_hidden_layers, num_key_value_heads, hidden_size / num_attention_heads,

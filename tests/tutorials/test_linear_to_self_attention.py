@@ -22,8 +22,8 @@ import torch
 
 from attn_ref.examples import THREE_TOKENS
 from attn_ref.plotting import attention_heatmap
-from tests import reference
-from tests.tutorials.shown import assert_printed, displayed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support import reference
+from tests.support.shown import assert_printed, displayed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 TOKENS = ["t0", "t1", "t2"]  # counted from 0, as in the notation table
 FOUR = half_unit(4)  # the tutorial prints four decimals

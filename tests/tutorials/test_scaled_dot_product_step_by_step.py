@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
-from tests.reference import attention, multihead_attention, softmax
-from tests.tutorials.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
+from tests.support.reference import attention, multihead_attention, softmax
+from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
 # The original notebook's "Expected Output" for AV_WEIGHTS @ AV_VALUES, as it printed it.
 ORIGINAL_CLAIMED_AV = [[0.62, 0.74, 0.86, 0.98], [0.42, 0.54, 0.66, 0.78], [0.64, 0.76, 0.88, 1.00]]

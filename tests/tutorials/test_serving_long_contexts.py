@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tests.tutorials.shown import assert_printed, half_unit, verdicts
+from tests.support.shown import assert_printed, half_unit, verdicts
 
 EPS32 = torch.finfo(torch.float32).eps
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tests.printed import numbers
+from tests.support.printed import numbers
 
 U = 2.0**-24  # unit roundoff of float32: half the distance from 1 to the next float32
 

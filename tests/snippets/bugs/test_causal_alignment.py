@@ -4,7 +4,6 @@ snippet's own inputs, each float32 result within its rounding bound (tests/snipp
 
 import numpy as np
 
-from tests.reference import causal
 from tests.snippets.bugs.helpers import (
     assert_largest_difference,
     assert_shows,
@@ -13,6 +12,7 @@ from tests.snippets.bugs.helpers import (
     rounded,
     significant,
 )
+from tests.support.reference import causal
 
 
 def _last(q, k, v, L, lower_right):

@@ -4,8 +4,8 @@ inputs, each float32 result within its rounding bound (tests/snippets/bugs/helpe
 
 import numpy as np
 
-from tests.reference import causal
 from tests.snippets.bugs.helpers import assert_shows, attention, exact
+from tests.support.reference import causal
 
 
 def test_the_boolean_mask_marks_the_future(printed, values):

@@ -7,7 +7,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tests.reference import plain_attention
 from tests.snippets.bugs.helpers import (
     Rounded,
     assert_largest_difference,
@@ -23,6 +22,7 @@ from tests.snippets.bugs.helpers import (
     softmax,
     total,
 )
+from tests.support.reference import plain_attention
 
 
 def _by_hand(T: int) -> np.ndarray:

@@ -5,8 +5,6 @@ module, each float32 result within its rounding bound (tests/snippets/bugs/helpe
 import numpy as np
 import torch
 
-from tests import reference
-from tests.reference import causal
 from tests.snippets.bugs.helpers import (
     assert_largest_difference,
     assert_shows,
@@ -17,6 +15,8 @@ from tests.snippets.bugs.helpers import (
     rounded,
     significant,
 )
+from tests.support import reference
+from tests.support.reference import causal
 
 
 def test_the_mask_and_the_buggy_weights(printed, values):

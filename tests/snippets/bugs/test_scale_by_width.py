@@ -2,7 +2,6 @@
 float64 from the snippet's own inputs and weights, each float32 result within its rounding bound
 (tests/snippets/bugs/helpers.py)."""
 
-from tests.reference import causal
 from tests.snippets.bugs.helpers import (
     assert_largest_difference,
     assert_shows,
@@ -12,6 +11,7 @@ from tests.snippets.bugs.helpers import (
     rounded,
     significant,
 )
+from tests.support.reference import causal
 
 
 def _head(x, values, scale):

@@ -6,7 +6,6 @@ import itertools
 
 import numpy as np
 
-from tests.reference import attention
 from tests.snippets.linear_as_attention.helpers import (
     EPS64,
     as_numpy,
@@ -14,6 +13,7 @@ from tests.snippets.linear_as_attention.helpers import (
     exact,
     significant,
 )
+from tests.support.reference import attention
 
 
 def f(Z: np.ndarray) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from tests.reference import attention
 from tests.snippets.linear_as_attention.helpers import EPS32, as_numpy, assert_printed_in_order, decimals
+from tests.support.reference import attention
 
 
 def test_converse_heatmaps_weights_sharpen_when_x_doubles(values, printed):

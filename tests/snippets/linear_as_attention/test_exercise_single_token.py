@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from tests.reference import attention
 from tests.snippets.linear_as_attention.helpers import (
     EPS64,
     as_numpy,
@@ -10,6 +9,7 @@ from tests.snippets.linear_as_attention.helpers import (
     exact,
     significant,
 )
+from tests.support.reference import attention
 
 
 def test_one_token_is_linear_and_two_are_not(values, printed):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import softmax
 from tests.snippets.linear_as_attention.helpers import (
     EPS32,
     EPS64,
@@ -13,6 +12,7 @@ from tests.snippets.linear_as_attention.helpers import (
     decimals,
     significant,
 )
+from tests.support.reference import softmax
 
 
 def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(values, printed):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tests.printed import numbers
-from tests.reference import attention
+from tests.support.printed import numbers
+from tests.support.reference import attention
 
 EPS32 = float(np.finfo(np.float32).eps)
 TINY32 = float(np.finfo(np.float32).tiny)  # below it float32 loses relative precision, down to 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import causal
 from tests.snippets.mental_model.helpers import (
     EPS32,
     SAFETY,
@@ -14,6 +13,7 @@ from tests.snippets.mental_model.helpers import (
     assert_within,
     float32_attention,
 )
+from tests.support.reference import causal
 
 
 def _layer(values, X, allowed=None, rounds=0, size=None):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import softmax
 from tests.snippets.mental_model.helpers import (
     EPS32,
     SAFETY,
@@ -15,6 +14,7 @@ from tests.snippets.mental_model.helpers import (
     product_error,
     softmax_error,
 )
+from tests.support.reference import softmax
 
 
 def _scores(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

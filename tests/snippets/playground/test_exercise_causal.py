@@ -3,8 +3,8 @@
 import numpy as np
 
 from attn_ref.examples import THREE_TOKENS
-from tests.reference import causal
 from tests.snippets.mental_model.helpers import EPS32, as64, assert_shown, assert_within, float32_attention
+from tests.support.reference import causal
 
 
 def test_causal_weights_and_output(values):

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from tests.conftest import ROOT
+from sitebuild.project import ROOT
 from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
 
 SCRIPT = ROOT / "docs" / "javascripts" / "playground.js"

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from tests.printed import numbers
+from tests.support.printed import numbers
 
 EPS32 = float(np.finfo(np.float32).eps)
 EPS64 = float(np.finfo(np.float64).eps)

@@ -3,7 +3,6 @@ mask against a float64 softmax and PyTorch's, and the bias-only weights against 
 
 import numpy as np
 
-from tests.reference import softmax
 from tests.snippets.positions.helpers import (
     EPS32,
     as_numpy,
@@ -13,6 +12,7 @@ from tests.snippets.positions.helpers import (
     exact,
     significant,
 )
+from tests.support.reference import softmax
 
 
 def papers_slopes(H: int) -> np.ndarray:

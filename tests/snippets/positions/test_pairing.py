@@ -7,7 +7,6 @@ the rounding bound decides it, and otherwise check the results themselves agains
 
 import numpy as np
 
-from tests.reference import softmax
 from tests.snippets.positions.helpers import (
     EPS32,
     EPS64,
@@ -20,6 +19,7 @@ from tests.snippets.positions.helpers import (
     rotate,
     rotation_rounding,
 )
+from tests.support.reference import softmax
 
 
 def within_allclose(error: np.ndarray, reference: np.ndarray) -> bool:

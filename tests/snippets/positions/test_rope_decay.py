@@ -6,8 +6,8 @@ largest step is 2 (by hand)."""
 import numpy as np
 import pytest
 
-from tests.printed import numbers
 from tests.snippets.positions.helpers import EPS64, as_numpy, frequencies, printed_flags, rotate
+from tests.support.printed import numbers
 
 
 @pytest.fixture(scope="module")

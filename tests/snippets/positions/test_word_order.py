@@ -7,7 +7,6 @@ the rounding bound decides it, and otherwise check the results themselves agains
 
 import numpy as np
 
-from tests.reference import attention
 from tests.snippets.positions.helpers import (
     EPS32,
     allclose_decided,
@@ -18,6 +17,7 @@ from tests.snippets.positions.helpers import (
     printed_flags,
     sinusoidal,
 )
+from tests.support.reference import attention
 
 
 def attend(X: np.ndarray, X_error: np.ndarray, W_Q, W_K, W_V) -> tuple[np.ndarray, np.ndarray]:

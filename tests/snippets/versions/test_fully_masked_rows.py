@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from scripts.torch_versions import TABLE, parse
-from tests.reference import attention, plain_attention
 from tests.snippets.bugs import helpers
+from tests.support.reference import attention, plain_attention
 
 BACKENDS = {"default": None, "math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
 
