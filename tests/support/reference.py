@@ -1,8 +1,25 @@
-"""Attention written out in float64 NumPy, independently of attn_ref: the tests' one reference."""
+"""Attention written out in float64 NumPy, independently of attn_ref: the tests' one reference.
+
+With it: `as64`, which brings a tensor (or anything array-like) into float64 NumPy, and the
+machine epsilons and unit roundoffs that the tests' rounding bounds are written with.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+EPS32 = float(np.finfo(np.float32).eps)  # the relative error of one float32 operation, 2^-23
+EPS64 = float(np.finfo(np.float64).eps)
+U32 = 2.0**-24  # float32's unit roundoff: half its machine epsilon
+U64 = 2.0**-53
+
+
+def as64(x) -> np.ndarray:
+    """A float64 NumPy copy of a tensor, array, number or nested list (exact for float32 data)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
 
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
