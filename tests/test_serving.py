@@ -3,7 +3,7 @@
 Every engine's tokens are checked against greedy decoding written out here as a loop of full
 forward passes of the model (no cache, no attn_ref attention); the rolling window against a
 forward pass written here with PyTorch's scaled_dot_product_attention and a NumPy mask;
-flex_attention against PyTorch's own flex_attention and float64 NumPy (tests/reference.py);
+flex_attention against PyTorch's own flex_attention and float64 NumPy (tests/support/reference.py);
 split-K against PyTorch's scaled_dot_product_attention; the paged cache against a dict of what
 was written. Several seeds and request mixes each.
 """
@@ -35,10 +35,10 @@ from attn_ref.serving import (
     serve,
     split_k_attention,
 )
+from tests.support.reference import EPS32
 
 # PyTorch's flex_attention run eagerly warns that it is unfused: as a reference, that is what we want.
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-EPS32 = torch.finfo(torch.float32).eps
 FEW = settings(max_examples=5, deadline=None)
 SOME = settings(max_examples=25, deadline=None)
 
@@ -375,7 +375,7 @@ def test_flex_attention_against_float64_and_pytorch(mask_mod, score_mod, L, S, b
     block_mask = create_block_mask(mask_mod, 1, H, L, S, block_size=(bq, bk))
     out, state = flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
     allowed = grid(mask_mod, 1, H, L, S)
-    # float64 reference: scores, score_mod applied elementwise, masked softmax (tests/reference.py)
+    # float64 reference: scores, score_mod applied elementwise, masked softmax (tests/support/reference.py)
     q64, k64, v64 = (x.double().numpy() for x in (q, k, v))
     scores = q64 @ k64.swapaxes(-1, -2) / math.sqrt(d)
     if score_mod is not None:

@@ -104,3 +104,25 @@ def multihead_attention(
     heads, weights = attention(split_heads(0), split_heads(1), split_heads(2), allowed)
     concat = np.moveaxis(heads, -3, -2).reshape(x.shape)
     return {"heads": heads, "weights": weights, "concat": concat, "output": concat @ W_out.T + b_out}
+
+
+def linear(x, module) -> np.ndarray:
+    """``x @ W^T + b`` in float64, from an ``nn.Linear``'s weights."""
+    out = np.asarray(x, dtype=np.float64) @ as64(module.weight).T
+    return out if module.bias is None else out + as64(module.bias)
+
+
+def multihead(query, key, layer, allowed=None):
+    """attn_ref's ``MultiHeadAttention`` ``layer`` written out in float64, from its weights:
+    (output, per-head weights)."""
+    H = layer.num_heads
+
+    def heads(x, projection):  # (..., T, C) -> (..., H, T, d_k)
+        projected = linear(x, projection)
+        return np.moveaxis(projected.reshape(*projected.shape[:-1], H, -1), -2, -3)
+
+    out, weights = attention(
+        heads(query, layer.q_proj), heads(key, layer.k_proj), heads(key, layer.v_proj), allowed
+    )
+    concat = np.moveaxis(out, -3, -2).reshape(*out.shape[:-3], out.shape[-2], -1)  # (..., L, H * d_k)
+    return linear(concat, layer.out_proj), weights

@@ -1,5 +1,5 @@
 """The pipeline notebook, as the build executed it: the weights and the output it computed, against
-float64 NumPy attention (tests/reference.py) and PyTorch's own, and what it displayed and printed."""
+float64 NumPy attention (tests/support/reference.py) and PyTorch's own, and what it displayed and printed."""
 
 from __future__ import annotations
 
