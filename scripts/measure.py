@@ -1,8 +1,8 @@
 """Print every build, test, size and quality figure of the site, with its target: ``make measure``.
 
 Builds and test runs happen in throwaway copies of the project, so the checkout's cache and
-site/ are never touched, and "clean" means clean. The limits that tests also enforce are
-imported from those tests, so each target has one number.
+site/ are never touched, and "clean" means clean. The limits that tests also enforce come from
+sitebuild/budgets.py, as the tests' do, so each target has one number.
 """
 
 from __future__ import annotations
