@@ -18,6 +18,18 @@ import torch
 from tests.support.reference import as64
 
 
+def masked_softmax(scores: np.ndarray, allowed) -> tuple[np.ndarray, ...]:
+    """The softmax of each row of ``scores`` over the keys a query may see (``allowed``, None for
+    all, and a finite score): (that mask, the row's maximum, its sum of exp(score - maximum), the
+    weights). A query that may see no key gets weights of zero."""
+    mask = np.ones(scores.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed, scores.shape)
+    mask = mask & np.isfinite(scores)
+    row_max = np.where(mask, scores, -np.inf).max(axis=-1, keepdims=True)
+    e = np.where(mask, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return mask, row_max, total, np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
 def reference_gradients(q, k, v, d_out, allowed=None, additive=None, scale=None, keep=None, p=0.0):
     """dQ, dK, dV of softmax(scale Q K^T + additive, masked) V in float64 NumPy, with the
     dropout mask ``keep`` (weights kept, divided by 1 - p) applied after the softmax.
@@ -32,12 +44,7 @@ def reference_gradients(q, k, v, d_out, allowed=None, additive=None, scale=None,
     scores = scale * q @ np.swapaxes(k, -1, -2)
     if additive is not None:
         scores = scores + np.asarray(additive, dtype=np.float64)
-    mask = np.ones(scores.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed, scores.shape)
-    mask = mask & np.isfinite(scores)
-    row_max = np.where(mask, scores, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(mask, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    P = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    _, _, _, P = masked_softmax(scores, allowed)
     Z = np.ones_like(P) if keep is None else np.broadcast_to(keep, P.shape) / (1.0 - p)
     dV = np.swapaxes(P * Z, -1, -2) @ d_out
     dP = (d_out @ np.swapaxes(v, -1, -2)) * Z
@@ -76,12 +83,7 @@ def error_bounds(q, k, v, d_out, eps, allowed=None, additive=None, scale=None, k
         additive = np.asarray(additive, dtype=np.float64)
         finite = np.where(np.isfinite(additive), additive, 0.0)
         scores, e_S = scores + additive, e_S + u * np.abs(finite) + u * np.abs(scores + finite)
-    mask = np.ones(scores.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed, scores.shape)
-    mask = mask & np.isfinite(scores)
-    row_max = np.where(mask, scores, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(mask, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    P = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    mask, row_max, total, P = masked_softmax(scores, allowed)
     lse = np.where(total > 0, row_max + np.log(np.where(total > 0, total, 1.0)), 0.0)
     e_L = np.where(mask, e_S, 0.0).max(axis=-1, keepdims=True) + gamma(4 * S + 4) + u * np.abs(lse)
     rho = np.where(mask, 2 * e_S + e_L + u * np.abs(np.where(mask, scores, 0.0) - lse) + u, 0.0)
@@ -128,13 +130,5 @@ def reference_weights(q, k, v, allowed, additive):
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     if additive is not None:
         scores = scores + additive
-    ok = (
-        np.isfinite(scores)
-        if allowed is None
-        else np.broadcast_to(allowed, scores.shape) & np.isfinite(scores)
-    )
-    row_max = np.where(ok, scores, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(ok, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    P = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    _, _, _, P = masked_softmax(scores, allowed)
     return P @ v, P
