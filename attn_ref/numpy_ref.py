@@ -2,7 +2,7 @@ r"""NumPy versions of softmax and scaled dot-product attention.
 
 They mirror `attn_ref.functional` for readers who want to see attention
 without PyTorch, and are tested against PyTorch's own attention. They are not
-the tests' reference: that is ``tests/reference.py``, written in the tests,
+the tests' reference: that is ``tests/support/reference.py``, written in the tests,
 independently of ``attn_ref``.
 """
 

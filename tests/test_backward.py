@@ -30,105 +30,23 @@ from attn_ref.backward import (
     standard_attention,
 )
 from attn_ref.tiled import dropout_mask, tiled_attention
-from tests import reference
-from tests.test_tiled import AllocationRecorder, pair
+from tests.support import reference
+from tests.support.allocations import AllocationRecorder
+from tests.support.backward_reference import (
+    error_bounds,
+    half_output_bound,
+    reference_gradients,
+    reference_weights,
+    subnormal_gap,
+)
+from tests.support.reference import as64
+from tests.support.strategies import block_sizes, pair
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 12
 
 
 # --- references -------------------------------------------------------------------------------
-
-
-def as64(tensor: torch.Tensor | np.ndarray) -> np.ndarray:
-    if isinstance(tensor, np.ndarray):
-        return tensor.astype(np.float64)
-    return tensor.detach().double().numpy()
-
-
-def reference_gradients(q, k, v, d_out, allowed=None, additive=None, scale=None, keep=None, p=0.0):
-    """dQ, dK, dV of softmax(scale Q K^T + additive, masked) V in float64 NumPy, with the
-    dropout mask ``keep`` (weights kept, divided by 1 - p) applied after the softmax.
-
-    Written from the chain rule, one step at a time: O = (P * Z) V, so dV = (P * Z)^T dO and
-    d(P) = (dO V^T) * Z; then the softmax's vector-Jacobian product row by row,
-    dS_i = (diag(p_i) - p_i p_i^T) dP_i, as an explicit (S, S) Jacobian per row; then
-    S = scale Q K^T. A query that may see no key has P = 0 (as PyTorch returns since 2.5).
-    """
-    q, k, v, d_out = (np.asarray(a, dtype=np.float64) for a in (q, k, v, d_out))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = scale * q @ np.swapaxes(k, -1, -2)
-    if additive is not None:
-        scores = scores + np.asarray(additive, dtype=np.float64)
-    mask = np.ones(scores.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed, scores.shape)
-    mask = mask & np.isfinite(scores)
-    row_max = np.where(mask, scores, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(mask, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    P = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-    Z = np.ones_like(P) if keep is None else np.broadcast_to(keep, P.shape) / (1.0 - p)
-    dV = np.swapaxes(P * Z, -1, -2) @ d_out
-    dP = (d_out @ np.swapaxes(v, -1, -2)) * Z
-    jacobian = -P[..., :, None] * P[..., None, :]  # (..., L, S, S): -p_j p_k ...
-    jacobian += np.einsum("...j,jk->...jk", P, np.eye(P.shape[-1]))  # ... + p_j on the diagonal
-    dS = np.einsum("...jk,...k->...j", jacobian, dP)  # J is symmetric: J^T dP = J dP
-    dQ = scale * dS @ k
-    dK = scale * np.swapaxes(dS, -1, -2) @ q
-    return dQ, dK, dV
-
-
-def error_bounds(q, k, v, d_out, eps, allowed=None, additive=None, scale=None, keep=None, p=0.0):
-    """Entrywise bounds on |computed - exact| of dQ, dK, dV computed tile by tile in a float
-    format of machine epsilon ``eps`` (first order in u = eps / 2).
-
-    S_ij = scale q_i . k_j carries gamma_{d_k + 1} scale |q_i| . |k_j| (plus u |mask|); the
-    log-sum-exp L_i, a running max and a sum rescaled once per tile, at most
-    gamma_{4 S + 4} more plus u |L_i|; so P_ij = exp(S_ij - L_i) has a relative error
-    rho_ij <= |dS_ij| + |dL_i| + u |S_ij - L_i| + u. Every later step is a product or a sum:
-    its error is gamma_n times the sum of the absolute values of its terms, plus what its
-    inputs carried.
-    """
-    u = eps / 2
-
-    def gamma(n):
-        return n * u / (1 - n * u)
-
-    q, k, v, d_out = (np.asarray(a, dtype=np.float64) for a in (q, k, v, d_out))
-    L, d_k = q.shape[-2:]
-    S, d_v = v.shape[-2:]
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    T = np.swapaxes
-    scores = scale * q @ T(k, -1, -2)
-    e_S = gamma(d_k + 1) * scale * np.abs(q) @ T(np.abs(k), -1, -2)
-    if additive is not None:
-        additive = np.asarray(additive, dtype=np.float64)
-        finite = np.where(np.isfinite(additive), additive, 0.0)
-        scores, e_S = scores + additive, e_S + u * np.abs(finite) + u * np.abs(scores + finite)
-    mask = np.ones(scores.shape, dtype=bool) if allowed is None else np.broadcast_to(allowed, scores.shape)
-    mask = mask & np.isfinite(scores)
-    row_max = np.where(mask, scores, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(mask, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    P = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-    lse = np.where(total > 0, row_max + np.log(np.where(total > 0, total, 1.0)), 0.0)
-    e_L = np.where(mask, e_S, 0.0).max(axis=-1, keepdims=True) + gamma(4 * S + 4) + u * np.abs(lse)
-    rho = np.where(mask, 2 * e_S + e_L + u * np.abs(np.where(mask, scores, 0.0) - lse) + u, 0.0)
-    Z = np.ones_like(P) if keep is None else np.broadcast_to(keep, P.shape) / (1.0 - p)
-    Pd = P * Z
-    e_Pd = rho * Pd + u * Pd  # the division by 1 - p rounds once more
-    out = Pd @ v
-    e_O = e_Pd @ np.abs(v) + gamma(4 * S + 4) * Pd @ np.abs(v)  # rescaled once per tile
-    e_dV = T(e_Pd, -1, -2) @ np.abs(d_out) + gamma(L + 1) * T(Pd, -1, -2) @ np.abs(d_out)
-    dP = (d_out @ T(v, -1, -2)) * Z
-    e_dP = (gamma(d_v + 1) * np.abs(d_out) @ T(np.abs(v), -1, -2)) * Z
-    D = (d_out * out).sum(axis=-1, keepdims=True)
-    e_D = gamma(d_v) * (np.abs(d_out) * np.abs(out)).sum(axis=-1, keepdims=True)
-    e_D += (np.abs(d_out) * e_O).sum(axis=-1, keepdims=True)
-    dS = P * (dP - D)
-    e_dS = rho * np.abs(dS) + P * (e_dP + e_D + u * np.abs(dP - D)) + u * np.abs(dS)
-    e_dQ = scale * (e_dS @ np.abs(k) + gamma(S + 2) * np.abs(dS) @ np.abs(k))
-    e_dK = scale * (T(e_dS, -1, -2) @ np.abs(q) + gamma(L + 2) * T(np.abs(dS), -1, -2) @ np.abs(q))
-    return e_dQ, e_dK, e_dV
 
 
 def assert_within(computed, exact, bound, what=""):
@@ -143,12 +61,6 @@ def assert_within(computed, exact, bound, what=""):
 
 
 # --- strategies ---------------------------------------------------------------------------------
-
-
-@st.composite
-def block_sizes(draw):
-    size = st.integers(1, MAX_LEN + 2)
-    return draw(size | st.tuples(size, size))
 
 
 @st.composite
@@ -286,7 +198,7 @@ def test_standard_attention_keeps_the_weights_and_half_precision_is_computed_in_
 
 
 @SETTINGS
-@given(problems(), block_sizes())
+@given(problems(), block_sizes(MAX_LEN + 2))
 def test_flash_backward_equals_pytorch_in_float64(problem, block_size):
     q, k, v, d_out, kwargs = problem
     out, state = tiled_attention(q, k, v, block_size=block_size, **kwargs)
@@ -301,7 +213,7 @@ def test_flash_backward_equals_pytorch_in_float64(problem, block_size):
 
 
 @SETTINGS
-@given(problems(), block_sizes(), st.sampled_from([torch.float32, torch.bfloat16, torch.float16]))
+@given(problems(), block_sizes(MAX_LEN + 2), st.sampled_from([torch.float32, torch.bfloat16, torch.float16]))
 def test_flash_attention_in_lower_precision_is_within_its_rounding(problem, block_size, dtype):
     """float32 is computed in float32; bfloat16 and float16 inputs too, their gradients rounded once."""
     q, k, v, d_out, kwargs = (
@@ -333,45 +245,8 @@ def test_flash_attention_in_lower_precision_is_within_its_rounding(problem, bloc
         assert_within(grad, x, e + u * (np.abs(x) + e) + gap / 2, f"d{name} in {dtype}")
 
 
-def subnormal_gap(dtype):
-    """The spacing of the subnormal numbers: what rounding can lose near zero."""
-    return torch.finfo(dtype).tiny * torch.finfo(dtype).eps
-
-
-def half_output_bound(q, k, v, d_out, allowed, additive, u, floor, name):
-    """What rounding O to half adds to dQ or dK through D = rowsum(dO * O): dS changes by
-    P * dD, with |dD_i| <= |dO_i| . (u |O_i| + floor), floor for O's entries near zero."""
-    if name == "V":
-        return 0.0
-    q64, k64, v64, d64 = (as64(t) for t in (q, k, v, d_out))
-    scale = 1.0 / math.sqrt(q64.shape[-1])
-    out, P = reference_weights(q64, k64, v64, allowed, additive)
-    dD = (np.abs(d64) * (u * np.abs(out) + floor)).sum(axis=-1, keepdims=True) * (1 + 1e-3)
-    if name == "Q":
-        return scale * (P * dD) @ np.abs(k64)
-    return scale * np.swapaxes(P * dD, -1, -2) @ np.abs(q64)
-
-
-def reference_weights(q, k, v, allowed, additive):
-    """(output, weights) of softmax(Q K^T / sqrt(d_k) + additive, masked) V in float64 NumPy; a
-    query that may see no key gets weights of zero."""
-    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    if additive is not None:
-        scores = scores + additive
-    ok = (
-        np.isfinite(scores)
-        if allowed is None
-        else np.broadcast_to(allowed, scores.shape) & np.isfinite(scores)
-    )
-    row_max = np.where(ok, scores, -np.inf).max(axis=-1, keepdims=True)
-    e = np.where(ok, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    P = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-    return P @ v, P
-
-
 @SETTINGS
-@given(problems(), block_sizes(), block_sizes())
+@given(problems(), block_sizes(MAX_LEN + 2), block_sizes(MAX_LEN + 2))
 def test_the_backward_blocks_need_not_be_the_forwards(problem, forward_block, backward_block):
     q, k, v, d_out, kwargs = problem
     out, state = tiled_attention(q, k, v, block_size=forward_block, **kwargs)
@@ -426,7 +301,12 @@ def tiles(L, S, block_q, block_k):
 
 @SETTINGS
 @given(
-    st.integers(1, 30), st.integers(1, 30), block_sizes(), st.booleans(), st.integers(1, 3), st.integers(1, 3)
+    st.integers(1, 30),
+    st.integers(1, 30),
+    block_sizes(MAX_LEN + 2),
+    st.booleans(),
+    st.integers(1, 3),
+    st.integers(1, 3),
 )
 def test_both_passes_count_the_same_tiles_and_the_multiply_adds_of_their_products(
     L, S, block_size, causal, d_k, d_v
@@ -452,7 +332,7 @@ def test_both_passes_count_the_same_tiles_and_the_multiply_adds_of_their_product
 
 
 @SETTINGS
-@given(st.integers(1, MAX_LEN), st.integers(1, MAX_LEN), block_sizes(), st.booleans())
+@given(st.integers(1, MAX_LEN), st.integers(1, MAX_LEN), block_sizes(MAX_LEN + 2), st.booleans())
 def test_the_backward_pass_goes_keys_outside_queries_inside(L, S, block_size, causal):
     """Algorithm 2 of Dao (2023): for each block of keys, every block of queries in turn."""
     x = torch.zeros(max(L, S), 1)
@@ -519,7 +399,7 @@ def test_flash_attention_saves_the_inputs_the_output_and_one_number_per_query():
     st.lists(st.integers(1, 3), max_size=2),
     st.integers(1, 15),
     st.integers(1, 15),
-    block_sizes(),
+    block_sizes(MAX_LEN + 2),
     st.floats(0.0, 0.95),
 )
 def test_the_dropout_mask_depends_only_on_the_positions(seed, batch, L, S, block_size, p):
@@ -552,7 +432,7 @@ def test_the_dropout_mask_keeps_one_minus_p_of_the_weights_independently(p):
 
 
 @SETTINGS
-@given(problems(), block_sizes(), st.floats(0.05, 0.8), st.integers(0, 2**32 - 1))
+@given(problems(), block_sizes(MAX_LEN + 2), st.floats(0.05, 0.8), st.integers(0, 2**32 - 1))
 def test_dropout_forward_and_backward_use_one_mask_regenerated_from_the_seed(problem, block_size, p, seed):
     q, k, v, d_out, kwargs = problem
     out, state = tiled_attention(

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot, search_first_hit
-from tests.budgets import FIRST_VISIT_BUDGET, SEARCHES
-from tests.conftest import ROOT, BuiltSite
-from tests.forked import run_python
-from tests.site_tools import PAGE_PATHS
+from sitebuild.browsing import Tab, accessibility_violations, search_first_hit
+from sitebuild.budgets import FIRST_VISIT_BUDGET, SEARCHES
+from sitebuild.project import PAGE_PATHS, ROOT
+from tests.support.built_site import BuiltSite
+from tests.support.forked import run_python
+from tests.support.readers import SIDEWAYS_SCROLL, screenshot
 
 pytestmark = pytest.mark.browser
 

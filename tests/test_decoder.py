@@ -23,7 +23,7 @@ from attn_ref import (
     scaled_dot_product_attention,
 )
 from attn_ref.masks import causal_mask
-from tests import reference
+from tests.support import reference
 
 SETTINGS = settings(max_examples=40, deadline=None)
 

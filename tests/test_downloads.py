@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.site_tools import ROOT
+from sitebuild.project import ROOT
 
 NOTEBOOK = "tutorials/linear_to_self_attention.ipynb"
 KEPT = ROOT / ".cache" / "fresh-environment"

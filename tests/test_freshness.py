@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from sitebuild import execution as tutorial_execution
-from tests.site_tools import ROOT, TUTORIALS, build, html_pages
+from sitebuild.project import ROOT, TUTORIALS, build, html_pages
 
 TINY_TUTORIAL = """# %% [markdown]
 # # A tiny tutorial

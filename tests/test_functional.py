@@ -14,21 +14,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_ref import scaled_dot_product_attention, softmax
 from attn_ref.masks import causal_mask, padding_mask
+from tests.support.strategies import attention_inputs, non_finite_inputs
 
 SETTINGS = settings(max_examples=60, deadline=None)
-
-
-@st.composite
-def attention_inputs(draw, min_len: int = 1):
-    """Random (query, key, value) with random batch dims, lengths and widths."""
-    batch = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
-    L, S = draw(st.integers(min_len, 6)), draw(st.integers(min_len, 6))
-    d_k, d_v = draw(st.integers(1, 8)), draw(st.integers(1, 8))
-    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    q = torch.randn(*batch, L, d_k, generator=g, dtype=torch.float64)
-    k = torch.randn(*batch, S, d_k, generator=g, dtype=torch.float64)
-    v = torch.randn(*batch, S, d_v, generator=g, dtype=torch.float64)
-    return q, k, v, g
 
 
 @SETTINGS
@@ -72,19 +60,6 @@ def test_matches_pytorch_when_causal(inputs):
     q, k, v, _ = inputs
     output, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v, is_causal=True))
-
-
-@st.composite
-def non_finite_inputs(draw):
-    """Attention inputs with a few entries of query, key or value set to nan, inf or -inf,
-    and a boolean mask that may block whole rows."""
-    q, k, v, g = draw(attention_inputs())
-    for _ in range(draw(st.integers(1, 3))):
-        tensor = draw(st.sampled_from([q, k, v]))
-        index = tuple(draw(st.integers(0, size - 1)) for size in tensor.shape)
-        tensor[index] = draw(st.sampled_from([float("nan"), float("inf"), float("-inf")]))
-    mask = draw(st.none() | st.just(torch.rand(q.shape[-2], k.shape[-2], generator=g) > 0.4))
-    return q, k, v, mask
 
 
 @SETTINGS

@@ -11,7 +11,7 @@ from torch import nn
 
 from attn_ref import MultiHeadAttention, merge_heads, repeat_kv_heads, split_heads
 from attn_ref.masks import causal_mask, padding_mask
-from tests import reference
+from tests.support import reference
 
 
 @st.composite

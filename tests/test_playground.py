@@ -21,19 +21,14 @@ import torch
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
 from attn_ref.masks import causal_mask
-from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot
-from tests.snippets.mental_model.helpers import EPS32, assert_within, float32_attention
+from sitebuild.browsing import Tab, accessibility_violations
+from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
+from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
+from tests.support.reference import EPS32, EPS64, as64
 
 pytestmark = pytest.mark.browser
 
 PAGE = "playground/"
-DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
-PHONE = {
-    "viewport": {"width": 375, "height": 800},
-    "color_scheme": "light",
-    "is_mobile": True,
-    "has_touch": True,
-}
 LOOKUP = '.playground[data-view="lookup"]'
 SELF_ATTENTION = '.playground[data-view="self-attention"]'
 SCRIPT_AND_STYLE_BUDGET = (
@@ -77,23 +72,15 @@ def live_text(page, view: str) -> str:
 # The script computes in float64 (JavaScript's numbers), and so does attn_ref here. Each of the two
 # results is within the standard first-order bound of the exact one (Higham, *Accuracy and
 # Stability of Numerical Algorithms*, ch. 3), so they are within twice that bound of each other.
-# The bounds are those of tests/snippets/mental_model/helpers.py, with EPS64, the relative error of
+# The bounds are those of tests/support/float32_attention_bounds.py, with EPS64, the relative error of
 # one float64 operation (twice the unit roundoff), in place of EPS32: a dot product of n terms is
 # off by at most n EPS64 times the sum of its terms' sizes; a softmax weight, whose row's scores are
 # off by at most delta, by a relative 2 delta + 4 EPS64 max|z| + (S + 6) EPS64 (the scores' errors,
 # z - max, exp within one ulp in V8 and in PyTorch, the sum of S terms, the division); an output by
 # that relative error plus the sum of S terms, times sum_j w_j |v_j|.
 
-EPS64 = float(np.finfo(np.float64).eps)
 TINY64 = float(np.finfo(np.float64).tiny)
-SAFETY = 2.0  # for the second-order terms the first-order bounds leave out
 COMPUTATIONS = 2  # the script's and attn_ref's, each within the bound of the exact result
-
-
-def as64(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().to(torch.float64).numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 def assert_close(actual, expected, bound, what: str) -> None:
@@ -133,7 +120,7 @@ def check_attention(state: dict, queries, keys, values, mask, rounds: int = 0, s
 
 def check_built(built: dict, queries, keys, values, mask) -> None:
     """What attn_ref computed when the page was built, in float32 (PyTorch's default dtype), is within
-    float32's bounds of the exact results (tests/snippets/mental_model/helpers.py)."""
+    float32's bounds of the exact results (tests/support/float32_attention_bounds.py)."""
     q, k = as64(queries), as64(keys)
     exact = float32_attention(q, k, values, scale=built["scale"], allowed=np.array(mask))
     dots = q @ k.T

@@ -18,8 +18,9 @@ import pytest
 import torch
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
-from tests.browsing import SIDEWAYS_SCROLL, Tab, accessibility_violations, screenshot
-from tests.test_playground import DESKTOP, PHONE  # the same two readers
+from sitebuild.browsing import Tab, accessibility_violations
+from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
+from tests.support.training_claims import ROLE  # the tutorial's threshold for naming a head by its score
 
 pytestmark = pytest.mark.browser
 
@@ -27,7 +28,6 @@ PAGE = "playground_induction/"
 MODEL = "tutorials/induction_heads/induction_heads.json"  # beside the tutorial's page
 ROOT = ".pgi[data-state]"
 SETTLE_MS = 250  # the live region speaks this long after the last change
-ROLE = 0.3  # the tutorial's threshold for naming a head by its score
 
 # Both computations round each operation once (float64): their weights agree to a few thousand
 # ulps of 1. float32's own rounding is 2**29 times coarser, and a wrong formula far more.

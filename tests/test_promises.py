@@ -5,7 +5,7 @@ import re
 
 import yaml
 
-from tests.conftest import ROOT
+from sitebuild.project import ROOT
 
 
 def test_readme_gives_exactly_two_commands_serve_and_test():

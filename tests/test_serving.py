@@ -3,7 +3,7 @@
 Every engine's tokens are checked against greedy decoding written out here as a loop of full
 forward passes of the model (no cache, no attn_ref attention); the rolling window against a
 forward pass written here with PyTorch's scaled_dot_product_attention and a NumPy mask;
-flex_attention against PyTorch's own flex_attention and float64 NumPy (tests/reference.py);
+flex_attention against PyTorch's own flex_attention and float64 NumPy (tests/support/reference.py);
 split-K against PyTorch's scaled_dot_product_attention; the paged cache against a dict of what
 was written. Several seeds and request mixes each.
 """
@@ -35,10 +35,10 @@ from attn_ref.serving import (
     serve,
     split_k_attention,
 )
+from tests.support.reference import EPS32
 
 # PyTorch's flex_attention run eagerly warns that it is unfused: as a reference, that is what we want.
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-EPS32 = torch.finfo(torch.float32).eps
 FEW = settings(max_examples=5, deadline=None)
 SOME = settings(max_examples=25, deadline=None)
 
@@ -122,10 +122,11 @@ def test_masks_refuse_bad_positions():
 @given(st.integers(0, 2**31 - 1), st.integers(1, 5), st.sampled_from([None, 2]))
 def test_padded_and_packed_batches_give_each_request_its_own_tokens(seed, n, kv_heads):
     model, requests = make_model(seed % 7, kv_heads=kv_heads), random_requests(seed, n)
+    expected = [greedy(model, r) for r in requests]
+    for _, logits in expected:  # before the engines run: a discarded example costs only its reference
+        assert_robust(logits)
     for engine in (generate_padded, generate_packed):
-        for got, r in zip(engine(model, requests), requests, strict=True):
-            tokens, logits = greedy(model, r)
-            assert_robust(logits)
+        for got, (tokens, _) in zip(engine(model, requests), expected, strict=True):
             assert got.tolist() == tokens
 
 
@@ -142,14 +143,15 @@ def test_continuous_batching_on_a_paged_cache_gives_each_request_its_own_tokens(
 ):
     model = make_model(seed % 5)
     requests = random_requests(seed, n, spread=6)
+    expected = [greedy(model, r) for r in requests]
+    for _, logits in expected:  # before serve runs: a discarded example costs only its reference
+        assert_robust(logits)
     # A pool that fits the longest request, and often not two: admission waits and preempts.
     longest = max(r.max_length for r in requests)
     num_blocks = -(-longest // block_size) + int(seed % 3)
     cache = PagedKVCache(2, num_blocks, block_size, num_kv_heads=4, head_dim=4)
     result = serve(model, requests, cache, chunk_size=chunk, static=static)
-    for i, r in enumerate(requests):
-        tokens, logits = greedy(model, r)
-        assert_robust(logits)
+    for i, (r, (tokens, logits)) in enumerate(zip(requests, expected, strict=True)):
         assert result.tokens[i].tolist() == tokens
         # float rounding only: logits from the same sums in another order
         torch.testing.assert_close(result.logits[i], logits, atol=1e-5, rtol=0)
@@ -280,9 +282,12 @@ def test_serve_refuses_requests_that_cannot_fit():
 
 
 @torch.no_grad()
-def masked_greedy(model: TinyDecoder, request: Request, window: int, sinks: int) -> list[int]:
-    """Greedy decoding by full forward passes, attention by PyTorch's SDPA under a NumPy mask."""
-    tokens = list(request.prompt)
+def masked_greedy(
+    model: TinyDecoder, request: Request, window: int, sinks: int
+) -> tuple[list[int], torch.Tensor]:
+    """Greedy decoding by full forward passes, attention by PyTorch's SDPA under a NumPy mask: the
+    new tokens, and the logits each was chosen from."""
+    tokens, logits = list(request.prompt), []
     for _ in range(request.max_new_tokens):
         T = len(tokens)
         i, j = np.arange(T)[:, None], np.arange(T)[None, :]
@@ -296,8 +301,9 @@ def masked_greedy(model: TinyDecoder, request: Request, window: int, sinks: int)
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
             x = x + a.out_proj(heads.transpose(1, 2).reshape(1, T, -1))
             x = x + block.mlp(block.norm2(x))
-        tokens.append(int(model.head(model.norm(x))[0, -1].argmax()))
-    return tokens[len(request.prompt) :]
+        logits.append(model.head(model.norm(x))[0, -1])
+        tokens.append(int(logits[-1].argmax()))
+    return tokens[len(request.prompt) :], torch.stack(logits)
 
 
 @FEW
@@ -305,9 +311,10 @@ def masked_greedy(model: TinyDecoder, request: Request, window: int, sinks: int)
 def test_rolling_buffer_equals_the_window_mask(seed, window, sinks, chunk):
     model = make_model(seed % 5, kv_heads=2)
     (request,) = random_requests(seed, 1, max_prompt=14, max_new=14)
-    tokens, logits, slots = generate_windowed(model, request, window, sinks, chunk_size=chunk)
-    assert_robust(logits)
-    assert tokens.tolist() == masked_greedy(model, request, window, sinks)
+    expected, expected_logits = masked_greedy(model, request, window, sinks)
+    assert_robust(expected_logits)  # before the engine runs: a discarded example costs only its reference
+    tokens, _, slots = generate_windowed(model, request, window, sinks, chunk_size=chunk)
+    assert tokens.tolist() == expected
     assert slots == window + sinks
 
 
@@ -375,7 +382,7 @@ def test_flex_attention_against_float64_and_pytorch(mask_mod, score_mod, L, S, b
     block_mask = create_block_mask(mask_mod, 1, H, L, S, block_size=(bq, bk))
     out, state = flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
     allowed = grid(mask_mod, 1, H, L, S)
-    # float64 reference: scores, score_mod applied elementwise, masked softmax (tests/reference.py)
+    # float64 reference: scores, score_mod applied elementwise, masked softmax (tests/support/reference.py)
     q64, k64, v64 = (x.double().numpy() for x in (q, k, v))
     scores = q64 @ k64.swapaxes(-1, -2) / math.sqrt(d)
     if score_mod is not None:

@@ -10,9 +10,8 @@ from fontTools.ttLib import TTFont
 
 from scripts.math_font import characters_in_math
 from sitebuild import execution as tutorial_execution
-from tests.budgets import PAGE_BUDGET
-from tests.conftest import ROOT
-from tests.site_tools import EXEC_BLOCK, TUTORIALS
+from sitebuild.budgets import PAGE_BUDGET
+from sitebuild.project import EXEC_BLOCK, ROOT, TUTORIALS
 
 TUTORIAL_NAMES = sorted(p.stem for p in TUTORIALS.glob("*.py"))
 # Loads of another host: scripts, stylesheets, images, fonts, frames (links to read, and the page's

@@ -2,8 +2,7 @@
 
 import pytest
 
-from tests.conftest import SNIPPETS
-from tests.snippets.conftest import TESTS, mirrored_test, snippet_for
+from tests.support.snippets import SNIPPETS, TESTS, mirrored_test, snippet_for
 
 ALL_SNIPPETS = sorted(p.relative_to(SNIPPETS).as_posix() for p in SNIPPETS.rglob("*.py"))
 

@@ -11,34 +11,15 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from attn_ref import online_softmax, scaled_dot_product_attention, tiled_attention
-from tests import reference
+from tests.support import reference
+from tests.support.allocations import AllocationRecorder
+from tests.support.strategies import attention_inputs, block_sizes, non_finite_inputs, pair
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 9  # blocks of up to 10 are drawn, so some are larger than L and S
-
-
-@st.composite
-def block_sizes(draw):
-    """One int or a (block_q, block_k) pair, from 1 up to sizes larger than L and S."""
-    size = st.integers(1, MAX_LEN + 1)
-    return draw(size | st.tuples(size, size))
-
-
-@st.composite
-def attention_inputs(draw, dtype=torch.float64):
-    """Random (query, key, value) with random batch dims, L != S allowed, and a generator."""
-    batch = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
-    L, S = draw(st.integers(1, MAX_LEN)), draw(st.integers(1, MAX_LEN))
-    d_k, d_v = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    q = torch.randn(*batch, L, d_k, generator=g, dtype=dtype)
-    k = torch.randn(*batch, S, d_k, generator=g, dtype=dtype)
-    v = torch.randn(*batch, S, d_v, generator=g, dtype=dtype)
-    return q, k, v, g
+SIZES = {"max_len": MAX_LEN, "max_width": 6}  # of the drawn inputs
 
 
 @st.composite
@@ -56,10 +37,6 @@ def tiles(L, S, block_q, block_k):
         for i in range(0, L, block_q)
         for j in range(0, S, block_k)
     ]
-
-
-def pair(block_size):
-    return block_size if isinstance(block_size, tuple) else (block_size, block_size)
 
 
 # --- online softmax ---------------------------------------------------------------------
@@ -135,7 +112,7 @@ def test_online_softmax_in_half_precision(dtype):
 
 
 @SETTINGS
-@given(attention_inputs(), block_sizes(), st.none() | st.floats(0.05, 3.0))
+@given(attention_inputs(**SIZES), block_sizes(MAX_LEN + 1), st.none() | st.floats(0.05, 3.0))
 def test_matches_pytorch_without_mask(inputs, block_size, scale):
     q, k, v, _ = inputs
     output, state = tiled_attention(q, k, v, scale=scale, block_size=block_size)
@@ -146,7 +123,7 @@ def test_matches_pytorch_without_mask(inputs, block_size, scale):
 
 
 @SETTINGS
-@given(attention_inputs(), block_sizes(), st.data())
+@given(attention_inputs(**SIZES), block_sizes(MAX_LEN + 1), st.data())
 def test_matches_pytorch_with_boolean_mask(inputs, block_size, data):
     q, k, v, g = inputs
     mask = data.draw(boolean_masks(q, k, g))
@@ -157,7 +134,7 @@ def test_matches_pytorch_with_boolean_mask(inputs, block_size, data):
 
 
 @SETTINGS
-@given(attention_inputs(), block_sizes())
+@given(attention_inputs(**SIZES), block_sizes(MAX_LEN + 1))
 def test_matches_pytorch_with_additive_mask(inputs, block_size):
     q, k, v, g = inputs
     mask = torch.randn(q.shape[-2], k.shape[-2], generator=g, dtype=q.dtype)
@@ -169,7 +146,7 @@ def test_matches_pytorch_with_additive_mask(inputs, block_size):
 
 
 @SETTINGS
-@given(attention_inputs(), block_sizes())
+@given(attention_inputs(**SIZES), block_sizes(MAX_LEN + 1))
 def test_matches_pytorch_when_causal_including_L_not_S(inputs, block_size):
     q, k, v, _ = inputs
     output, _ = tiled_attention(q, k, v, is_causal=True, block_size=block_size)
@@ -177,7 +154,7 @@ def test_matches_pytorch_when_causal_including_L_not_S(inputs, block_size):
 
 
 @SETTINGS
-@given(attention_inputs(), block_sizes(), st.none() | st.just("bool") | st.just("causal"))
+@given(attention_inputs(**SIZES), block_sizes(MAX_LEN + 1), st.none() | st.just("bool") | st.just("causal"))
 def test_logsumexp_is_that_of_the_masked_scores(inputs, block_size, masking):
     q, k, v, g = inputs
     L, S = q.shape[-2], k.shape[-2]
@@ -202,7 +179,7 @@ def test_logsumexp_is_that_of_the_masked_scores(inputs, block_size, masking):
 
 
 @SETTINGS
-@given(st.integers(1, 20), st.integers(1, 20), block_sizes())
+@given(st.integers(1, 20), st.integers(1, 20), block_sizes(MAX_LEN + 1))
 def test_causal_skips_exactly_the_tiles_with_no_visible_key(L, S, block_size):
     block_q, block_k = pair(block_size)
     visible = torch.ones(L, S, dtype=torch.bool).tril()  # top-left: query i sees keys 0..i
@@ -224,20 +201,8 @@ def test_causal_skips_n_times_n_minus_1_over_2_of_n_squared_tiles(n_blocks):
 # --- nan and inf ---------------------------------------------------------------------------
 
 
-@st.composite
-def non_finite_inputs(draw):
-    """Attention inputs with a few entries set to nan, inf or -inf, and maybe a boolean mask."""
-    q, k, v, g = draw(attention_inputs())
-    for _ in range(draw(st.integers(1, 3))):
-        tensor = draw(st.sampled_from([q, k, v]))
-        index = tuple(draw(st.integers(0, size - 1)) for size in tensor.shape)
-        tensor[index] = draw(st.sampled_from([float("nan"), float("inf"), float("-inf")]))
-    mask = draw(st.none() | st.just(torch.rand(q.shape[-2], k.shape[-2], generator=g) > 0.4))
-    return q, k, v, mask
-
-
 @SETTINGS
-@given(non_finite_inputs(), block_sizes())
+@given(non_finite_inputs(**SIZES), block_sizes(MAX_LEN + 1))
 def test_nan_and_inf_propagate_as_in_pytorchs_math_backend(inputs, block_size):
     """PyTorch's fused CPU kernel returns zeros for a query containing nan; its math backend nan."""
     q, k, v, mask = inputs
@@ -249,7 +214,7 @@ def test_nan_and_inf_propagate_as_in_pytorchs_math_backend(inputs, block_size):
 
 
 @SETTINGS
-@given(non_finite_inputs(), block_sizes())
+@given(non_finite_inputs(**SIZES), block_sizes(MAX_LEN + 1))
 def test_causal_reads_only_the_tiles_on_or_below_the_diagonal(inputs, block_size):
     """Each block of queries equals the math backend run on the keys up to the end of its last
     computed tile: what lies beyond, nan included, is never read."""
@@ -294,7 +259,7 @@ def test_fully_masked_query_gets_zeros():
 
 
 @SETTINGS
-@given(attention_inputs(dtype=torch.float32), block_sizes(), st.booleans())
+@given(attention_inputs(**SIZES, dtype=torch.float32), block_sizes(MAX_LEN + 1), st.booleans())
 def test_float32_matches_pytorch(inputs, block_size, causal):
     q, k, v, _ = inputs
     output, _ = tiled_attention(q, k, v, is_causal=causal, block_size=block_size)
@@ -318,7 +283,9 @@ def test_half_precision_is_computed_in_float32_and_cast_back(dtype, causal):
 
 
 @settings(max_examples=30, deadline=None)
-@given(attention_inputs(), block_sizes(), st.sampled_from(["none", "bool", "float", "causal"]))
+@given(
+    attention_inputs(**SIZES), block_sizes(MAX_LEN + 1), st.sampled_from(["none", "bool", "float", "causal"])
+)
 def test_gradients_equal_those_of_pytorch(inputs, block_size, masking):
     q, k, v, g = inputs
     L, S = q.shape[-2], k.shape[-2]
@@ -345,7 +312,7 @@ def test_gradients_equal_those_of_pytorch(inputs, block_size, masking):
 
 
 @SETTINGS
-@given(attention_inputs(), block_sizes(), st.booleans())
+@given(attention_inputs(**SIZES), block_sizes(MAX_LEN + 1), st.booleans())
 def test_trace_output_is_attention_over_the_keys_read_so_far(inputs, block_size, causal):
     q, k, v, _ = inputs
     output, state = tiled_attention(q, k, v, is_causal=causal, block_size=block_size, trace=True)
@@ -368,23 +335,6 @@ def test_trace_output_is_attention_over_the_keys_read_so_far(inputs, block_size,
 
 
 # --- memory: no tensor of shape (..., L, S) --------------------------------------------------
-
-
-class AllocationRecorder(TorchDispatchMode):
-    """Records the shape of every tensor an operation creates while the mode is active.
-
-    Views (slices, transposes, reshapes of existing memory) are left out: they allocate nothing.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.shapes: list[tuple[int, ...]] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        if not func.is_view:
-            self.shapes += [tuple(t.shape) for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
-        return result
 
 
 @pytest.mark.parametrize("masking", ["none", "bool", "float", "causal"])

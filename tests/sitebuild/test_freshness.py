@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from sitebuild import execution, freshness
-from tests.site_tools import ROOT
+from sitebuild.project import ROOT
 
 
 @pytest.fixture

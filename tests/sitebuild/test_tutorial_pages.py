@@ -11,9 +11,9 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from sitebuild.html import elements
+from sitebuild.page_html import elements
+from sitebuild.project import ROOT
 from sitebuild.tutorial_pages import markdown_page
-from tests.site_tools import ROOT
 
 SVG = '<svg role="img" aria-label="a plot"><rect/></svg>'
 
@@ -118,7 +118,7 @@ def _details(html: str) -> dict[str, tuple]:
 def test_plotting_code_is_collapsed_and_its_plot_stays_in_view(html):
     classes, raw, text = _details(html)["Plotting code"]
     assert "example" in classes and "draw()" in text and "<svg" not in raw
-    assert SVG in html  # the plot itself, raw, for sitebuild.html to turn into a file
+    assert SVG in html  # the plot itself, raw, for sitebuild.page_html to turn into a file
 
 
 def test_a_deeper_cell_goes_into_the_side_topic_before_it(html):

@@ -6,25 +6,10 @@ from __future__ import annotations
 
 import runpy
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SNIPPETS, run_snippet
-
-TESTS = ROOT / "tests" / "snippets"
-
-
-def snippet_for(test_file: Path) -> Path:
-    """The snippet that ``tests/snippets/<topic>/test_<name>.py`` tests."""
-    relative = test_file.relative_to(TESTS)
-    return SNIPPETS / relative.parent / relative.name.removeprefix("test_")
-
-
-def mirrored_test(snippet: Path) -> Path:
-    """The test of ``snippets/<topic>/<name>.py``."""
-    relative = snippet.relative_to(SNIPPETS)
-    return TESTS / relative.parent / f"test_{relative.name}"
+from tests.support.snippets import SNIPPETS, run_snippet, snippet_for
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ExecutedTutorial
+from tests.support.shown import ExecutedTutorial
 
 
 @pytest.fixture(scope="module")

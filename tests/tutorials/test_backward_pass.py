@@ -2,12 +2,12 @@
 
 What the tutorial computed is read from its kernel's variables (``values``) and checked against
 float64 NumPy: the softmax's Jacobian written out, the chain rule of ``reference_gradients``
-(tests/test_backward.py), weights from tests/reference.py, tiles and multiply-adds counted from
-the causal mask, and float16 rounding done by NumPy. Float tolerances come from
-``error_bounds``, the float error analysis of tests/test_backward.py. What the page says about
+(tests/support/backward_reference.py), weights from tests/support/reference.py, tiles and
+multiply-adds counted from the causal mask, and float16 rounding done by NumPy. Float tolerances
+come from ``error_bounds``, the float error analysis beside it. What the page says about
 its memory measurements is checked on the numbers the build measured, with margins derived from
 the tensors involved and peak_memory's arena slack; what a cell printed is matched as numbers
-(tests/tutorials/shown.py), never by its labels.
+(tests/support/shown.py), never by its labels.
 """
 
 from __future__ import annotations
@@ -18,20 +18,18 @@ import numpy as np
 import pytest
 import torch
 
-from tests.reference import attention, causal, softmax
-from tests.test_backward import (
-    as64,
+from tests.support.backward_reference import (
     error_bounds,
     half_output_bound,
     reference_gradients,
     reference_weights,
     subnormal_gap,
 )
-from tests.tutorials.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.reference import EPS64, as64, attention, causal, softmax
+from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 FOUR = half_unit(4)
 ARENA_MIB = 1.0  # what Python's arenas may add to one peak_memory measurement (its docstring)
-EPS64 = np.finfo(np.float64).eps
 
 
 def masks_of(kwargs, L, S):

@@ -6,7 +6,7 @@ written out in NumPy (tests/test_compression.py), linear attention's formula, th
 figures of the cited files typed here with their sources, and byte counts made by hand. The
 claims the page makes about quantization errors are recomputed here for three more seeds, and the
 trained recall models are evaluated on contexts drawn here. What a loop only printed is read from
-the numbers its cell printed, without the page's labels (tests/tutorials/shown.py).
+the numbers its cell printed, without the page's labels (tests/support/shown.py).
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests import reference
-from tests.test_compression import (
-    EPS32,
-    EPS64,
+from tests.support import reference
+from tests.support.compression_reference import (
     linear_np,
     linear_tolerance,
     mla_np,
@@ -30,7 +28,8 @@ from tests.test_compression import (
     tolerance,
     weights_of,
 )
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol, verdicts
+from tests.support.reference import EPS32, EPS64, as64
+from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
 
 # Configuration figures, from the files the page cites:
 # deepseek-ai/DeepSeek-V3, inference/configs/config_236B.json (DeepSeek-V2) and config_671B.json
@@ -47,10 +46,6 @@ LITE = {"layers": 27, "heads": 16}
 OTHERS = [(60, 128, 128), (60, 8, 128), (60, 1, 128), (96, 96, 128), (80, 8, 128), (126, 8, 128)]
 
 FOUR = half_unit(4)
-
-
-def as64(tensor) -> np.ndarray:
-    return tensor.detach().double().numpy()
 
 
 # --- multi-head latent attention ---------------------------------------------------------------

@@ -3,10 +3,10 @@ computed here.
 
 What the tutorial computed is read from its kernel's variables (``values``): its random batch
 and layers are inputs, everything that follows from them is recomputed here in float64 NumPy
-(tests/reference.py), by hand, or with ``torch.nn.functional.scaled_dot_product_attention``. Where
+(tests/support/reference.py), by hand, or with ``torch.nn.functional.scaled_dot_product_attention``. Where
 a quantity amplifies the last bits of float32 (scores multiplied by 1000), the reference starts
 from the tutorial's own float32 scores, so that it holds on every machine. That the page shows the
-computed values is checked without its labels (tests/tutorials/shown.py). The exercises' solutions
+computed values is checked without its labels (tests/support/shown.py). The exercises' solutions
 are checked the same way.
 """
 
@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from attn_ref.examples import BATCH_SHAPE, HEAD_SIZE
-from tests.reference import attention, causal, multihead_attention, softmax
-from tests.tutorials.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.reference import attention, causal, multihead_attention, softmax
+from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 B, T, C = BATCH_SHAPE
 THREE = half_unit(3)  # NumPy prints three decimals here

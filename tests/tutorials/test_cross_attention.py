@@ -2,11 +2,12 @@
 
 What the tutorial computed is read from its kernel's variables (``values``): the batches against
 sorting done by hand, the untrained layers against float64 NumPy attention with the padding and
-causal masks (tests/reference.py), the accuracies and alignment statistics recomputed from the
-kept logits and weights, greedy decoding against a loop of full forward passes. What it claims
-about what the trained model learned is checked by `tests.test_training.check_sorting_claims`,
-the same checks that seeds 1 to 3 pass there. Printed numbers are read without the page's labels
-(tests/tutorials/shown.py); the training time is only checked to print what was measured.
+causal masks (tests/support/reference.py), the accuracies and alignment statistics recomputed from
+the kept logits and weights, greedy decoding against a loop of full forward passes. What it claims
+about what the trained model learned is checked by
+`tests.support.training_claims.check_sorting_claims`, the same checks that seeds 1 to 3 pass in
+tests/test_training.py. Printed numbers are read without the page's labels
+(tests/support/shown.py); the training time is only checked to print what was measured.
 """
 
 from __future__ import annotations
@@ -15,13 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests import reference
-from tests.test_training import END, PAD, START, check_sorting_claims, multihead
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol
-
-
-def as64(tensor) -> np.ndarray:
-    return tensor.detach().double().numpy()
+from tests.support import reference
+from tests.support.reference import as64, multihead
+from tests.support.shown import assert_printed, half_unit, sci_rtol
+from tests.support.training_claims import END, PAD, START, check_sorting_claims
 
 
 def check_batch(batch) -> None:

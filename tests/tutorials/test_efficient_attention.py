@@ -2,11 +2,11 @@
 
 What the tutorial computed is read from its kernel's variables (``values``) where it keeps them,
 and checked against references independent of attn_ref: float64 NumPy attention
-(tests/reference.py), the online softmax written out as a plain loop, the tiles a causal mask
-leaves visible counted from the causal mask of tests/reference.py, the paper's Algorithms 0 and 1
+(tests/support/reference.py), the online softmax written out as a plain loop, the tiles a causal mask
+leaves visible counted from the causal mask of tests/support/reference.py, the paper's Algorithms 0 and 1
 (Dao et al., 2022) counted loop by loop, and sizes in bytes worked out by hand. What a loop only
 printed is read from the numbers its cell printed, without the page's labels
-(tests/tutorials/shown.py). What the page says about its memory measurements (growth like T**2 or
+(tests/support/shown.py). What the page says about its memory measurements (growth like T**2 or
 T, four matrices) is checked on the numbers the build measured, with margins derived from the
 tensors involved; its timings depend on the machine and are only checked to print what was measured.
 """
@@ -19,15 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-from tests.reference import attention, causal, softmax
-from tests.tutorials.shown import assert_printed, half_unit, numbers_of, printed_by_cell, sci_rtol
+from tests.support.reference import as64, attention, causal, softmax
+from tests.support.shown import assert_printed, half_unit, numbers_of, printed_by_cell, sci_rtol
 
 FOUR = half_unit(4)
 ARENA_MIB = 1.0  # what Python's arenas may add to one peak_memory measurement (its docstring)
-
-
-def as64(tensor) -> np.ndarray:
-    return tensor.detach().double().numpy()
 
 
 def test_one_score_matrix_takes_4_B_H_T_squared_bytes(tutorial):

@@ -4,9 +4,10 @@ What the tutorial computed is read from its kernel's variables (``values``): the
 recomputed from its logits with a float64 log-softmax, the head scores from its attention weights
 with NumPy written out here, the uniform baselines by hand, the moment of the drop from its
 training history. What it claims about what the models learned is checked by
-`tests.test_training.check_induction_claims`, the same checks that seeds 1 to 3 pass there. What
-the cells printed is read as numbers, without the page's labels (tests/tutorials/shown.py). The
-training times depend on the machine; they are only checked to print what was measured.
+`tests.support.training_claims.check_induction_claims`, the same checks that seeds 1 to 3 pass in
+tests/test_training.py. What the cells printed is read as numbers, without the page's labels
+(tests/support/shown.py). The training times depend on the machine; they are only checked to print
+what was measured.
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ import pytest
 import torch
 
 from attn_ref.training import model_from_playground_json
-from tests import reference
-from tests.test_training import LN_64, check_induction_claims, multihead
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol, verdicts
-
-
-def as64(tensor) -> np.ndarray:
-    return tensor.detach().double().numpy()
+from tests.support import reference
+from tests.support.reference import as64, multihead
+from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
+from tests.support.training_claims import LN_64, check_induction_claims
 
 
 def nll(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -2,10 +2,10 @@
 
 What the tutorial computed is read from its kernel's variables (``values``), and checked against
 references independent of attn_ref's cache and attention: greedy decoding written out as a loop
-of full forward passes, float64 NumPy attention and causal masks (tests/reference.py) on the same
+of full forward passes, float64 NumPy attention and causal masks (tests/support/reference.py) on the same
 projections, the work per token and the cache sizes counted by hand from the model's shapes. What
 a loop only printed is read from the numbers its cell printed, without the page's labels
-(tests/tutorials/shown.py). The timings depend on the machine; their table is checked to print
+(tests/support/shown.py). The timings depend on the machine; their table is checked to print
 what was measured.
 """
 
@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from attn_ref.cache import KVCache
-from tests.reference import attention, causal
-from tests.tutorials.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.reference import as64, attention, causal
+from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 # layers, key/value heads, head size, context, window. Llama 2: config.json on Hugging Face
 # (num_hidden_layers, num_key_value_heads, hidden_size / num_attention_heads,
@@ -32,10 +32,6 @@ MODELS = [
     (32, 8, 4096 // 32, 131072, None),  # Llama 3.1 8B
     (80, 8, 8192 // 64, 131072, None),  # Llama 3.1 70B
 ]
-
-
-def as64(tensor) -> np.ndarray:
-    return tensor.detach().double().numpy()
 
 
 def test_cached_and_uncached_generation_give_the_greedy_tokens(tutorial, values):

@@ -2,11 +2,11 @@
 
 What the tutorial computed is read from its kernel's variables (``values``), and checked against
 float64 NumPy written out independently (plain sums, a softmax with no max shift), against
-``tests/reference.py``, against PyTorch, or against a hand calculation. Its random parameters are
+``tests/support/reference.py``, against PyTorch, or against a hand calculation. Its random parameters are
 inputs, not results: they are read from the kernel's variables too, and everything that follows
 from them is recomputed here. The claims the page makes about those numbers are asserted on the
 independent computation. That the page shows the computed values is checked without its labels
-(tests/tutorials/shown.py): the numbers, token names and verdicts its cells printed, in order.
+(tests/support/shown.py): the numbers, token names and verdicts its cells printed, in order.
 """
 
 from __future__ import annotations
@@ -22,17 +22,14 @@ import torch
 
 from attn_ref.examples import THREE_TOKENS
 from attn_ref.plotting import attention_heatmap
-from tests import reference
-from tests.tutorials.shown import assert_printed, displayed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support import reference
+from tests.support.reference import as64
+from tests.support.shown import assert_printed, displayed, half_unit, printed_by_cell, sci_rtol, verdicts
 
 TOKENS = ["t0", "t1", "t2"]  # counted from 0, as in the notation table
 FOUR = half_unit(4)  # the tutorial prints four decimals
 X = np.array(THREE_TOKENS, dtype=np.float64)  # (T, C) = (3, 4)
 U = 2.0**-24  # float32's unit roundoff
-
-
-def as64(tensor) -> np.ndarray:
-    return torch.as_tensor(tensor).detach().double().numpy()
 
 
 def _softmax_rows(z: np.ndarray) -> np.ndarray:

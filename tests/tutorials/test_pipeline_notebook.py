@@ -1,5 +1,5 @@
 """The pipeline notebook, as the build executed it: the weights and the output it computed, against
-float64 NumPy attention (tests/reference.py) and PyTorch's own, and what it displayed and printed."""
+float64 NumPy attention (tests/support/reference.py) and PyTorch's own, and what it displayed and printed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from attn_ref.examples import THREE_TOKENS
-from tests.reference import attention
-from tests.tutorials.shown import assert_printed, displayed, half_unit, verdicts
+from tests.support.reference import attention
+from tests.support.shown import assert_printed, displayed, half_unit, verdicts
 
 
 def test_the_weights_and_the_output_are_the_three_token_attention(values):

@@ -1,9 +1,9 @@
 """The scaled dot-product tutorial, as the build executed it, checked against references computed here.
 
 What the tutorial computed is read from its kernel's variables (``values``) and compared with an
-independent computation: NumPy in float64 (tests/reference.py), ``torch.nn.MultiheadAttention``
+independent computation: NumPy in float64 (tests/support/reference.py), ``torch.nn.MultiheadAttention``
 in float64, or a formula written out below. That the page shows those values is checked without
-its labels (tests/tutorials/shown.py): the numbers and verdicts its cells printed, in order, at
+its labels (tests/support/shown.py): the numbers and verdicts its cells printed, in order, at
 the printed precision. The page's links inside itself land on an element.
 """
 
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
-from tests.reference import attention, multihead_attention, softmax
-from tests.tutorials.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
+from tests.support.reference import as64, attention, multihead_attention, softmax
+from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
 # The original notebook's "Expected Output" for AV_WEIGHTS @ AV_VALUES, as it printed it.
 ORIGINAL_CLAIMED_AV = [[0.62, 0.74, 0.86, 0.98], [0.42, 0.54, 0.66, 0.78], [0.64, 0.76, 0.88, 1.00]]
@@ -26,10 +26,6 @@ TWO_DECIMALS = half_unit(2)  # what printing with precision=2 may round away
 # float32 results of these small products and softmaxes, against float64: a few units of 2**-24
 # on numbers below about 20, so well under this.
 FLOAT32 = 2e-6
-
-
-def as64(tensor) -> np.ndarray:
-    return tensor.detach().double().numpy()
 
 
 @pytest.fixture(scope="module")

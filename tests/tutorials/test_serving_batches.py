@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.reference import causal
-from tests.tutorials.shown import assert_printed, half_unit, sci_rtol, verdicts
+from tests.support.reference import causal
+from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
 
 
 @torch.no_grad()

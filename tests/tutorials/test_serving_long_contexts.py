@@ -14,9 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tests.tutorials.shown import assert_printed, half_unit, verdicts
-
-EPS32 = torch.finfo(torch.float32).eps
+from tests.support.reference import EPS32
+from tests.support.shown import assert_printed, half_unit, verdicts
 
 
 def window_mask(T: int, window: int, sinks: int = 0) -> np.ndarray:

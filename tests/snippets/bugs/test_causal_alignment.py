@@ -1,18 +1,12 @@
 """bugs/causal_alignment.py: top-left and bottom-right causal masks for L new queries against S keys,
-written out with np.tri (tests/reference.py), and the attention recomputed exactly in float64 from the
-snippet's own inputs, each float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
+written out with np.tri (tests/support/reference.py), and the attention recomputed exactly in float64 from the
+snippet's own inputs, each float32 result within its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 
-from tests.reference import causal
-from tests.snippets.bugs.helpers import (
-    assert_largest_difference,
-    assert_shows,
-    attention,
-    exact,
-    rounded,
-    significant,
-)
+from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.reference import causal
+from tests.support.worst_case_rounding import assert_largest_difference, attention, exact
 
 
 def _last(q, k, v, L, lower_right):
@@ -53,4 +47,4 @@ def test_the_check(printed, values):
                 np.testing.assert_allclose(last.value, rows.value, rtol=0, atol=1e-12)
     assert ranges[0][0] > tolerance and top_left > tolerance  # fails on every machine
     assert bottom_right < tolerance  # rounding alone, which the page promises stays below it
-    assert_shows(printed, significant([top_left, bottom_right], 2))
+    assert_shows(printed, rounded_significant([top_left, bottom_right], 2))

@@ -1,11 +1,12 @@
 """bugs/exercise_float_mask.py: an additive mask made boolean with .bool() (True where non-zero) and
 with == 0, worked out by hand; the attention recomputed exactly in float64 from the snippet's own
-inputs, each float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
+inputs, each float32 result within its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 
-from tests.reference import causal
-from tests.snippets.bugs.helpers import assert_shows, attention, exact
+from tests.support.printed import assert_shows
+from tests.support.reference import causal
+from tests.support.worst_case_rounding import attention, exact
 
 
 def test_the_boolean_mask_marks_the_future(printed, values):

@@ -1,17 +1,11 @@
 """bugs/exercise_split_heads.py: self-attention with the single-view split and with view + transpose,
 recomputed exactly in float64 from the snippet's own inputs and weights, each float32 result within
-its rounding bound (tests/snippets/bugs/helpers.py)."""
+its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 
-from tests.snippets.bugs.helpers import (
-    assert_largest_difference,
-    assert_shows,
-    attention,
-    exact,
-    matmul,
-    significant,
-)
+from tests.support.printed import assert_shows, rounded_significant
+from tests.support.worst_case_rounding import assert_largest_difference, attention, exact, matmul
 
 
 def _self_attention(x, values, fixed: bool):
@@ -43,4 +37,4 @@ def test_the_check(printed, values):
             np.testing.assert_allclose(shuffled_in.value, shuffled_out.value, rtol=0, atol=1e-12)
     # The single view breaks equivariance by more than the fix's rounding could, on every machine.
     assert ranges[0][0] > ranges[1][1]
-    assert_shows(printed, significant([buggy, fixed], 2))
+    assert_shows(printed, rounded_significant([buggy, fixed], 2))

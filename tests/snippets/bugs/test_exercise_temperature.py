@@ -1,12 +1,13 @@
 """bugs/exercise_temperature.py: the factor worked out by hand (sqrt(C / (C / n_head)) = sqrt(n_head)),
 and the weights recomputed exactly in float64 from the snippet's own inputs, each float32 result
-within its rounding bound (tests/snippets/bugs/helpers.py)."""
+within its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import math
 
 import numpy as np
 
-from tests.snippets.bugs.helpers import assert_shows, exact, gamma, matmul, rounded, scaled, softmax
+from tests.support.printed import assert_shows, rounded
+from tests.support.worst_case_rounding import exact, gamma, matmul, scaled, softmax
 
 
 def test_the_factor(printed, values):

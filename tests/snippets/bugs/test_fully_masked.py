@@ -1,25 +1,23 @@
 """bugs/fully_masked.py: a query with no key. The mask and the weights of each fill worked out by
 hand; which gradients turn nan, written out in NumPy; the fix against PyTorch's SDPA and float64
 references; and the random check recomputed exactly in float64 from the snippet's own inputs, each
-float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
+float32 result within its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tests.reference import plain_attention
-from tests.snippets.bugs.helpers import (
+from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.reference import plain_attention
+from tests.support.worst_case_rounding import (
     Rounded,
     assert_largest_difference,
-    assert_shows,
     attention,
     exact,
     gamma,
     matmul,
     plus,
-    rounded,
     scaled,
-    significant,
     softmax,
     total,
 )
@@ -120,4 +118,4 @@ def test_the_check(printed, values):
     assert (values["ws"][~masks] == 0).all()
     np.testing.assert_allclose(softmax(scores, allowed=masks).value.sum(-1), sees, rtol=0, atol=1e-12)
     assert fixed < tolerance
-    assert_shows(printed, significant([add, d2l, fixed], 2))
+    assert_shows(printed, rounded_significant([add, d2l, fixed], 2))

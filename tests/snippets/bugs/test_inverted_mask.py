@@ -1,21 +1,19 @@
 """bugs/inverted_mask.py: the triu mask read as "may attend" (SDPA's convention) and as "blocked"
 (nn.MultiheadAttention's), recomputed exactly in float64 from the snippet's own inputs, weights and
-module, each float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
+module, each float32 result within its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 import torch
 
-from tests import reference
-from tests.reference import causal
-from tests.snippets.bugs.helpers import (
+from tests.support import reference
+from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.reference import causal
+from tests.support.worst_case_rounding import (
     assert_largest_difference,
-    assert_shows,
     attention,
     exact,
     matmul,
     multihead_attention,
-    rounded,
-    significant,
 )
 
 
@@ -80,4 +78,4 @@ def test_the_check(printed, values):
     # The causal layers' float32 outputs move by rounding at most (checked above), and the page
     # promises that stays below the tolerance.
     assert fixed < tolerance and multihead < tolerance
-    assert_shows(printed, significant([buggy, fixed, multihead], 2))
+    assert_shows(printed, rounded_significant([buggy, fixed, multihead], 2))

@@ -1,17 +1,11 @@
 """bugs/merge_heads.py: where each merged row comes from, worked out by hand from row-major order;
 and the two-head attention recomputed exactly in float64 from the snippet's own inputs and weights,
-each float32 result within its rounding bound (tests/snippets/bugs/helpers.py)."""
+each float32 result within its rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 
-from tests.snippets.bugs.helpers import (
-    assert_largest_difference,
-    assert_shows,
-    attention,
-    exact,
-    matmul,
-    significant,
-)
+from tests.support.printed import assert_shows, rounded_significant
+from tests.support.worst_case_rounding import assert_largest_difference, attention, exact, matmul
 
 
 def test_the_merged_rows(printed, values):
@@ -60,4 +54,4 @@ def test_the_check_fails_on_the_bug_and_passes_on_the_fix(printed, values):
             np.testing.assert_allclose(shuffled_first.value, shuffled_after.value, rtol=0, atol=1e-12)
     assert ranges[0][0] > tolerance and buggy > tolerance  # fails on every machine
     assert fixed < tolerance  # rounding alone, which the page promises stays below it
-    assert_shows(printed, significant([buggy, fixed], 2))
+    assert_shows(printed, rounded_significant([buggy, fixed], 2))

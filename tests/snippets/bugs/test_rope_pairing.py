@@ -4,15 +4,9 @@ score within its rounding bound, derived below."""
 
 import numpy as np
 
-from tests.snippets.bugs.helpers import (
-    Rounded,
-    U,
-    assert_largest_difference,
-    assert_shows,
-    matmul,
-    rounded,
-    significant,
-)
+from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.reference import U32
+from tests.support.worst_case_rounding import Rounded, assert_largest_difference, matmul
 
 
 def _theta(d: int) -> np.ndarray:
@@ -50,10 +44,12 @@ def _rope(x: np.ndarray, positions: np.ndarray, fixed: bool) -> Rounded:
         rotated = np.concatenate([-x[:, d // 2 :], x[:, : d // 2]], axis=-1)
         value = x * np.cos(angles) + rotated * np.sin(angles)
         partner = (np.arange(d) + d // 2) % d
-    theta_error = np.where(theta == 1, 0.0, 4 * U + np.log(10000) * np.arange(0, d, 2) / d * U + U) * 1.001
+    theta_error = (
+        np.where(theta == 1, 0.0, 4 * U32 + np.log(10000) * np.arange(0, d, 2) / d * U32 + U32) * 1.001
+    )
     angle_error = np.repeat(np.abs(positions)[:, None] * theta * theta_error, 2, axis=-1)
     magnitude = np.abs(x) + np.abs(x[:, partner])
-    return Rounded(value, magnitude * (angle_error + 8 * U) + 3 * U * magnitude * 1.001)
+    return Rounded(value, magnitude * (angle_error + 8 * U32) + 3 * U32 * magnitude * 1.001)
 
 
 def _scores(q, k, q_positions, k_positions, fixed: bool) -> Rounded:
@@ -74,7 +70,9 @@ def test_the_scores(printed, values):
     assert np.ptp(buggy.value) - 2 * buggy.error.max() > 1e-4
     assert_shows(
         printed,
-        rounded(buggy_scores, 4) + rounded(fixed_scores, 4) + significant(list(values["worst"].values()), 2),
+        rounded(buggy_scores, 4)
+        + rounded(fixed_scores, 4)
+        + rounded_significant(list(values["worst"].values()), 2),
     )
 
 

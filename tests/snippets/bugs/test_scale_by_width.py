@@ -1,17 +1,10 @@
 """bugs/scale_by_width.py: the head scaled by 1/sqrt(C) and by 1/sqrt(d_k), recomputed exactly in
 float64 from the snippet's own inputs and weights, each float32 result within its rounding bound
-(tests/snippets/bugs/helpers.py)."""
+(tests/support/worst_case_rounding.py)."""
 
-from tests.reference import causal
-from tests.snippets.bugs.helpers import (
-    assert_largest_difference,
-    assert_shows,
-    attention,
-    exact,
-    matmul,
-    rounded,
-    significant,
-)
+from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.reference import causal
+from tests.support.worst_case_rounding import assert_largest_difference, attention, exact, matmul
 
 
 def _head(x, values, scale):
@@ -41,7 +34,7 @@ def test_the_weights_of_each_scale(printed, values):
         assert buggy[row, seen].max() < fixed[row, seen].max(), row
         assert buggy[row, seen].min() > fixed[row, seen].min(), row
     last_rows = [number for w in weights for number in rounded(w[0, -1], 3)]
-    assert_shows(printed, last_rows + significant(list(values["worst"].values()), 2))
+    assert_shows(printed, last_rows + rounded_significant(list(values["worst"].values()), 2))
 
 
 def test_the_check_fails_on_the_bug_and_passes_on_the_fix(values):

@@ -1,18 +1,16 @@
 """bugs/softmax_axis.py: the U-Net attention's weights with the softmax over the queries and over the
 keys, recomputed exactly in float64 from the snippet's own inputs, each float32 result within its
-rounding bound (tests/snippets/bugs/helpers.py)."""
+rounding bound (tests/support/worst_case_rounding.py)."""
 
 import numpy as np
 
-from tests.snippets.bugs.helpers import (
+from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.worst_case_rounding import (
     assert_largest_difference,
-    assert_shows,
     exact,
     matmul,
     plus,
-    rounded,
     scaled,
-    significant,
     softmax,
     total,
 )
@@ -43,7 +41,7 @@ def test_the_printed_weights_are_normalised_over_the_queries(printed, values):
         rounded(w, 3)
         + rounded(w.sum(axis=1), 3)
         + rounded(w.sum(axis=0), 3)
-        + significant(list(values["worst"].values()), 2),
+        + rounded_significant(list(values["worst"].values()), 2),
     )
 
 

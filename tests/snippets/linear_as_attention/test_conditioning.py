@@ -5,12 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tests.snippets.linear_as_attention.helpers import (
-    as_numpy,
-    assert_printed_in_order,
-    bound,
-    significant,
-)
+from tests.support.linear_as_attention_bound import bound
+from tests.support.printed import assert_printed_in_order, significant
+from tests.support.reference import as64
 
 
 def largest_errors(points: list[tuple[float, float]]) -> dict[float, float]:
@@ -22,9 +19,9 @@ def largest_errors(points: list[tuple[float, float]]) -> dict[float, float]:
 
 
 def test_conditioning_error_grows_like_eps_times_cond(values):
-    x, W = as_numpy(values["x"]), as_numpy(values["W"])
+    x, W = as64(values["x"]), as64(values["W"])
     # The errors are relative to the size of the values, ||x||_1 max|W|, per row.
-    np.testing.assert_allclose(as_numpy(values["scale"])[:, 0], np.abs(x).sum(-1) * np.abs(W).max())
+    np.testing.assert_allclose(as64(values["scale"])[:, 0], np.abs(x).sum(-1) * np.abs(W).max())
     spread_factor = (bound(x, W, 1.0) / (16 * np.abs(x).sum(-1) * np.abs(W).max())).max()
     assert set(values["results"]) == {torch.float32, torch.float64}
     for dtype, points in values["results"].items():

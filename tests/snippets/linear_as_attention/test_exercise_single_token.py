@@ -2,18 +2,12 @@
 
 import numpy as np
 
-from tests.reference import attention
-from tests.snippets.linear_as_attention.helpers import (
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    exact,
-    significant,
-)
+from tests.support.printed import assert_printed_in_order, exact, significant
+from tests.support.reference import EPS64, as64, attention
 
 
 def test_one_token_is_linear_and_two_are_not(values, printed):
-    W_Q, W_K, W_V = (as_numpy(values[name]) for name in ("W_Q", "W_K", "W_V"))
+    W_Q, W_K, W_V = (as64(values[name]) for name in ("W_Q", "W_K", "W_V"))
     C = W_V.shape[0]
     inputs, gaps = values["inputs"], values["gaps"]  # per number of tokens T
     assert sorted(inputs) == sorted(gaps) == [1, 2]
@@ -23,13 +17,13 @@ def test_one_token_is_linear_and_two_are_not(values, printed):
 
     # One token: its only weight is exactly 1, so F(X) = X W_V rounded, and the gaps are rounding
     # only: C products and sums per entry, for X, Y and X + Y, then two subtractions.
-    X, Y = (as_numpy(t) for t in inputs[1])
+    X, Y = (as64(t) for t in inputs[1])
     assert X.shape == Y.shape == (1, C)
     np.testing.assert_allclose(F(X), X @ W_V, rtol=0, atol=0)
     rounding = 4 * (C + 2) * EPS64 * ((np.abs(X) + np.abs(Y)) @ np.abs(W_V)).max()
     assert max(gaps[1]) <= 2 * rounding
     # Two tokens: recomputed independently in float64 NumPy, and far from zero.
-    X, Y = (as_numpy(t) for t in inputs[2])
+    X, Y = (as64(t) for t in inputs[2])
     assert X.shape == Y.shape == (2, C)
     expected = [np.abs(F(2 * X) - 2 * F(X)).max(), np.abs(F(X + Y) - F(X) - F(Y)).max()]
     sizes = []  # each input's largest score and value: what the rounding of attention scales with

@@ -4,18 +4,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from tests.snippets.linear_as_attention.helpers import (
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    exact,
-)
+from tests.support.printed import assert_printed_in_order, decimals, exact
+from tests.support.reference import EPS64, as64
 
 
 def test_weights_are_the_hand_computed_fractions(values, printed):
-    x = as_numpy(values["x"])[0]
-    weights = as_numpy(values["weights"])[0, 0]
+    x = as64(values["x"])[0]
+    weights = as64(values["weights"])[0, 0]
     mask = values["mask"][0, 0].numpy()
     # By hand, for the exercise's x = (3, -1, 0, 2): ||x||_1 = 6, weights 1/2, 1/6, 0 and 1/3.
     assert x.tolist() == [3, -1, 0, 2]

@@ -7,18 +7,13 @@ import pytest
 import torch
 
 from attn_ref.linear_as_attention import linear_as_attention
-from tests.snippets.linear_as_attention.helpers import (
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    bound,
-    exact,
-    significant,
-)
+from tests.support.linear_as_attention_bound import bound
+from tests.support.printed import assert_printed_in_order, exact, significant
+from tests.support.reference import EPS64, as64
 
 
 def test_key_size_d_in_minus_one_works(values):
-    x, W, k = as_numpy(values["x"]), as_numpy(values["W"]), as_numpy(values["k"])
+    x, W, k = as64(values["x"]), as64(values["W"]), as64(values["k"])
     B, d_in = x.shape
     assert k.shape == (B, d_in, d_in - 1)
     # One key for every row: orthonormal columns, orthogonal to (1, ..., 1).
@@ -27,7 +22,7 @@ def test_key_size_d_in_minus_one_works(values):
     np.testing.assert_allclose(key.T @ key, np.eye(d_in - 1), rtol=0, atol=4 * d_in * EPS64)
     np.testing.assert_allclose(key.sum(axis=0), 0, rtol=0, atol=4 * d_in * EPS64)
     # And still x W^T, up to rounding.
-    error = np.abs(as_numpy(values["y"]) - x @ W.T).max(-1)  # per row
+    error = np.abs(as64(values["y"]) - x @ W.T).max(-1)  # per row
     assert (error <= bound(x, W, EPS64)).all()
     assert values["error"] == pytest.approx(error.max(), rel=1e-6, abs=4 * EPS64 * np.abs(x @ W.T).max())
 

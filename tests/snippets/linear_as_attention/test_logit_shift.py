@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import softmax
-from tests.snippets.linear_as_attention.helpers import (
-    EPS32,
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    significant,
-)
+from tests.support.printed import assert_printed_in_order, decimals, significant
+from tests.support.reference import EPS32, EPS64, as64, softmax
 
 
 def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(values, printed):
-    x = as_numpy(values["x"])
+    x = as64(values["x"])
     d_in = x.shape[0]
     weights = np.abs(x) / np.abs(x).sum()  # the blog post's weights, in float64
-    np.testing.assert_allclose(as_numpy(values["weights"]), weights, rtol=(d_in + 2) * EPS32, atol=0)
+    np.testing.assert_allclose(as64(values["weights"]), weights, rtol=(d_in + 2) * EPS32, atol=0)
     log_weights = np.log(weights)
     np.testing.assert_allclose(
-        as_numpy(values["logits"]),
+        as64(values["logits"]),
         log_weights,
         rtol=0,
         atol=(d_in + 4) * EPS32 * (1 + np.abs(log_weights).max()),
@@ -35,7 +28,7 @@ def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(values,
         assert np.abs(softmax(log_weights + c) - weights).max() <= 4 * EPS64 * size  # in float64
         assert change <= 4 * EPS32 * size  # the snippet's, in float32
     # A different random number for each logit does change the weights, far beyond rounding.
-    noise = as_numpy(values["noise"])
+    noise = as64(values["noise"])
     expected = np.abs(softmax(log_weights + noise) - weights).max()
     rounding = 8 * (d_in + 4) * EPS32 * (1 + np.abs(log_weights).max() + np.abs(noise).max())
     assert abs(values["change"] - expected) <= rounding

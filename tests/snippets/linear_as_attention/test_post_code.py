@@ -13,17 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.snippets.linear_as_attention.helpers import (
-    EPS32,
-    as_numpy,
-    assert_printed_in_order,
-    bound,
-    decimals,
-    exact,
-    post_data,
-    printed_flags,
-    significant,
-)
+from tests.support.linear_as_attention_bound import bound, post_data
+from tests.support.printed import assert_printed_in_order, decimals, exact, printed_flags, significant
+from tests.support.reference import EPS32, as64
 
 ATOL = 1e-3  # the post's fourth check: allclose(y2, y1, atol=1e-3)
 
@@ -56,31 +48,31 @@ def seeds(values) -> dict[str, np.ndarray]:
 
 
 def test_one_seed_errors_are_rounding_bounded_by_the_condition_of_k(values):
-    x, W, k = (as_numpy(values[name]) for name in ("x", "fc_weight", "k"))
+    x, W, k = (as64(values[name]) for name in ("x", "fc_weight", "k"))
     cond = np.linalg.cond(k)
     exact_y = x @ W.T
-    np.testing.assert_allclose(as_numpy(values["y_exact"]), exact_y, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(as64(values["y_exact"]), exact_y, rtol=0, atol=1e-12)
     for name, estimate in (
         ("y1", y1_rounding(x, W)),
         ("_y", bound(x, W, EPS32)),
         ("y2", bound(x, W, EPS32, cond.max())),
     ):
-        error = np.abs(as_numpy(values[name]) - exact_y).max(-1)  # per row
+        error = np.abs(as64(values[name]) - exact_y).max(-1)  # per row
         assert (error <= estimate).all(), name
 
 
 def test_one_seed_checks_pass_where_rounding_decides(values, printed):
-    x, W = as_numpy(values["x"]), as_numpy(values["fc_weight"])
+    x, W = as64(values["x"]), as64(values["fc_weight"])
     flags = printed_flags(printed)  # the post's four checks, in its order; the many seeds print none
     assert len(flags) == 4
     # softmax(logits) = attn_weights up to a few eps (log in float32, then exp in float64), far
     # inside allclose's rtol of 1e-5: that check cannot fail.
-    logits, weights = as_numpy(values["logits"]), as_numpy(values["attn_weights"])
+    logits, weights = as64(values["logits"]), as64(values["attn_weights"])
     reference = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     assert (np.abs(reference - weights) <= 4 * EPS32 * (1 + np.abs(logits).max()) * weights).all()
     assert flags[1]
     # |y2 - y1| <= |y2 - x W^T| + |y1 - x W^T|: where that stays under atol the check cannot fail.
-    y2_error = np.abs(as_numpy(values["y2"]) - x @ W.T) + y1_rounding(x, W)[:, None]
+    y2_error = np.abs(as64(values["y2"]) - x @ W.T) + y1_rounding(x, W)[:, None]
     if (y2_error < ATOL).all():
         assert flags[3]
 
@@ -118,8 +110,8 @@ def test_many_seeds_ranks_of_the_failing_keys(values):
 
 def test_prints_what_was_computed(values, printed):
     """The one seed's errors and conditions, then the many seeds' counts, worst case and ranks."""
-    exact_y, cond = as_numpy(values["y_exact"]), np.linalg.cond(as_numpy(values["k"]))
-    one_seed = [significant(np.abs(as_numpy(values[name]) - exact_y).max(), 2) for name in ("y1", "_y", "y2")]
+    exact_y, cond = as64(values["y_exact"]), np.linalg.cond(as64(values["k"]))
+    one_seed = [significant(np.abs(as64(values[name]) - exact_y).max(), 2) for name in ("y1", "_y", "y2")]
     one_seed += [decimals(c, 0, slack=cond_rounding(c)) for c in cond]  # cond(k) rounded to integers
     n_seeds, conds, errors = values["n_seeds"], values["conds"].numpy(), values["errors"].numpy()
     exact_fails, atol_fails = n_seeds - sum(values["exact_passes"]), values["atol_fails"].numpy()

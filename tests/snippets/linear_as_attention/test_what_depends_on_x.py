@@ -7,7 +7,8 @@ constant; v(2x) = 2 v(x) but v is not additive; q(2x) = q(x).
 
 import numpy as np
 
-from tests.snippets.linear_as_attention.helpers import EPS64, as_numpy, printed_flags
+from tests.support.printed import printed_flags
+from tests.support.reference import EPS64, as64
 
 # For each of q, k, v: equal for x1 and x2, f(2 x1) = 2 f(x1), f(x1 + x2) = f(x1) + f(x2).
 ALGEBRA = {"q": [False, False, False], "k": [True, False, False], "v": [False, True, False]}
@@ -30,18 +31,18 @@ def rounding(x: np.ndarray, W: np.ndarray, key: np.ndarray) -> dict[str, float]:
 
 
 def test_q_k_v_are_the_construction(values):
-    W, x1, x2 = (as_numpy(values[name]) for name in ("W", "x1", "x2"))
-    key = as_numpy(values["a"]["k"])[0]
+    W, x1, x2 = (as64(values[name]) for name in ("W", "x1", "x2"))
+    key = as64(values["a"]["k"])[0]
     np.testing.assert_allclose(key @ key.T, np.eye(len(key)), rtol=0, atol=4 * len(key) * EPS64)
     for name, x in (("a", x1), ("b", x2), ("both", x1 + x2), ("double", 2 * x1)):
         expected, tolerance = construction(x, W, key), rounding(x, W, key)
         for n in ("q", "k", "v"):
-            np.testing.assert_allclose(as_numpy(values[name][n]), expected[n], rtol=0, atol=tolerance[n])
+            np.testing.assert_allclose(as64(values[name][n]), expected[n], rtol=0, atol=tolerance[n])
 
 
 def test_what_depends_on_x_matches_the_algebra(values, printed):
-    W, x1, x2 = (as_numpy(values[name]) for name in ("W", "x1", "x2"))
-    built = {name: {n: as_numpy(t) for n, t in values[name].items()} for name in ("a", "b", "both", "double")}
+    W, x1, x2 = (as64(values[name]) for name in ("W", "x1", "x2"))
+    built = {name: {n: as64(t) for n, t in values[name].items()} for name in ("a", "b", "both", "double")}
     a, b, both, double = built["a"], built["b"], built["both"], built["double"]
     key = a["k"][0]
     tolerance = max(rounding(x, W, key)[n] for x in (x1, x2, x1 + x2) for n in ("q", "v"))

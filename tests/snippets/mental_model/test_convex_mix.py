@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import (
-    EPS32,
-    as64,
-    assert_shown,
-    assert_within,
-    float32_attention,
-    product_error,
-)
+from tests.support.float32_attention_bounds import assert_within, float32_attention, product_error
+from tests.support.printed import assert_shown
+from tests.support.reference import EPS32, as64
 
 
 def _layer(values, X):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import assert_shown
+from tests.support.printed import assert_shown
 
 
 def hand_count(T: int, H: int, d_k: int) -> tuple[float, float]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
+from tests.support.float32_attention_bounds import assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import as64
 
 
 def test_one_hot_times_w_e_is_a_row_lookup(values):

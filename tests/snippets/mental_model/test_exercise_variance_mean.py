@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import assert_shown
+from tests.support.printed import assert_shown
 
 SE = 4  # standard errors allowed between a sampled moment and its expectation
 

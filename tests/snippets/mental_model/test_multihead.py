@@ -6,13 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tests.snippets.mental_model.helpers import (
-    as64,
-    assert_shown,
-    assert_within,
-    float32_attention,
-    product_error,
-)
+from tests.support.float32_attention_bounds import assert_within, float32_attention, product_error
+from tests.support.printed import assert_shown
+from tests.support.reference import as64
 
 
 def _torch_mha(values, num_heads: int) -> torch.nn.MultiheadAttention:

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import causal
-from tests.snippets.mental_model.helpers import (
-    EPS32,
-    SAFETY,
-    as64,
-    assert_shown,
-    assert_within,
-    float32_attention,
-)
+from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import EPS32, as64, causal
 
 
 def _layer(values, X, allowed=None, rounds=0, size=None):

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import softmax
-from tests.snippets.mental_model.helpers import (
-    EPS32,
-    SAFETY,
-    as64,
-    assert_shown,
-    assert_within,
-    product_error,
-    softmax_error,
-)
+from tests.support.float32_attention_bounds import SAFETY, assert_within, product_error, softmax_error
+from tests.support.printed import assert_shown
+from tests.support.reference import EPS32, as64, softmax
 
 
 def _scores(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

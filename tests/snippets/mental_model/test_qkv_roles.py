@@ -7,7 +7,9 @@ import numpy as np
 import torch
 
 from attn_ref.examples import SENTENCE, SENTENCE_TOKENS
-from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
+from tests.support.float32_attention_bounds import assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import as64
 
 ALICE, MET, SHE = (SENTENCE_TOKENS.index(token) for token in ("Alice", "met", "she"))
 

@@ -3,16 +3,15 @@ NumPy and PyTorch's own attention."""
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import (
-    EPS32,
+from tests.support.float32_attention_bounds import (
     SAFETY,
-    as64,
-    assert_shown,
     assert_within,
     float32_attention,
     product_error,
     softmax_error,
 )
+from tests.support.printed import assert_shown
+from tests.support.reference import EPS32, as64
 
 
 def test_every_shape(values):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import assert_shown
+from tests.support.printed import assert_shown
 
 SE = 4  # standard errors allowed between a sample's mean and its expectation
 COLUMNS = ("variance", "largest weight", "entropy", "gradient")

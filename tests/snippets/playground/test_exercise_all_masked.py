@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from tests.reference import attention, plain_attention
-from tests.snippets.mental_model.helpers import as64, assert_shown
+from tests.support.printed import assert_shown
+from tests.support.reference import as64, attention, plain_attention
 
 
 def test_every_key_masked(values):

@@ -2,14 +2,9 @@
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import (
-    EPS32,
-    SAFETY,
-    as64,
-    assert_shown,
-    assert_within,
-    float32_attention,
-)
+from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import EPS32, as64
 
 
 def test_masking_key_0_renormalises_the_others(values):

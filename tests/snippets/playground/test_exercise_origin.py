@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
+from tests.support.float32_attention_bounds import assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import as64
 
 
 def test_origin_gives_uniform_weights_and_the_mean_of_the_values(values):

@@ -4,8 +4,9 @@ and not once W_K[0, 1] = 1."""
 import numpy as np
 
 from attn_ref.examples import THREE_TOKENS
-from tests.printed import flag
-from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
+from tests.support.float32_attention_bounds import assert_within, float32_attention
+from tests.support.printed import assert_shown, flag
+from tests.support.reference import as64
 
 
 def test_identity_projections_give_symmetric_dot_products(values):

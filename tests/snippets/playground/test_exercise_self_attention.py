@@ -3,7 +3,9 @@
 import numpy as np
 
 from attn_ref.examples import THREE_TOKENS
-from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
+from tests.support.float32_attention_bounds import assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import as64
 
 
 def test_equal_scores_tie(values):

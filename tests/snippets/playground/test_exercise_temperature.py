@@ -5,8 +5,10 @@ import re
 
 import numpy as np
 
-from tests.conftest import ROOT
-from tests.snippets.mental_model.helpers import as64, assert_shown, assert_within, float32_attention
+from sitebuild.project import ROOT
+from tests.support.float32_attention_bounds import assert_within, float32_attention
+from tests.support.printed import assert_shown
+from tests.support.reference import as64
 
 SCRIPT = ROOT / "docs" / "javascripts" / "playground.js"
 

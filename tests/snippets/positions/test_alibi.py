@@ -3,16 +3,9 @@ mask against a float64 softmax and PyTorch's, and the bias-only weights against 
 
 import numpy as np
 
-from tests.reference import softmax
-from tests.snippets.positions.helpers import (
-    EPS32,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    dot_rounding,
-    exact,
-    significant,
-)
+from tests.support.positions_reference import dot_rounding
+from tests.support.printed import assert_printed_in_order, decimals, exact, significant
+from tests.support.reference import EPS32, as64, softmax
 
 
 def papers_slopes(H: int) -> np.ndarray:
@@ -44,7 +37,7 @@ def test_mask_is_minus_the_slope_times_the_distance_below_the_diagonal(values):
 
 
 def test_attn_ref_and_pytorch_agree_with_a_float64_softmax(values):
-    q, k, v, mask = (as_numpy(values[name]) for name in ("q", "k", "v", "mask"))
+    q, k, v, mask = (as64(values[name]) for name in ("q", "k", "v", "mask"))
     d_k, T = q.shape[-1], q.shape[-2]
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(d_k) + mask
     weights = softmax(scores)
@@ -58,9 +51,9 @@ def test_attn_ref_and_pytorch_agree_with_a_float64_softmax(values):
     delta = delta.max(axis=-1, keepdims=True)  # per query
     weight_error = weights * (2 * delta + (T + 2) * EPS32)
     output_error = (2 * delta + (2 * T + 2) * EPS32) * (weights @ np.abs(v))
-    np.testing.assert_array_less(np.abs(as_numpy(values["w"]) - weights), weight_error + 1e-300)
+    np.testing.assert_array_less(np.abs(as64(values["w"]) - weights), weight_error + 1e-300)
     for name in ("out", "ref"):  # attn_ref's output, and PyTorch's
-        assert (np.abs(as_numpy(values[name]) - expected) <= 2 * output_error).all(), name
+        assert (np.abs(as64(values[name]) - expected) <= 2 * output_error).all(), name
 
 
 def test_bias_only_weights_of_the_last_query(values):

@@ -3,7 +3,7 @@ paper's -m_h (i - j) (Press et al., 2022, section 3)."""
 
 import numpy as np
 
-from tests.snippets.positions.helpers import assert_printed_in_order, decimals, printed_flags
+from tests.support.printed import assert_printed_in_order, decimals, printed_flags
 
 
 def row_of_the_query_at(position: int, H: int, S: int) -> np.ndarray:

@@ -3,20 +3,13 @@ the same for every t (a hand derivation)."""
 
 import numpy as np
 
-from tests.snippets.positions.helpers import (
-    EPS32,
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    exact,
-    frequencies,
-    sinusoidal,
-)
+from tests.support.positions_reference import frequencies, sinusoidal
+from tests.support.printed import assert_printed_in_order, decimals, exact
+from tests.support.reference import EPS32, EPS64, as64
 
 
 def test_every_distance_is_the_closed_form(values):
-    PE = as_numpy(values["PE"])
+    PE = as64(values["PE"])
     T, C = PE.shape
     # The encoding, stored in float32: each entry (at most 1 in size) is off by at most eps / 2.
     np.testing.assert_allclose(PE, sinusoidal(T, C), rtol=0, atol=EPS32 / 2 + 4 * EPS64 * T)
@@ -25,7 +18,7 @@ def test_every_distance_is_the_closed_form(values):
     for r, dist in values["distances"].items():
         assert dist.shape == (T - r,)  # one per t
         expected = np.sqrt((2 - 2 * np.cos(r * frequencies(C))).sum())
-        assert (np.abs(as_numpy(dist) - expected) <= tolerance).all(), r
+        assert (np.abs(as64(dist) - expected) <= tolerance).all(), r
 
 
 def test_prints_each_shift_with_its_smallest_and_largest_distance(values, printed):

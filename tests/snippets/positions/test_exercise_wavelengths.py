@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from tests.snippets.positions.helpers import EPS64, assert_printed_in_order, exact, significant
+from tests.support.printed import assert_printed_in_order, exact, significant
+from tests.support.reference import EPS64
 
 
 def full_turns(d: int, context: int, base: float) -> int:

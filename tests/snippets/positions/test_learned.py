@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.snippets.positions.helpers import assert_printed_in_order, exact
+from tests.support.printed import assert_printed_in_order, exact
 
 
 def test_one_vector_per_position(values, printed):

@@ -7,19 +7,9 @@ the rounding bound decides it, and otherwise check the results themselves agains
 
 import numpy as np
 
-from tests.reference import softmax
-from tests.snippets.positions.helpers import (
-    EPS32,
-    EPS64,
-    allclose_decided,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    dot_rounding,
-    printed_flags,
-    rotate,
-    rotation_rounding,
-)
+from tests.support.positions_reference import dot_rounding, rotate, rotation_rounding
+from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, printed_flags
+from tests.support.reference import EPS32, EPS64, as64, softmax
 
 
 def within_allclose(error: np.ndarray, reference: np.ndarray) -> bool:
@@ -48,7 +38,7 @@ def weights_and_error(X, W_Q, W_K, interleaved, eps=EPS32):
 
 
 def test_half_split_is_interleaved_up_to_the_permutation(values, printed):
-    x, perm = as_numpy(values["x"]), values["perm"].numpy()
+    x, perm = as64(values["x"]), values["perm"].numpy()
     d = x.shape[1]
     np.testing.assert_array_equal(perm, [*range(0, d, 2), *range(1, d, 2)])  # evens, then odds
     positions = np.arange(len(x))
@@ -56,8 +46,8 @@ def test_half_split_is_interleaved_up_to_the_permutation(values, printed):
     np.testing.assert_allclose(neox, paper[:, perm], rtol=0, atol=rotation_rounding(x, EPS64).max())
     # The snippet's, in float32, each within rounding of the float64 rotation.
     paper_error = rotation_rounding(x, EPS32)
-    assert (np.abs(as_numpy(values["paper"]) - paper) <= paper_error).all()
-    assert (np.abs(as_numpy(values["neox"]) - neox) <= paper_error[:, perm]).all()
+    assert (np.abs(as64(values["paper"]) - paper) <= paper_error).all()
+    assert (np.abs(as64(values["neox"]) - neox) <= paper_error[:, perm]).all()
     if within_allclose(paper_error[:, perm], paper[:, perm]):  # decided by the bound
         assert printed_flags(printed)[0]
     # What is printed is the check of the kept results, wherever it is far from its edge.
@@ -66,7 +56,7 @@ def test_half_split_is_interleaved_up_to_the_permutation(values, printed):
 
 
 def test_mixing_changes_the_weights_and_permuting_the_weights_fixes_it(values, printed):
-    X, W_Q, W_K, perm = (as_numpy(values[name]) for name in ("X", "W_Q", "W_K", "perm"))
+    X, W_Q, W_K, perm = (as64(values[name]) for name in ("X", "W_Q", "W_K", "perm"))
     perm = perm.astype(int)
     right, right_error = weights_and_error(X, W_Q, W_K, interleaved=True)
     wrong, wrong_error = weights_and_error(X, W_Q, W_K, interleaved=False)
@@ -83,7 +73,7 @@ def test_mixing_changes_the_weights_and_permuting_the_weights_fixes_it(values, p
         ("wrong", wrong, wrong_error),
         ("fixed", fixed, fixed_error),
     ):
-        assert (np.abs(as_numpy(values[name]) - expected) <= error).all(), name
+        assert (np.abs(as64(values[name]) - expected) <= error).all(), name
     # Mixing the layouts changes a weight far beyond rounding.
     change = np.abs(right - wrong).max()
     assert abs(values["change"] - change) <= (right_error + wrong_error).max()

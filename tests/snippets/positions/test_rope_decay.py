@@ -6,8 +6,9 @@ largest step is 2 (by hand)."""
 import numpy as np
 import pytest
 
-from tests.printed import numbers
-from tests.snippets.positions.helpers import EPS64, as_numpy, frequencies, printed_flags, rotate
+from tests.support.positions_reference import frequencies, rotate
+from tests.support.printed import numbers, printed_flags
+from tests.support.reference import EPS64, as64
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def closed_forms(values) -> dict[str, np.ndarray]:
     theta = frequencies(d)
     angles = r[:, None] * theta
     sizes = np.abs(np.cumsum(np.exp(1j * angles), axis=-1))  # |S_1|, ..., |S_{d/2}|, per r
-    q, k = as_numpy(values["q"]), as_numpy(values["k"])
+    q, k = as64(values["q"]), as64(values["k"])
     return {
         "score": 2 * np.cos(angles).sum(axis=-1),
         "sizes": sizes,

@@ -3,16 +3,9 @@
 
 import numpy as np
 
-from tests.snippets.positions.helpers import (
-    EPS32,
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    dot_rounding,
-    exact,
-    rotation_rounding,
-)
+from tests.support.positions_reference import dot_rounding, rotation_rounding
+from tests.support.printed import assert_printed_in_order, decimals, exact
+from tests.support.reference import EPS32, EPS64, as64
 
 
 def rotation(m: int, d: int) -> np.ndarray:
@@ -35,7 +28,7 @@ def score_and_rounding(q: np.ndarray, k: np.ndarray, m: int, n: int) -> tuple[fl
 
 
 def test_scores_depend_on_the_offset_only(values):
-    q, k = as_numpy(values["q"])[0], as_numpy(values["k"])[0]
+    q, k = as64(values["q"])[0], as64(values["k"])[0]
     scores = values["scores"]  # (m, n): score
     reference = {pair: score_and_rounding(q, k, *pair) for pair in scores}
     for pair, score in scores.items():
@@ -57,14 +50,14 @@ def test_scores_depend_on_the_offset_only(values):
 
 
 def test_norms(values):
-    q, q_far = as_numpy(values["q"])[0], as_numpy(values["q_far"])[0]
+    q, q_far = as64(values["q"])[0], as64(values["q_far"])[0]
     error = rotation_rounding(q, EPS32)
     assert (np.abs(q_far - q) > error).any()  # turned, far along ...
     assert abs(np.linalg.norm(q_far) - np.linalg.norm(q)) <= np.linalg.norm(error)  # ... the same length
 
 
 def test_prints_each_score_and_both_norms(values, printed):
-    q, q_far = as_numpy(values["q"])[0], as_numpy(values["q_far"])[0]
+    q, q_far = as64(values["q"])[0], as64(values["q_far"])[0]
     d = len(q)
     expected = []
     for (m, n), score in values["scores"].items():

@@ -5,19 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from tests.snippets.positions.helpers import (
-    EPS32,
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    exact,
-    sinusoidal,
-)
+from tests.support.positions_reference import sinusoidal
+from tests.support.printed import assert_printed_in_order, decimals, exact
+from tests.support.reference import EPS32, EPS64, as64
 
 
 def test_every_value_is_the_formula(values):
-    PE = as_numpy(values["PE"])
+    PE = as64(values["PE"])
     T, C = values["T"], values["C"]
     assert PE.shape == (T, C)
     # computed in float64, stored in float32: off by at most eps / 2 (every value is at most 1)
@@ -26,7 +20,7 @@ def test_every_value_is_the_formula(values):
 
 def test_wavelengths_run_from_2_pi_to_nearly_2_pi_times_the_base(values):
     """Pair i turns once every 2 pi 10000^(2i/d) positions: 2 pi / theta_i."""
-    PE, C = as_numpy(values["PE"]), values["C"]
+    PE, C = as64(values["PE"]), values["C"]
     wavelengths = values["wavelengths"]  # pair: positions per turn
     for i, wavelength in wavelengths.items():
         assert wavelength == pytest.approx(2 * math.pi * 10000 ** (2 * i / C), rel=8 * EPS64, abs=0)

@@ -4,17 +4,9 @@ import math
 
 import numpy as np
 
-from tests.snippets.positions.helpers import (
-    EPS32,
-    EPS64,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    frequencies,
-    printed_flags,
-    significant,
-    sinusoidal,
-)
+from tests.support.positions_reference import frequencies, sinusoidal
+from tests.support.printed import assert_printed_in_order, decimals, printed_flags, significant
+from tests.support.reference import EPS32, EPS64, as64
 
 
 def shift(r: int, C: int) -> np.ndarray:
@@ -48,7 +40,7 @@ def test_the_shift_is_exact_up_to_float32_storage(values):
     is each cos and sin of R_r; PE[t + r] is one such entry, PE[t] R_r sums two of them times cos and
     sin, so the error is at most (1 + sqrt 2 + 1) 2^-25 < (1 + sqrt 2) 2^-24 (and float64's rounding,
     far below)."""
-    PE, R, r, T = as_numpy(values["PE"]), values["R"].numpy(), values["r"], values["T"]
+    PE, R, r, T = as64(values["PE"]), values["R"].numpy(), values["r"], values["T"]
     C = PE.shape[1]
     np.testing.assert_allclose(PE, sinusoidal(T + r, C), rtol=0, atol=EPS32 / 2 + 4 * EPS64 * (T + r))
     np.testing.assert_allclose(values["predicted"].numpy(), PE[:T] @ R, rtol=0, atol=8 * EPS64)

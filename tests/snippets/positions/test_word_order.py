@@ -1,4 +1,4 @@
-"""'dog bites man' against 'man bites dog', recomputed in float64 NumPy (tests/reference.py) with
+"""'dog bites man' against 'man bites dog', recomputed in float64 NumPy (tests/support/reference.py) with
 the encoding written out from Vaswani et al. (2017), section 3.5.
 
 allclose(..., atol=1e-6) compares float32 results; the tests assert its printed outcome only where
@@ -7,17 +7,9 @@ the rounding bound decides it, and otherwise check the results themselves agains
 
 import numpy as np
 
-from tests.reference import attention
-from tests.snippets.positions.helpers import (
-    EPS32,
-    allclose_decided,
-    as_numpy,
-    assert_printed_in_order,
-    decimals,
-    dot_rounding,
-    printed_flags,
-    sinusoidal,
-)
+from tests.support.positions_reference import dot_rounding, sinusoidal
+from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, printed_flags
+from tests.support.reference import EPS32, as64, attention
 
 
 def attend(X: np.ndarray, X_error: np.ndarray, W_Q, W_K, W_V) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +44,7 @@ def sentences(values) -> tuple[list[int], list[int], int, int]:
 
 
 def test_without_positions_the_swap_only_reorders_the_outputs(values, printed):
-    E, W_Q, W_K, W_V = (as_numpy(values[name]) for name in ("E", "W_Q", "W_K", "W_V"))
+    E, W_Q, W_K, W_V = (as64(values[name]) for name in ("E", "W_Q", "W_K", "W_V"))
     ids_a, ids_b, i, j = sentences(values)
     zero = np.zeros_like(E[ids_a])
     (out_a, error_a), (out_b, error_b) = (attend(E[ids], zero, W_Q, W_K, W_V) for ids in (ids_a, ids_b))
@@ -64,7 +56,7 @@ def test_without_positions_the_swap_only_reorders_the_outputs(values, printed):
     # The snippet's means, in float32, within rounding of the float64 ones.
     mean_error = np.maximum(error_a, error_b).mean(axis=0)
     for name in ("mean_a", "mean_b"):
-        assert (np.abs(as_numpy(values[name]) - out_a.mean(axis=0)) <= mean_error).all(), name
+        assert (np.abs(as64(values[name]) - out_a.mean(axis=0)) <= mean_error).all(), name
     flags = printed_flags(printed)  # dog's output, the mean: without positions, then dog's with them
     assert len(flags) == 3
     if within_allclose(np.maximum(error_a[i], error_b[j]), out_a[i]):
@@ -76,16 +68,16 @@ def test_without_positions_the_swap_only_reorders_the_outputs(values, printed):
 
 
 def test_with_positions_dog_depends_on_where_it_sits(values, printed):
-    E, W_Q, W_K, W_V = (as_numpy(values[name]) for name in ("E", "W_Q", "W_K", "W_V"))
+    E, W_Q, W_K, W_V = (as64(values[name]) for name in ("E", "W_Q", "W_K", "W_V"))
     ids_a, ids_b, i, j = sentences(values)
-    PE = as_numpy(values["PE"])
+    PE = as64(values["PE"])
     np.testing.assert_allclose(PE, sinusoidal(*PE.shape), rtol=0, atol=EPS32)  # float32, at most 1
     expected = {}
     for name, ids in (("out_a", ids_a), ("out_b", ids_b)):
         X = E[ids] + PE
         expected[name] = attend(X, EPS32 * np.abs(X), W_Q, W_K, W_V)  # E + PE rounded once
         out, error = expected[name]
-        assert (np.abs(as_numpy(values[name]) - out) <= error).all(), name
+        assert (np.abs(as64(values[name]) - out) <= error).all(), name
     (out_a, error_a), (out_b, error_b) = expected["out_a"], expected["out_b"]
     gap = np.abs(out_a[i] - out_b[j]).max()
     bound = (error_a[i] + error_b[j]).max()

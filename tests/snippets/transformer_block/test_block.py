@@ -1,29 +1,23 @@
-"""One pre-norm block, line by line, against the block written out in float64 (helpers.py): each
-line checked from the tensors the snippet kept, within that line's own rounding."""
+"""One pre-norm block, line by line, against the block written out in float64
+(tests/support/transformer_block_reference.py): each line checked from the tensors the snippet
+kept, within that line's own rounding."""
 
 import copy
 
 import numpy as np
 import torch
 
-from tests.snippets.transformer_block.helpers import (
-    U32,
-    U64,
+from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, exact, printed_flags
+from tests.support.reference import U32, U64, as64, causal
+from tests.support.transformer_block_reference import (
     add,
-    allclose_decided,
     allclose_guaranteed,
-    as_numpy,
-    assert_printed_in_order,
-    causal,
-    decimals,
-    exact,
     held,
     layer_norm,
     mlp,
     multi_head,
     norm_rounding,
     pre_norm_block,
-    printed_flags,
     state_of,
 )
 
@@ -45,7 +39,7 @@ def steps(values) -> dict:
 def test_each_line_is_the_formula(values):
     assert values["mask"].equal(torch.tril(torch.ones(values["T"], values["T"], dtype=torch.bool)))
     for name, (value, bound) in steps(values).items():
-        assert (np.abs(as_numpy(values[name]) - value) <= bound).all(), name
+        assert (np.abs(as64(values[name]) - value) <= bound).all(), name
 
 
 def test_decoder_block_computes_the_pre_norm_formula(values):
@@ -54,12 +48,12 @@ def test_decoder_block_computes_the_pre_norm_formula(values):
     block = copy.deepcopy(values["block"]).double()
     x, H, T = values["x"].double(), values["H"], values["T"]
     with torch.no_grad():
-        out = as_numpy(block(x, values["mask"]))
+        out = as64(block(x, values["mask"]))
     reference, bound = pre_norm_block(held(x), state_of(block), H, causal(T), U64)["out"]
     assert (np.abs(out - reference) <= 2 * bound).all()  # 2: the float64 reference rounds too
     # So block(x) in float32 is within the float32 rounding of the same formula as the lines are.
     full, full_bound = pre_norm_block(held(values["x"]), state_of(values["block"]), H, causal(T), U32)["out"]
-    assert (np.abs(as_numpy(values["out"]) - full) <= full_bound).all()
+    assert (np.abs(as64(values["out"]) - full) <= full_bound).all()
 
 
 def test_prints_shapes_the_check_and_each_tokens_length(values, printed):
@@ -78,7 +72,7 @@ def test_prints_shapes_the_check_and_each_tokens_length(values, printed):
     expected = [exact(n) for n in (B, T, C) * 4]
     sizes = {}
     for name in ("x", "a", "m", "out"):
-        v = as_numpy(values[name])[0]
+        v = as64(values[name])[0]
         sizes[name] = np.linalg.norm(v, axis=-1)
         slack = norm_rounding(v, U32)
         expected += [decimals(s, 2, e) for s, e in zip(sizes[name], slack, strict=True)]

@@ -1,7 +1,7 @@
 """A block of GPT-2 small's width (C = 768, 12 heads; Radford et al., 2019, Table 2): 12 C^2 + 13 C
 parameters, two thirds of them in the MLP, counted by hand from the shapes of the weights."""
 
-from tests.snippets.transformer_block.helpers import assert_printed_in_order, decimals, exact
+from tests.support.printed import assert_printed_in_order, decimals, exact
 
 
 def test_counts(values, printed):

@@ -4,20 +4,16 @@ every token has the spread LayerNorm gives (gamma 1, beta 0), while the pre-norm
 
 import numpy as np
 
-from tests.snippets.transformer_block.helpers import (
+from tests.support.printed import assert_printed_in_order, decimals, printed_flags
+from tests.support.reference import U64, as64, causal
+from tests.support.transformer_block_reference import (
     LN_EPS,
-    U64,
     allclose_guaranteed,
-    as_numpy,
-    assert_printed_in_order,
     block_state_from_encoder_layer,
-    causal,
-    decimals,
     held,
     layer_norm,
     post_norm_block,
     pre_norm_block,
-    printed_flags,
     state_of,
 )
 
@@ -31,7 +27,7 @@ def test_post_norm_is_pytorchs_norm_first_false(values, printed):
     allowed = causal(values["T"])
     value, bound = post_norm_block(held(values["x"]), state, values["H"], allowed, U64)
     for name in ("post", "out_theirs"):
-        assert (np.abs(as_numpy(values[name]) - value) <= 2 * bound).all(), name
+        assert (np.abs(as64(values[name]) - value) <= 2 * bound).all(), name
     (same,) = printed_flags(printed)
     assert allclose_guaranteed(4 * bound, value, 2 * bound, atol=1e-9, rtol=0) and same
 

@@ -3,7 +3,7 @@ bias, exactly 0, and x + 0 is x exactly, so the block, and six of them, return x
 
 import torch
 
-from tests.snippets.transformer_block.helpers import printed_flags
+from tests.support.printed import printed_flags
 
 
 def test_the_block_passes_the_stream_through(values, printed):

@@ -4,16 +4,9 @@ rounding, because each head writes through C columns."""
 
 import numpy as np
 
-from tests.snippets.transformer_block.helpers import (
-    U32,
-    as_numpy,
-    assert_printed_in_order,
-    causal,
-    exact,
-    held,
-    multi_head,
-    state_of,
-)
+from tests.support.printed import assert_printed_in_order, exact
+from tests.support.reference import U32, as64, causal
+from tests.support.transformer_block_reference import held, multi_head, state_of
 
 
 def test_only_head_1s_values_differ(values):
@@ -36,17 +29,17 @@ def test_what_moves_with_and_without_w_o(values, printed):
     for result, kept in ((before, ("concat", "out")), (after, ("concat_1", "out_1"))):
         for key, name in zip(("concat", "out"), kept, strict=True):
             value, bound = result[key]
-            assert (np.abs(as_numpy(values[name]) - value) <= bound).all(), name
+            assert (np.abs(as64(values[name]) - value) <= bound).all(), name
     concat_changed, out_changed = values["changed"].values()  # without W_O, then with it
     head_1 = np.zeros(C, dtype=bool)
     head_1[d_k : 2 * d_k] = True
     # Head 1's slice: its values are zero, so its output is exactly zero; before, it was not.
-    assert not as_numpy(values["concat_1"])[..., head_1].any()
+    assert not as64(values["concat_1"])[..., head_1].any()
     (c0, dc0), (o0, do0), (o1, do1) = before["concat"], before["out"], after["out"]
     assert (np.abs(c0[..., head_1]) > dc0[..., head_1]).any(axis=1).all()
     # The other heads' slices: the same numbers through the same steps, bit for bit.
     np.testing.assert_array_equal(
-        as_numpy(values["concat_1"])[..., ~head_1], as_numpy(values["concat"])[..., ~head_1]
+        as64(values["concat_1"])[..., ~head_1], as64(values["concat"])[..., ~head_1]
     )
     assert concat_changed.tolist() == head_1.tolist()
     # After W_O: every feature moves by more than both runs' rounding, at some token.

@@ -4,25 +4,14 @@ the snippet's float32 tensors; every head's write reaches every feature of the s
 
 import numpy as np
 
-from tests.snippets.transformer_block.helpers import (
-    U32,
-    add,
-    allclose_decided,
-    as_numpy,
-    assert_printed_in_order,
-    causal,
-    exact,
-    held,
-    linear,
-    multi_head,
-    printed_flags,
-    state_of,
-)
+from tests.support.printed import allclose_decided, assert_printed_in_order, exact, printed_flags
+from tests.support.reference import U32, as64, causal
+from tests.support.transformer_block_reference import add, held, linear, multi_head, state_of
 
 
 def head_writes(values, heads) -> list:
     """Each head's output times its d_k rows of W_O (nn.Linear keeps W_O^T: its columns)."""
-    W_O_T, d_k = as_numpy(values["mha"].out_proj.weight), values["d_k"]
+    W_O_T, d_k = as64(values["mha"].out_proj.weight), values["d_k"]
     return [
         linear(held(heads[:, h]), W_O_T[:, h * d_k : (h + 1) * d_k], None, U32) for h in range(values["H"])
     ]
@@ -33,7 +22,7 @@ def test_the_layer_and_its_heads_are_the_formula(values):
     reference = multi_head(held(values["x"]), state, H, causal(T), U32)
     for name, key in (("out", "out"), ("heads", "heads"), ("concat", "concat")):
         value, bound = reference[key]
-        assert (np.abs(as_numpy(values[name]) - value) <= bound).all(), name
+        assert (np.abs(as64(values[name]) - value) <= bound).all(), name
     # In exact arithmetic, the output is the heads' writes summed, plus the bias.
     exact_writes = head_writes(values, reference["heads"][0])
     total = sum(w for w, _ in exact_writes) + state["out_proj.bias"]
@@ -41,18 +30,18 @@ def test_the_layer_and_its_heads_are_the_formula(values):
 
 
 def test_the_snippets_writes_and_their_sum(values, printed):
-    heads = as_numpy(values["heads"])
+    heads = as64(values["heads"])
     writes = head_writes(values, heads)
     for kept, (value, bound) in zip(values["writes"], writes, strict=True):
-        assert (np.abs(as_numpy(kept) - value) <= bound).all()
+        assert (np.abs(as64(kept) - value) <= bound).all()
     # sum(writes) + bias: H additions (sum() starts from 0), each rounded.
     summed = (np.zeros_like(writes[0][0]), np.zeros_like(writes[0][0]))
     for kept in values["writes"]:
         summed = add(summed, held(kept), U32)
     value, bound = add(summed, held(values["bias"]), U32)
-    assert (np.abs(as_numpy(values["total"]) - value) <= bound).all()
+    assert (np.abs(as64(values["total"]) - value) <= bound).all()
     (same,) = printed_flags(printed)
-    assert allclose_decided(as_numpy(values["out"]), as_numpy(values["total"]), atol=1e-6) in (None, same)
+    assert allclose_decided(as64(values["out"]), as64(values["total"]), atol=1e-6) in (None, same)
     # Every head's write is non-zero, beyond rounding, in every feature at some token.
     C = values["C"]
     for (value, bound), reached in zip(writes, values["reached"], strict=True):

@@ -5,23 +5,16 @@ import math
 
 import numpy as np
 
-from tests.snippets.transformer_block.helpers import (
-    U32,
-    as_numpy,
-    assert_printed_in_order,
-    exact,
-    gelu,
-    held,
-    linear,
-    state_of,
-)
+from tests.support.printed import assert_printed_in_order, exact
+from tests.support.reference import U32, as64
+from tests.support.transformer_block_reference import gelu, held, linear, state_of
 
 
 def test_the_hidden_layer_is_4c_wide_and_the_formula(values):
     state, C = state_of(values["block"]), values["C"]
     assert state["mlp.0.weight"].shape == (4 * C, C) and state["mlp.2.weight"].shape == (C, 4 * C)
     value, bound = gelu(linear(held(values["x"]), state["mlp.0.weight"], state["mlp.0.bias"], U32), U32)
-    assert (np.abs(as_numpy(values["hidden"]) - value) <= bound).all()
+    assert (np.abs(as64(values["hidden"]) - value) <= bound).all()
 
 
 def test_parameters_counted_and_by_formula(values, printed):

@@ -6,12 +6,9 @@ numbers, so it cannot move at all."""
 
 import numpy as np
 
-from tests.snippets.transformer_block.helpers import (
-    U32,
-    as_numpy,
-    assert_printed_in_order,
-    causal,
-    exact,
+from tests.support.printed import assert_printed_in_order, exact
+from tests.support.reference import U32, as64, causal
+from tests.support.transformer_block_reference import (
     held,
     layer_norm,
     mlp,
@@ -53,9 +50,9 @@ def test_outputs_move_where_they_depend_on_the_changed_token(values):
 
 
 def test_each_replacement_changes_one_token(values):
-    x = as_numpy(values["x"])
+    x = as64(values["x"])
     for j, replaced in values["replaced"].items():
-        differs = (as_numpy(replaced) != x).any(axis=-1)[0]
+        differs = (as64(replaced) != x).any(axis=-1)[0]
         assert differs.tolist() == [t == j for t in range(values["T"])]
 
 

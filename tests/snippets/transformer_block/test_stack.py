@@ -7,24 +7,18 @@ import copy
 import numpy as np
 import torch
 
-from tests.snippets.transformer_block.helpers import (
-    U32,
-    U64,
+from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, printed_flags
+from tests.support.reference import U32, U64, as64, causal
+from tests.support.transformer_block_reference import (
     add,
-    allclose_decided,
     allclose_guaranteed,
     allclose_refuted,
-    as_numpy,
-    assert_printed_in_order,
-    causal,
-    decimals,
     held,
     layer_norm,
     linear,
     mlp,
     multi_head,
     pre_norm_block,
-    printed_flags,
     state_of,
 )
 
@@ -46,7 +40,7 @@ def test_every_write_from_the_stream_it_read(values):
         held(state["token_embedding.weight"][tokens]), held(state["position_embedding.weight"][:T]), U32
     )
     streams, writes = values["streams"], list(values["writes"].values())
-    assert (np.abs(as_numpy(streams[0]) - embedding[0]) <= embedding[1]).all()
+    assert (np.abs(as64(streams[0]) - embedding[0]) <= embedding[1]).all()
     assert len(streams) == len(writes) + 1 == 5
     for i, (kept, write) in enumerate(zip(streams[:-1], writes, strict=True)):
         layer, sublayer = divmod(i, 2)
@@ -54,27 +48,27 @@ def test_every_write_from_the_stream_it_read(values):
             reference = attention_of(values, layer, kept)
             value, bound = reference["out"]
             w, dw = reference["weights"]
-            assert (np.abs(as_numpy(values["weights"][layer]) - w) <= dw).all(), layer
+            assert (np.abs(as64(values["weights"][layer]) - w) <= dw).all(), layer
         else:
             s = block_state(state, layer)
             h = layer_norm(held(kept), s["norm2.weight"], s["norm2.bias"], U32)
             value, bound = mlp(h, s, U32)["out"]
-        assert (np.abs(as_numpy(write) - value) <= bound).all(), i
+        assert (np.abs(as64(write) - value) <= bound).all(), i
         value, bound = add(held(kept), held(write), U32)
-        assert (np.abs(as_numpy(streams[i + 1]) - value) <= bound).all(), i
+        assert (np.abs(as64(streams[i + 1]) - value) <= bound).all(), i
 
 
 def test_logits_and_the_models_own_forward(values, printed):
     state = state_of(values["model"])
     h = layer_norm(held(values["x"]), state["norm.weight"], state["norm.bias"], U32)
     value, bound = linear(h, state["head.weight"], None, U32)
-    assert (np.abs(as_numpy(values["logits"]) - value) <= bound).all()
+    assert (np.abs(as64(values["logits"]) - value) <= bound).all()
     # forward() is the same formula (embedding, two pre-norm blocks, norm, head): checked in float64,
     # on a float64 copy of the model, where a bound carried through every step stays small.
     model = copy.deepcopy(values["model"]).double()
     state, T = state_of(model), values["T"]
     with torch.no_grad():
-        from_model = as_numpy(model(values["tokens"]))
+        from_model = as64(model(values["tokens"]))
     x = add(
         held(state["token_embedding.weight"][values["tokens"].numpy()]),
         held(state["position_embedding.weight"][:T]),
@@ -88,7 +82,7 @@ def test_logits_and_the_models_own_forward(values, printed):
     model_value, model_bound = linear(h, state["head.weight"], None, U64)
     assert (np.abs(from_model - model_value) <= 2 * model_bound).all()  # 2: the reference rounds too
     same = printed_flags(printed)[0]
-    assert allclose_decided(as_numpy(values["logits"]), as_numpy(values["from_model"]), atol=1e-6) in (
+    assert allclose_decided(as64(values["logits"]), as64(values["from_model"]), atol=1e-6) in (
         None,
         same,
     )
@@ -97,21 +91,21 @@ def test_logits_and_the_models_own_forward(values, printed):
 def test_the_stream_is_the_embedding_plus_every_write(values, printed):
     """The loop adds the writes one by one; the check adds them up first, then to the embedding.
     Five terms summed in two orders: each within 4 u of their sizes' sum from the exact sum."""
-    terms = [as_numpy(values["embedding"])] + [as_numpy(w) for w in values["writes"].values()]
+    terms = [as64(values["embedding"])] + [as64(w) for w in values["writes"].values()]
     exact_sum = sum(terms)
     apart = 2 * 1.01 * 4 * U32 * sum(np.abs(t) for t in terms)
     for name in ("x", "total"):
-        assert (np.abs(as_numpy(values[name]) - exact_sum) <= apart / 2).all(), name
+        assert (np.abs(as64(values[name]) - exact_sum) <= apart / 2).all(), name
     _, same = printed_flags(printed)
     if allclose_guaranteed(apart, exact_sum, apart / 2, atol=1e-6):
         assert same
-    assert allclose_decided(as_numpy(values["x"]), as_numpy(values["total"]), atol=1e-6) in (None, same)
+    assert allclose_decided(as64(values["x"]), as64(values["total"]), atol=1e-6) in (None, same)
 
 
 def test_block_1_reads_what_block_0_wrote(values, printed):
     w1, dw1 = attention_of(values, 1, values["streams"][2])["weights"]
     w0, dw0 = attention_of(values, 1, values["embedding"])["weights"]
-    assert (np.abs(as_numpy(values["weights_unwritten"]) - w0) <= dw0).all()
+    assert (np.abs(as64(values["weights_unwritten"]) - w0) <= dw0).all()
     # The weights differ beyond rounding: block 1 attends otherwise without block 0's writes.
     assert allclose_refuted((w1, dw1), (w0, dw0), atol=1e-3, rtol=0)
     gap = np.abs(w1 - w0).max()

@@ -1,21 +1,18 @@
 """Our block with PyTorch's weights against nn.TransformerEncoderLayer(norm_first=True): the weights
-are copied exactly, and both outputs are the pre-norm formula in float64 (helpers.py), with the
-causal mask; without a mask PyTorch's layer gives something else."""
+are copied exactly, and both outputs are the pre-norm formula in float64
+(tests/support/transformer_block_reference.py), with the causal mask; without a mask PyTorch's layer
+gives something else."""
 
 import numpy as np
 
-from tests.snippets.transformer_block.helpers import (
-    U64,
+from tests.support.printed import assert_printed_in_order, printed_flags, significant
+from tests.support.reference import U64, as64, causal
+from tests.support.transformer_block_reference import (
     allclose_guaranteed,
     allclose_refuted,
-    as_numpy,
-    assert_printed_in_order,
     block_state_from_encoder_layer,
-    causal,
     held,
     pre_norm_block,
-    printed_flags,
-    significant,
     state_of,
 )
 
@@ -41,15 +38,15 @@ def reference(values, allowed):
 def test_both_are_the_pre_norm_formula_with_a_causal_mask(values, printed):
     value, bound = reference(values, causal(values["T"]))
     for name in ("out_ours", "out_theirs"):
-        assert (np.abs(as_numpy(values[name]) - value) <= 2 * bound).all(), name
-    gap = np.abs(as_numpy(values["out_ours"]) - as_numpy(values["out_theirs"])).max()
+        assert (np.abs(as64(values[name]) - value) <= 2 * bound).all(), name
+    gap = np.abs(as64(values["out_ours"]) - as64(values["out_theirs"])).max()
     assert gap == values["gap"] and gap <= 4 * bound.max()
     same, unmasked = printed_flags(printed)
     assert allclose_guaranteed(4 * bound, value, 2 * bound, atol=1e-9, rtol=0)
     assert same
     # Without the mask every token sees the later ones too: a different output.
     no_mask = reference(values, np.ones((values["T"], values["T"]), dtype=bool))
-    assert (np.abs(as_numpy(values["out_unmasked"]) - no_mask[0]) <= 2 * no_mask[1]).all()
+    assert (np.abs(as64(values["out_unmasked"]) - no_mask[0]) <= 2 * no_mask[1]).all()
     assert allclose_refuted((value, 2 * bound), (no_mask[0], 2 * no_mask[1]), atol=1e-8)
     assert unmasked is False
     assert_printed_in_order(printed, [significant(values["gap"], 2)])

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from scripts.torch_versions import TABLE, parse
-from tests.reference import attention, plain_attention
-from tests.snippets.bugs import helpers
+from tests.support import worst_case_rounding
+from tests.support.reference import attention, plain_attention
 
 BACKENDS = {"default": None, "math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
 
@@ -44,7 +44,9 @@ def test_sdpa(values, backend):
         chosen = SDPBackend(torch._fused_sdp_choice(*tensors[:3], attn_mask=tensors[3]))
     reference, _ = attention(q, k, v, allowed)
     # The other queries: the exact attention of the float32 inputs, up to float32 rounding.
-    bounded, _ = helpers.attention(*(helpers.exact(t) for t in tensors[:3]), allowed=allowed)
+    bounded, _ = worst_case_rounding.attention(
+        *(worst_case_rounding.exact(t) for t in tensors[:3]), allowed=allowed
+    )
     assert bounded.map(lambda a: a[:, :, 1:]).holds(out[:, :, 1:])
     expected = name(out[:, :, 0], reference[:, :, 0], plain_attention(q, k, v, allowed)[0][:, :, 0])
     assert values["results"][f"sdpa_{backend}"] == expected
@@ -106,7 +108,7 @@ def test_multihead_attention(values, monkeypatch, mask_name, path, need_weights)
         results[kind] = (o.transpose(0, 2, 1, 3).reshape(B, T, C) @ W_o.T, weights.mean(axis=1))
     others = ~np.isin(np.arange(B * T).reshape(B, T), np.arange(B * T).reshape(B, T)[fully_masked])
     # The queries that see a key: the exact attention of the module, up to float32 rounding.
-    bounded = helpers.multihead_attention(x.numpy(), mha, allowed)
+    bounded = worst_case_rounding.multihead_attention(x.numpy(), mha, allowed)
     np.testing.assert_allclose(
         bounded.value[others], results["zeros"][0][others] + b_o, rtol=1e-12, atol=1e-12
     )

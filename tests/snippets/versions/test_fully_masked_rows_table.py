@@ -8,9 +8,9 @@ import json
 import pytest
 
 from scripts.torch_versions import TABLE
-from tests.conftest import ROOT
-from tests.forked import Finished, run_python
-from tests.printed import table_rows
+from sitebuild.project import ROOT
+from tests.support.forked import Finished, run_python
+from tests.support.printed import table_rows
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""What a tutorial showed its reader, read without its labels.
+"""A tutorial as the build executed it, and what it showed its reader, read without its labels.
 
 A test checks what a tutorial computed from its kernel's variables (the ``values`` fixture)
 against its own reference. Checking that the page *shows* those values is a second, optional
@@ -10,11 +10,13 @@ them, and look for the expected values among them at the printed precision.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
+import nbformat
 import numpy as np
 
-from tests.conftest import ExecutedTutorial
-from tests.printed import numbers
+from tests.support.printed import numbers
 
 # A comma between groups of three digits, as in 131,072: a thousands separator, not a list.
 THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -23,6 +25,35 @@ THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # A unit written right after a number, as in 16.1x or 30ms: the number ends before it.
 UNIT = re.compile(r"(?<=\d)(?=[A-Za-z]+(?:\s|$))", re.MULTILINE)
 VERDICT = re.compile(r"(?:^|(?<=[\s\[(,]))(True|False)(?=$|[\s\]),])", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ExecutedTutorial:
+    """A tutorial as the build executed it: the notebook readers download, and the kernel's
+    variables after its last cell."""
+
+    notebook: nbformat.NotebookNode
+    values: dict[str, Any]
+
+    @property
+    def code_cells(self) -> list[nbformat.NotebookNode]:
+        return [cell for cell in self.notebook.cells if cell.cell_type == "code"]
+
+    def printed(self, stream: str = "stdout") -> str:
+        """Everything the cells printed on ``stream``, in order."""
+        return "".join(
+            output.text
+            for cell in self.code_cells
+            for output in cell.outputs
+            if output.output_type == "stream" and output.name == stream
+        )
+
+    def result_of(self, last_line: str) -> dict:
+        """The displayed result (mime type -> data) of the one cell whose last line is ``last_line``."""
+        cells = [cell for cell in self.code_cells if cell.source.strip().splitlines()[-1] == last_line]
+        assert len(cells) == 1, f"expected one cell ending with {last_line!r}, found {len(cells)}"
+        (result,) = [output for output in cells[0].outputs if output.output_type == "execute_result"]
+        return result.data
 
 
 def printed_by_cell(tutorial: ExecutedTutorial, stream: str = "stdout") -> list[str]:

@@ -1,5 +1,5 @@
-"""What the tests of snippets/positions/ share: the formulas of the papers in float64 NumPy, machine
-epsilons, and how to compare printed numbers with the kept ones.
+"""The position encodings of the papers in float64 NumPy (sinusoidal, RoPE), and how far their
+rounding may move a result (the tests of snippets/positions/).
 
 Each test reads its snippet's inputs and results from the ``values`` fixture and checks them against
 these formulas, written out independently of attn_ref, with tolerances derived from the rounding.
@@ -7,21 +7,7 @@ these formulas, written out independently of attn_ref, with tolerances derived f
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
 import numpy as np
-import torch
-
-from tests.printed import numbers
-
-EPS32 = float(np.finfo(np.float32).eps)
-EPS64 = float(np.finfo(np.float64).eps)
-
-
-def as_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A tensor kept by a snippet, as a float64 array."""
-    return tensor.detach().double().numpy()
 
 
 def frequencies(d: int, base: float = 10000.0) -> np.ndarray:
@@ -84,54 +70,3 @@ def dot_rounding(q: np.ndarray, k: np.ndarray, dq: np.ndarray, dk: np.ndarray, e
         + dq @ dk.swapaxes(-1, -2)
         + d * eps * (q @ k.swapaxes(-1, -2))
     )
-
-
-# What a number looks like once printed: (value, how far the printed digits may lie from it).
-Printed = tuple[float, float]
-
-
-def decimals(value: float, n: int, slack: float = 0.0) -> Printed:
-    """``value`` printed with ``n`` decimals (``.nf``, ``round(value, n)``, a tensor's 4 decimals)."""
-    return float(value), 0.5 * 10.0**-n + slack
-
-
-def significant(value: float, n: int, slack: float = 0.0) -> Printed:
-    """``value`` printed with ``n`` significant digits (``.{n-1}e``, ``.{n}g``)."""
-    size = abs(float(value))
-    unit = 10.0 ** (np.floor(np.log10(size)) - n + 1) if size > 0 else 0.0
-    return float(value), 0.5 * unit + slack
-
-
-def exact(value: float) -> Printed:
-    """A number printed in full: a count, an exact small number, inf."""
-    return float(value), 0.0
-
-
-def assert_printed_in_order(printed: str, expected: Iterable[Printed]) -> None:
-    """The numbers ``printed`` shows include the ``expected`` ones, in this order.
-
-    No label is looked up: other printed numbers (a label's ``position 1``, a row index) are
-    skipped, so the page's wording may change; only the order of the values matters.
-    """
-    shown = numbers(printed)
-    remaining = iter(shown)
-    for i, (value, tolerance) in enumerate(expected):
-        found = any(s == value or abs(s - value) <= tolerance * (1 + 1e-9) for s in remaining)
-        assert found, f"expected value #{i}, {value} ± {tolerance}, not printed in order in {shown}"
-
-
-def allclose_decided(a, b, atol: float = 1e-8, rtol: float = 1e-5) -> bool | None:
-    """The outcome of ``torch.allclose(a, b, atol=atol)`` where it is far from the edge of its
-    tolerance (every entry within a quarter of it, or some entry beyond four times it); else None."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    ratio = np.abs(a - b) / (atol + rtol * np.abs(b))
-    if (ratio < 0.25).all():
-        return True
-    if (ratio > 4).any():
-        return False
-    return None
-
-
-def printed_flags(printed: str) -> list[bool]:
-    """Every ``True`` and ``False`` printed, in order."""
-    return [word == "True" for word in re.findall(r"\b(?:True|False)\b", printed)]

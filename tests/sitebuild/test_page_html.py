@@ -1,11 +1,11 @@
-"""sitebuild.html: the edits made to a rendered page, on small fragments of the markup MkDocs and
+"""sitebuild.page_html: the edits made to a rendered page, on small fragments of the markup MkDocs and
 Pygments write (fast: no site build)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sitebuild.html import apply, elements, named_dialogs, rendered_page, without_indentation
+from sitebuild.page_html import apply, elements, named_dialogs, rendered_page, without_indentation
 
 PLOT = (
     '<svg role="img" aria-label="Heatmap of &quot;weights&quot;" width="300pt" height="150pt" viewBox="0 0 300 150">'

@@ -1,5 +1,5 @@
-"""What the snippet tests of mental_model, playground and foundation share: how far a float32 result
-may be from the exact one, and whether a snippet printed the values it kept.
+"""How far float32 attention may be from the exact result: first-order bounds in closed form, for
+the snippet tests of mental_model, playground and foundation, and the playground's browser tests.
 
 A test reads a snippet's inputs and results from its variables (the ``values`` fixture), recomputes
 the results in float64 from the same inputs, and allows the difference that float32 rounding can
@@ -15,21 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from tests.printed import numbers
-from tests.reference import attention
+from tests.support.reference import EPS32, as64, attention
 
-EPS32 = float(np.finfo(np.float32).eps)
 TINY32 = float(np.finfo(np.float32).tiny)  # below it float32 loses relative precision, down to 0
 SAFETY = 2.0  # for the second-order terms the first-order bounds leave out
-
-
-def as64(x) -> np.ndarray:
-    """A float64 NumPy copy of a tensor, array, number or nested list (exact for float32 data)."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().to(torch.float64).numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 def product_error(a, b, rounds: int = 0) -> np.ndarray:
@@ -80,7 +70,7 @@ class Attention:
 
 
 def float32_attention(query, key, value, scale=None, allowed=None, rounds: int = 0, sizes=None) -> Attention:
-    """softmax(Q K^T scale) V in float64 (`tests.reference.attention`) and elementwise bounds on the
+    """softmax(Q K^T scale) V in float64 (`tests.support.reference.attention`) and elementwise bounds on the
     error of a float32 computation from the same inputs.
 
     ``rounds`` and ``sizes``: when the float32 inputs were themselves computed, as X @ W of width C,
@@ -122,25 +112,3 @@ def assert_within(actual, expected, error, what: str = "") -> None:
         f"{what}: off by {gap[worst]:.3g} at {worst}, allowed {error[worst]:.3g}\n"
         f"actual   {actual.ravel()[:12]}\nexpected {expected.ravel()[:12]}"
     )
-
-
-def assert_shown(printed: str, *values, decimals: int | list[int] = 4) -> None:
-    """The numbers of ``values``, flattened and in this order, appear among the printed numbers in
-    the same order (labels may put other numbers between them), each to ``decimals`` places, or
-    to ``decimals`` places of its mantissa where it was printed in scientific notation.
-    ``decimals`` is one count for all values, or one per value."""
-    flat = [np.ravel(as64(value)) for value in values]
-    places = [decimals] * len(flat) if isinstance(decimals, int) else decimals
-    expected = np.concatenate(flat)
-    halves = np.concatenate(
-        [np.full(x.size, 0.5 * 10.0**-place * (1 + 1e-6)) for x, place in zip(flat, places, strict=True)]
-    )
-    shown = numbers(printed)
-    at = 0
-    for i, (number, half) in enumerate(zip(expected, halves, strict=True)):
-        while at < shown.size and not np.isclose(shown[at], number, rtol=half, atol=half, equal_nan=True):
-            at += 1
-        assert at < shown.size, (
-            f"printed numbers {shown.tolist()} do not show {expected[i:].tolist()} in order"
-        )
-        at += 1

@@ -1,8 +1,25 @@
-"""Attention written out in float64 NumPy, independently of attn_ref: the tests' one reference."""
+"""Attention written out in float64 NumPy, independently of attn_ref: the tests' one reference.
+
+With it: `as64`, which brings a tensor (or anything array-like) into float64 NumPy, and the
+machine epsilons and unit roundoffs that the tests' rounding bounds are written with.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+EPS32 = float(np.finfo(np.float32).eps)  # the relative error of one float32 operation, 2^-23
+EPS64 = float(np.finfo(np.float64).eps)
+U32 = 2.0**-24  # float32's unit roundoff: half its machine epsilon
+U64 = 2.0**-53
+
+
+def as64(x) -> np.ndarray:
+    """A float64 NumPy copy of a tensor, array, number or nested list (exact for float32 data)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
 
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -87,3 +104,25 @@ def multihead_attention(
     heads, weights = attention(split_heads(0), split_heads(1), split_heads(2), allowed)
     concat = np.moveaxis(heads, -3, -2).reshape(x.shape)
     return {"heads": heads, "weights": weights, "concat": concat, "output": concat @ W_out.T + b_out}
+
+
+def linear(x, module) -> np.ndarray:
+    """``x @ W^T + b`` in float64, from an ``nn.Linear``'s weights."""
+    out = np.asarray(x, dtype=np.float64) @ as64(module.weight).T
+    return out if module.bias is None else out + as64(module.bias)
+
+
+def multihead(query, key, layer, allowed=None):
+    """attn_ref's ``MultiHeadAttention`` ``layer`` written out in float64, from its weights:
+    (output, per-head weights)."""
+    H = layer.num_heads
+
+    def heads(x, projection):  # (..., T, C) -> (..., H, T, d_k)
+        projected = linear(x, projection)
+        return np.moveaxis(projected.reshape(*projected.shape[:-1], H, -1), -2, -3)
+
+    out, weights = attention(
+        heads(query, layer.q_proj), heads(key, layer.k_proj), heads(key, layer.v_proj), allowed
+    )
+    concat = np.moveaxis(out, -3, -2).reshape(*out.shape[:-3], out.shape[-2], -1)  # (..., L, H * d_k)
+    return linear(concat, layer.out_proj), weights

@@ -1,5 +1,5 @@
-"""What the tests of snippets/transformer_block/ share: a transformer block written out in float64
-NumPy from its weights, and how far a computation in float32 (or float64) may lie from it.
+"""A transformer block written out in float64 NumPy from its weights, and how far a computation in
+float32 (or float64) may lie from it, step by step (the tests of snippets/transformer_block/).
 
 The block is the pre-norm block of GPT-2's ``block()`` (x + attn(norm(x)), then x + mlp(norm(x)),
 an MLP of 4C with a GELU between), or the post-norm block of Vaswani et al. (2017), section 3.1,
@@ -25,42 +25,17 @@ import math
 import numpy as np
 import torch
 
-from tests.snippets.positions.helpers import (  # how printed numbers are read back, shared
-    allclose_decided,
-    assert_printed_in_order,
-    decimals,
-    exact,
-    printed_flags,
-    significant,
-)
+from tests.support.reference import as64
 
-__all__ = [
-    "allclose_decided",
-    "assert_printed_in_order",
-    "decimals",
-    "exact",
-    "printed_flags",
-    "significant",
-]
-
-U32 = 2.0**-24  # float32's unit roundoff: half its machine epsilon
-U64 = 2.0**-53
 LN_EPS = 1e-5  # nn.LayerNorm's default eps, added to the variance
 GELU_SLOPE = 1.13  # |d/dx x Phi(x)| <= 1.129 for every x (its largest value, near x = 1.41)
 
 Bounded = tuple[np.ndarray, np.ndarray]  # (exact value, how far a computed one may lie from it)
 
 
-def as_numpy(tensor) -> np.ndarray:
-    """A tensor kept by a snippet, as a float64 array."""
-    if isinstance(tensor, torch.Tensor):
-        return tensor.detach().double().numpy()
-    return np.asarray(tensor, dtype=np.float64)
-
-
 def state_of(module: torch.nn.Module) -> dict[str, np.ndarray]:
     """A module's parameters, by their state_dict names, as float64 arrays."""
-    return {name: as_numpy(value) for name, value in module.state_dict().items()}
+    return {name: as64(value) for name, value in module.state_dict().items()}
 
 
 def add(a: Bounded, b: Bounded, u: float) -> Bounded:
@@ -230,14 +205,9 @@ def post_norm_block(x: Bounded, state: dict, H: int, allowed: np.ndarray, u: flo
     return layer_norm(add(mid, m["out"], u), state["norm2.weight"], state["norm2.bias"], u)
 
 
-def causal(T: int) -> np.ndarray:
-    """(T, T), True where query i may see key j: j <= i."""
-    return np.tri(T, dtype=bool)
-
-
 def held(array) -> Bounded:
     """An input held exactly (a float32 tensor is exact in float64)."""
-    array = as_numpy(array)
+    array = as64(array)
     return array, np.zeros_like(array)
 
 

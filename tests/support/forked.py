@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sitebuild import values as saved_values
-
-ROOT = Path(__file__).resolve().parents[1]
+from sitebuild.project import ROOT
 
 PRELOADED = ["torch", "numpy", "matplotlib.pyplot"]
 os.environ.setdefault("MPLBACKEND", "Agg")  # before the server starts: no window, no display

@@ -1,5 +1,5 @@
-"""What the tests of snippets/bugs/ share: float32 results with a bound on their rounding, and a
-check that the printed numbers are the computed ones.
+"""Worst-case float32 rounding carried step by step: `Rounded`, an exact value and how far any float32
+computation of it may land, through each operation of attention (the tests of snippets/bugs/).
 
 A snippet computes in float32; its test computes the same quantity exactly (float64 NumPy on the
 snippet's own float32 inputs, which float64 holds exactly) and bounds how far any float32
@@ -26,19 +26,17 @@ smaller. So a test checks a float32 result against its bound, and reads a page's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from tests.printed import numbers
-
-U = 2.0**-24  # unit roundoff of float32: half the distance from 1 to the next float32
+from tests.support.reference import U32
 
 
 def gamma(n: int) -> float:
     """The bound on the relative error of a sum of n terms, n u / (1 - n u)."""
-    return n * U / (1 - n * U)
+    return n * U32 / (1 - n * U32)
 
 
 def exact(a) -> Rounded:
@@ -82,14 +80,14 @@ def matmul(a: Rounded, b: Rounded, roundings: int = 0) -> Rounded:
 
 def scaled(a: Rounded, factor: float) -> Rounded:
     """``a * factor`` or ``a / (1 / factor)`` with a Python float: the factor rounds, the product rounds."""
-    return Rounded(a.value * factor, abs(factor) * (a.error + 3 * U * (np.abs(a.value) + a.error)))
+    return Rounded(a.value * factor, abs(factor) * (a.error + 3 * U32 * (np.abs(a.value) + a.error)))
 
 
 def plus(a: Rounded, b: Rounded) -> Rounded:
     """``a + b`` (broadcast), one rounding."""
     total = a.value + b.value
     error = a.error + b.error
-    return Rounded(total, error + U * (np.abs(total) + error))
+    return Rounded(total, error + U32 * (np.abs(total) + error))
 
 
 def total(a: Rounded, axis: int = -1) -> Rounded:
@@ -101,7 +99,7 @@ def total(a: Rounded, axis: int = -1) -> Rounded:
 
 def softmax(scores: Rounded, allowed: np.ndarray | None = None) -> Rounded:
     """softmax along the last axis, blocked entries (``allowed`` False) excluded; a row that may
-    see no key gets zero weights (as PyTorch's SDPA gives them since 2.5; see tests/reference.py)."""
+    see no key gets zero weights (as PyTorch's SDPA gives them since 2.5; see tests/support/reference.py)."""
     s = scores.value
     allowed = np.ones(s.shape, bool) if allowed is None else np.broadcast_to(allowed, s.shape)
     masked = np.where(allowed, s, -np.inf)
@@ -115,7 +113,7 @@ def softmax(scores: Rounded, allowed: np.ndarray | None = None) -> Rounded:
     n = allowed.sum(-1, keepdims=True)
     # Weight i: its own x - max and exp, and the row's sum of such terms, weighted.
     spread = below + (weights * below).sum(-1, keepdims=True)
-    rounding = 2 * (spread + 16 + n + 2) * U
+    rounding = 2 * (spread + 16 + n + 2) * U32
     relative = np.exp(2 * D) * (1 + rounding) - 1
     return Rounded(weights, weights * relative)
 
@@ -159,7 +157,7 @@ def largest_difference(a: Rounded, b: Rounded) -> tuple[float, float]:
     """max |a - b| of the exact values, and how far a float32 max |a - b| may lie from it."""
     gap = float(np.abs(a.value - b.value).max())
     slack = float((a.error + b.error).max())
-    return gap, slack + U * (gap + slack)
+    return gap, slack + U32 * (gap + slack)
 
 
 def assert_largest_difference(worst: float, *pairs: tuple[Rounded, Rounded]) -> tuple[float, float]:
@@ -171,29 +169,3 @@ def assert_largest_difference(worst: float, *pairs: tuple[Rounded, Rounded]) -> 
     lowest, highest = max(low for low, _ in ranges), max(high for _, high in ranges)
     assert lowest <= worst <= highest, (worst, lowest, highest)
     return lowest, highest
-
-
-def assert_shows(printed: str, expected: Iterable[tuple[float, float]]) -> None:
-    """The printed numbers include ``expected``, in order: pairs (value, how far its print may be).
-
-    Numbers printed in labels between them are skipped, so a change of wording cannot break this.
-    """
-    shown = iter(numbers(printed))
-    for value, slack in expected:
-        assert any(
-            (np.isnan(n) and np.isnan(value)) or n == value or abs(n - value) <= slack for n in shown
-        ), f"{value} (within {slack}) is not printed in order:\n{printed}"
-
-
-def rounded(values, decimals: int) -> list[tuple[float, float]]:
-    """What ``round(decimals)`` prints: each value within half a unit of the last digit (and a
-    thousandth of that more, for a value summed again in float64 by the test)."""
-    return [(float(v), 0.5005 * 10.0**-decimals) for v in np.ravel(np.asarray(values, dtype=np.float64))]
-
-
-def significant(values, digits: int) -> list[tuple[float, float]]:
-    """What ``:.{digits - 1}e`` or ``:.{digits}g`` prints: each value to ``digits`` significant digits."""
-    return [
-        (float(v), 0.5 * 10.0 ** (1 - digits) * abs(float(v)) * 1.0001 if np.isfinite(v) else 0.0)
-        for v in np.ravel(values)
-    ]

@@ -1,7 +1,7 @@
-"""Build the site from a clean copy of the project, and look at what was built.
+"""The project from outside: where it is, a clean copy of it, its strict build, and the pages built.
 
-Shared by the test suite (tests/conftest.py, tests/test_freshness.py) and the
-measurement script (tests/measure.py), so that both build the site the same way.
+Shared by the test suite (tests/conftest.py, tests/test_freshness.py) and the tools
+(scripts/measure.py, scripts/math_font.py), so that all build the site the same way.
 """
 
 from __future__ import annotations

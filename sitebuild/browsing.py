@@ -1,14 +1,12 @@
-"""Headless Chromium for the tests and for `make measure`: how it is started, and a tab
-that records every request to another host, which none resolves."""
+"""Headless Chromium for the tests and for `make measure`: how it is started, a tab that
+records every request to another host (which none resolves), the site's search box, and axe-core's
+accessibility findings. Needs the ``test`` extra (Playwright, axe); the build never imports it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 
 from axe_playwright_python.base import AXE_SCRIPT
-
-from tests.site_tools import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -20,20 +18,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # offline: no other host resolves
 ]
-SCREENSHOTS = ROOT / "screenshots"
-SIDEWAYS_SCROLL = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-
-
-def taking_screenshots() -> bool:
-    """Screenshots are for people to look at, not checks: taken by `make screenshots` (SCREENSHOTS=1)."""
-    return bool(os.environ.get("SCREENSHOTS"))
-
-
-def screenshot(page, name: str) -> None:
-    """The whole of ``page`` as ``screenshots/<name>.jpg``, when screenshots are being taken."""
-    if taking_screenshots():
-        SCREENSHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=SCREENSHOTS / f"{name}.jpg", full_page=True, quality=80)
 
 
 class Tab:

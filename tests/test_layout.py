@@ -1,0 +1,175 @@
+"""Each room of the project keeps to its job, read from every Python file's imports (with ``ast``):
+
+- only pytest imports a test module or a conftest: what tests share lives in tests/support/;
+- nothing outside tests/ imports the tests: the tools (scripts/), the build and how it is looked
+  at (sitebuild/), the package (attn_ref/), the snippets and the tutorials run without them;
+- a name that tests/support/ defines (a function, a class, a constant) is defined in no other file
+  under tests/: one home per helper. A fixture may share a helper's name, and so may a shape's
+  one-letter dimension (B, T, C); a few names mean another thing in each of their files, and are
+  listed below with what they mean.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from sitebuild.project import ROOT
+
+OUTSIDE_TESTS = ["attn_ref", "docs", "scripts", "sitebuild", "snippets"]
+REFERENCE, PRINTED = "tests/support/reference.py", "tests/support/printed.py"
+WORST_CASE, BLOCK = "tests/support/worst_case_rounding.py", "tests/support/transformer_block_reference.py"
+# One name, another thing in each of these files.
+SAME_NAME_OTHER_THING = {
+    # A step in float64 (reference), and the same step with how far float32 may land from it, as a
+    # `Rounded` (worst_case_rounding) or a (value, bound) pair at any unit roundoff (the block's).
+    "attention": {REFERENCE, WORST_CASE, BLOCK},
+    "linear": {REFERENCE, WORST_CASE, BLOCK},
+    "softmax": {REFERENCE, WORST_CASE},
+    "multihead_attention": {REFERENCE, WORST_CASE},
+    # A number printed in full; a float32 input, held exactly.
+    "exact": {PRINTED, WORST_CASE},
+    # Within float32 attention's bounds, nan matching nan; within the gradients' bounds, with a
+    # relative 1e-9 of slack.
+    "assert_within": {"tests/support/float32_attention_bounds.py", "tests/test_backward.py"},
+    # The (L, S) causal mask; flex_attention's causal mask_mod.
+    "causal": {REFERENCE, "tests/test_serving.py"},
+}
+
+
+def python_files(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*.py") if "node_modules" not in path.parts)
+
+
+def module_name(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts)
+
+
+def imported(path: Path, root: Path) -> set[str]:
+    """Every module ``path`` imports, and every name it imports from one (which may be a module:
+    ``from tests.support import reference``), as dotted names."""
+    own = module_name(path, root)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""  # from . and from ..
+            module = ".".join(filter(None, [base, node.module]))
+            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def within(name: str, module: str) -> bool:
+    return name == module or name.startswith(module + ".")
+
+
+def defined(path: Path) -> set[str]:
+    """The public names ``path`` defines at its top level: functions, classes and constants, not
+    fixtures, nor one-letter dimensions."""
+    names = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.FunctionDef):
+            if not any("fixture" in ast.unparse(decorator) for decorator in node.decorator_list):
+                names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {
+                name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)
+            }
+    return {name for name in names if not name.startswith("_") and len(name) > 1}
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """Every import, under ``root``/tests, of a test module (tests/**/test_*.py) or a conftest."""
+    files = python_files(root / "tests")
+    tests = {module_name(p, root) for p in files if p.name.startswith("test_") or p.name == "conftest.py"}
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path in files
+        for name in sorted(imported(path, root))
+        if any(within(name, test) for test in tests)
+    ]
+
+
+def imports_of_tests(root: Path, folder: str) -> list[str]:
+    """Every import of the tests in ``root``/``folder``."""
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path in python_files(root / folder)
+        for name in sorted(imported(path, root))
+        if within(name, "tests")
+    ]
+
+
+def support_defined_twice(root: Path, other_things: dict[str, set[str]]) -> list[str]:
+    """Every name of ``root``/tests/support that another file under ``root``/tests defines too,
+    unless ``other_things`` lists those files as another thing of the same name."""
+    homes = defaultdict(set)
+    for path in python_files(root / "tests"):
+        for name in defined(path):
+            homes[name].add(path.relative_to(root).as_posix())
+    support = {name for path in python_files(root / "tests" / "support") for name in defined(path)}
+    return [
+        f"{name} is defined in {', '.join(sorted(homes[name]))}"
+        for name in sorted(support)
+        if len(homes[name]) > 1 and not homes[name] <= other_things.get(name, set())
+    ]
+
+
+def test_only_pytest_imports_a_test_module_or_a_conftest():
+    assert imports_of_test_modules(ROOT) == []
+
+
+@pytest.mark.parametrize("folder", OUTSIDE_TESTS)
+def test_nothing_outside_the_tests_imports_them(folder):
+    assert imports_of_tests(ROOT, folder) == []
+
+
+def test_a_helper_of_tests_support_has_no_copy_under_tests():
+    assert support_defined_twice(ROOT, SAME_NAME_OTHER_THING) == []
+
+
+def test_each_check_finds_what_it_looks_for(tmp_path):
+    """A small project with one of each violation, written the ways imports can be written."""
+    files = {
+        "tests/__init__.py": "",
+        "tests/conftest.py": "",
+        "tests/support/__init__.py": "",
+        "tests/support/arrays.py": "def as64(x):\n    return x\n\nEPS = 1.0\n\ndef _private():\n    pass\n",
+        "tests/test_a.py": "from tests.test_b import helper\n\ndef as64(x):\n    return x\n",
+        "tests/test_b.py": "from . import conftest\n\ndef helper():\n    pass\n\nEPS = 2.0\n",
+        "tests/sub/__init__.py": "",
+        "tests/sub/test_c.py": "from ..test_a import as64\nfrom tests.support import arrays\n",
+        "tests/test_d.py": "import pytest\n\n@pytest.fixture\ndef as64():\n    pass\n\ndef _private():\n    pass\n",
+        "scripts/tool.py": "import tests.support.arrays\n",
+        "sitebuild/build.py": "from tests import support\nfrom sitebuild import other\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert imports_of_test_modules(tmp_path) == [
+        "tests/sub/test_c.py imports tests.test_a",
+        "tests/sub/test_c.py imports tests.test_a.as64",
+        "tests/test_a.py imports tests.test_b",
+        "tests/test_a.py imports tests.test_b.helper",
+        "tests/test_b.py imports tests.conftest",
+    ]
+    assert imports_of_tests(tmp_path, "scripts") == ["scripts/tool.py imports tests.support.arrays"]
+    assert imports_of_tests(tmp_path, "sitebuild") == [
+        "sitebuild/build.py imports tests",
+        "sitebuild/build.py imports tests.support",
+    ]
+    assert support_defined_twice(tmp_path, {}) == [
+        "EPS is defined in tests/support/arrays.py, tests/test_b.py",
+        "as64 is defined in tests/support/arrays.py, tests/test_a.py",
+    ]
+    assert support_defined_twice(tmp_path, {"as64": {"tests/support/arrays.py", "tests/test_a.py"}}) == [
+        "EPS is defined in tests/support/arrays.py, tests/test_b.py"
+    ]
