@@ -12,7 +12,7 @@ import math
 import re
 from html import unescape
 
-from sitebuild import html
+from sitebuild import page_html
 
 WORDS_PER_MINUTE = 200
 SECONDS_PER_CODE_LINE = 3
@@ -31,12 +31,12 @@ def minutes(content: str) -> int:
     >>> minutes("<p>one</p><details><p>" + "folded " * 4000 + "</p></details>")
     1
     """
-    found = html.elements(content)
+    found = page_html.elements(content)
     spans, code_lines, figures = [], 0, 0
     for element in found:
-        folded = any(e.tag == "details" for e in html.ancestors(element))
+        folded = any(e.tag == "details" for e in page_html.ancestors(element))
         if element.tag in SKIPPED and element.end_end is not None:
-            if not any(e.tag in SKIPPED for e in html.ancestors(element)):
+            if not any(e.tag in SKIPPED for e in page_html.ancestors(element)):
                 spans.append((element.start, element.end_end))
             if element.tag == "pre" and not folded:
                 code_lines += content[element.start_end : element.end].count("\n") + 1
