@@ -91,3 +91,42 @@ def accessibility_violations(page) -> list[str]:
         for violation in response["violations"]
         for node in violation["nodes"]
     ]
+
+
+# A page as a reader meets it at its width, every plot loaded, folded blocks left folded: its
+# height in screens, its visible prose, the share of its visible text that is code or printed
+# output, its figures, its longest visible Python block, and what scrolls sideways.
+LOAD_PLOTS = """() => Promise.all([...document.querySelectorAll("img[loading=lazy]")]
+  .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
+READING = """screen => {
+  const article = document.querySelector("article");
+  const shown = e => e.getClientRects().length > 0;
+  const pres = [...article.querySelectorAll("pre")].filter(shown);
+  const code = pres.map(p => p.innerText).join("\\n");
+  const text = article.innerText;
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll("pre, math, .math-words, script, style, .reading-time, details:not([open]) > :not(summary)")
+    .forEach(e => e.remove());
+  const overflowing = selector => [...article.querySelectorAll(selector)]
+    .filter(e => shown(e) && e.scrollWidth > e.clientWidth + 1).length;
+  return {
+    screens: document.documentElement.scrollHeight / screen,
+    prose_words: prose.innerText.split(/\\s+/).filter(w => /[A-Za-z]/.test(w)).length,
+    code_share: code.length / Math.max(1, text.length),
+    figures: [...article.querySelectorAll(".plot-frame")].filter(shown).length,
+    first_figure_before_code: (() => {
+      const figure = [...article.querySelectorAll(".plot-frame")].find(shown);
+      const block = pres.find(p => p.closest(".language-python"));
+      return Boolean(figure) && (!block || Boolean(figure.compareDocumentPosition(block) & Node.DOCUMENT_POSITION_FOLLOWING));
+    })(),
+    longest_code: Math.max(0, ...pres.filter(p => p.closest(".language-python")).map(p => p.innerText.trimEnd().split("\\n").length)),
+    sideways_formulas: overflowing(".math-display"),
+    sideways_plots: overflowing(".plot-frame"),
+  };
+}"""
+
+
+def reading(page, screen_height: int) -> dict:
+    """What a reader meets on ``page`` as it is now (see READING), its plots loaded first."""
+    page.evaluate(LOAD_PLOTS)
+    return page.evaluate(READING, screen_height)

@@ -11,6 +11,11 @@ themselves; the site ships the one font they need for it (``docs/assets/fonts``,
 A displayed formula sits in a ``<div class="math-display">`` that scrolls sideways on its own when
 it is wider than the column; it can be focused, so that a keyboard can scroll it too.
 
+Search reads the page's HTML, where MathML flattens into runs of letters (``softmax⁡(QK⊤dk)V``).
+So the MathML is kept out of the search index, and beside each formula a hidden line gives search
+its words (`searchable`: ``softmax((Q K^T)/(sqrt(d_k))) V``); a reader never sees that line, and a
+screen reader reads the MathML.
+
 TeX that Temml cannot read stops the build, with the page and the formula named.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -72,7 +78,10 @@ class Typesetter:
         except TeXError as error:
             raise TeXError(f"{where}: {error}") from None
         edits = []
-        for element, (_, display), mathml in zip(found, formulas, typeset, strict=True):
+        for element, (tex, display), mathml in zip(found, formulas, typeset, strict=True):
+            mathml = mathml.replace("<math", "<math data-search-exclude", 1)
+            words = html.escape(searchable(tex), quote=False)
+            mathml += f'<span class="math-words" hidden>{words}</span>'
             if display:
                 mathml = f'<div class="math-display" tabindex="0">{mathml}</div>'
             edits.append((element.start, element.end_end, mathml))
@@ -81,6 +90,73 @@ class Typesetter:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait()
+
+
+SYMBOLS = {
+    "top": "T",
+    "cdot": "·",
+    "times": "×",
+    "infty": "∞",
+    "in": "∈",
+    "le": "≤",
+    "leq": "≤",
+    "ge": "≥",
+    "geq": "≥",
+    "ne": "≠",
+    "neq": "≠",
+    "to": "→",
+    "sum": "Σ",
+    "prod": "Π",
+    "propto": "∝",
+    "pm": "±",
+    "approx": "≈",
+    "dots": "...",
+    "ldots": "...",
+    "cdots": "...",
+    "partial": "∂",
+    "circ": "∘",
+    "ell": "ℓ",
+    "lVert": "‖",
+    "rVert": "‖",
+    "lvert": "|",
+    "rvert": "|",
+    "lceil": "⌈",
+    "rceil": "⌉",
+    "lfloor": "⌊",
+    "rfloor": "⌋",
+    "bmod": "mod",
+    "square": "□",
+    "xrightarrow": "→",
+}
+GREEK = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau phi chi psi omega"
+LETTERS = dict(zip(GREEK.split(), "αβγδεζηθικλμνξπρστφχψω", strict=True)) | {"Theta": "Θ", "Sigma": "Σ"}
+FONT = re.compile(r"\\(?:text|operatorname|mathrm|mathbf|mathcal|mathbb|mathit|boldsymbol)\s*\{([^{}]*)\}")
+FRACTION = re.compile(r"\\[td]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+ROOT = re.compile(r"\\sqrt\s*\{([^{}]*)\}")
+SCRIPT = re.compile(r"([_^])\s*\{([^{}]*)\}")
+COMMAND = re.compile(r"\\([A-Za-z]+)")
+SPACING = re.compile(r"\\(?:[,;:! ]|q?quad\b)|&|\\\\")
+SIZING = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|mathrel|overline|hat)\b\s*")
+
+
+def searchable(tex: str) -> str:
+    r"""Words for search from a formula's TeX: fractions, roots, scripts and symbols written out.
+
+    >>> searchable(r"\operatorname{softmax}\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V")
+    'softmax((Q K^T)/(sqrt(d_k))) V'
+    >>> searchable(r"\alpha_{i} \le \lVert x \rVert")
+    'α_i ≤ ‖ x ‖'
+    """
+    text = re.sub(r"\\(begin|end)\{[a-z*]+\}", " ", tex)
+    for _ in range(4):  # innermost first: each pass opens one level of braces
+        text = FONT.sub(r"\1", text)
+        text = FRACTION.sub(r"(\1)/(\2)", text)
+        text = ROOT.sub(r"sqrt(\1)", text)
+        text = SCRIPT.sub(lambda m: m[1] + (m[2] if len(m[2].strip()) <= 1 else f"({m[2]})"), text)
+    text = SIZING.sub("", SPACING.sub(" ", text))
+    text = COMMAND.sub(lambda m: SYMBOLS.get(m[1], LETTERS.get(m[1], m[1])), text)
+    text = text.replace("{", "").replace("}", "")
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def _tex(inner: str, display: bool) -> tuple[str, bool]:

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from sitebuild.browsing import Tab, accessibility_violations, search_first_hit
-from sitebuild.budgets import FIRST_VISIT_BUDGET, SEARCHES
+from sitebuild.browsing import Tab, accessibility_violations, reading, search_first_hit
+from sitebuild.budgets import (
+    CORE_PAGE_SCREENS,
+    CORE_PATH,
+    CORE_PATH_FIGURES,
+    CORE_PATH_PROSE_WORDS,
+    FIRST_VISIT_BUDGET,
+    SEARCHES,
+    VISIBLE_CELL_LINES,
+)
 from sitebuild.project import PAGE_PATHS, ROOT
 from tests.support.built_site import BuiltSite
 from tests.support.forked import run_python
@@ -113,8 +121,6 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
 PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")].map(frame =>
   [...frame.querySelectorAll("img.plot")].filter(i => i.getClientRects().length > 0)
     .map(i => [...i.classList].filter(c => c !== "plot").join(" ") + " " + getComputedStyle(i).filter))"""
-LOAD_LAZY_IMAGES = """() => Promise.all([...document.querySelectorAll("img[loading=lazy]")]
-  .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
 
 
 @dataclass
@@ -132,13 +138,14 @@ class Look:
     copied: list[str | None]
     violations: dict[str, list[str]]  # colour scheme: axe-core's findings (desktop load only)
     plots_shown: dict[str, list[list[str]]]  # colour scheme: each figure's shown drawings (desktop)
+    reading: dict  # what a reader meets at this width (sitebuild.browsing.READING)
 
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
     """Load the page in ``tab``, read its facts, take its screenshots if asked, then copy its code."""
     tab.open(page_path)
     transferred = tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None  # before the scroll
-    tab.page.evaluate(LOAD_LAZY_IMAGES)  # the plots a reader would load by scrolling down
+    measured = reading(tab.page, MODES[mode]["viewport"]["height"])  # loads the plots first
     look = Look(
         prose=tab.page.evaluate(VISIBLE_PROSE),
         facts=tab.page.evaluate(PAGE_FACTS),
@@ -151,6 +158,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         copied=[],
         violations={},
         plots_shown={},
+        reading=measured,
     )
     name = page_path.strip("/").replace("/", "_") or "home"
     if mode == "desktop":
@@ -246,6 +254,41 @@ def test_tick_labels_are_11_px_or_more_on_a_phone(looks, page_path, built_site):
             assert min(sizes) * 4 / 3 * plot["scale"] >= 11, plot["src"]
 
 
+TEACHING = [path for path in PAGE_PATHS if path and not path.startswith(("reference/", "notation/"))]
+
+
+def test_a_teaching_page_shows_no_long_code_and_reads_mostly_as_prose(looks, page_path):
+    """What a reader sees unfolded is mostly prose, pictures and results: no visible code block
+    longer than the limit, and code and printed output under half of the visible text."""
+    if page_path not in TEACHING:
+        pytest.skip("a reference page: code is what it shows")
+    measured = looks(page_path, "desktop").reading
+    assert measured["longest_code"] <= VISIBLE_CELL_LINES
+    assert measured["code_share"] < 0.5
+
+
+def test_a_core_page_is_short_and_opens_with_a_picture(looks, page_path):
+    if page_path not in CORE_PATH:
+        pytest.skip("not on the core path")
+    desktop, phone = looks(page_path, "desktop").reading, looks(page_path, "narrow").reading
+    assert desktop["screens"] <= CORE_PAGE_SCREENS
+    assert desktop["figures"] >= 4 and desktop["first_figure_before_code"]
+    assert phone["sideways_formulas"] == phone["sideways_plots"] == 0
+
+
+@pytest.mark.xdist_group("core path")
+def test_the_core_path_is_short_and_pictured(browser, server):
+    """The five pages together: at most so many words of prose, at least so many pictures."""
+    tab = Tab(browser, server, **MODES["desktop"])
+    totals = {"prose_words": 0, "figures": 0}
+    for path in CORE_PATH:
+        measured = reading(tab.open(path).page, MODES["desktop"]["viewport"]["height"])
+        for name in totals:
+            totals[name] += measured[name]
+    tab.close()
+    assert totals["prose_words"] <= CORE_PATH_PROSE_WORDS and totals["figures"] >= CORE_PATH_FIGURES, totals
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_each_figure_shows_the_drawing_of_the_scheme_unfiltered(looks, page_path, scheme):
     """A figure is drawn for each scheme (attn_ref.plotting.figure_to_svg); the page shows one
@@ -301,6 +344,9 @@ def test_search_index_leaves_out_printed_output_and_examples_keeps_prose_and_api
     assert "Numerically stable softmax" in index  # an API object's summary
     assert "between numerator and denominator" not in index  # the rest of its docstring
     assert "softmax acts on each row" in index  # the pipeline page's prose
+    # Math is searched by its words, not by MathML flattened into runs of letters.
+    assert "\\u2061" not in index and "⁡" not in index  # MathML's invisible function application
+    assert "sqrt(d_k)" in index
 
 
 def test_the_accessibility_check_reports_what_it_looks_for(browser, server):
