@@ -39,6 +39,7 @@ class Build:
         # page src_uri -> (tutorial, its executed notebook, download name)
         self.executions: dict[str, tuple[Path, Future, str]] = {}
         self.files: dict[str, str] = {}  # site path -> text (plots)
+        self.minutes: dict[str, int] = {}  # page src_uri -> minutes to read (sitebuild.reading_time)
         self.typesetter = typeset.Typesetter()
         self.wheel = downloads.wheel(self.root)
         self.wheel_url = downloads.wheel_url(config.site_url or "", self.wheel)
@@ -96,7 +97,10 @@ def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files
     content = build.typesetter.page(content, page.file.src_uri)
     content, plots = page_html.rendered_page(content, page.url)
     build.files.update(plots)
-    return reading_time.with_reading_time(content, page.file.src_uri)
+    content, minutes = reading_time.with_reading_time(content, page.file.src_uri)
+    if minutes is not None:
+        build.minutes[page.file.src_uri] = minutes
+    return content
 
 
 def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:
@@ -115,6 +119,8 @@ def on_post_build(config: MkDocsConfig) -> None:
                 continue
             page_folder.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(written, page_folder / written.name)
+    home = site / "index.html"  # its map shows every page's minutes, known once all are built
+    home.write_text(reading_time.with_minutes(home.read_text(), build.minutes))
     build.typesetter.close()
     build.downloads.cleanup()
     typeset.copy_assets(site)

@@ -170,3 +170,25 @@ def test_every_figure_has_both_drawings_and_its_colour_mapped_data_is_the_same_i
             assert rasters[0] == rasters[1], (page, light)
             figures += 1
     assert figures > 20
+
+
+def _teaching_pages() -> list[str]:
+    """The pages of the navigation that teach: all but Home, Foundations and Reference."""
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"]
+    sections = [next(iter(item.items())) for item in nav if isinstance(item, dict)]
+    return [
+        page
+        for name, items in sections
+        if name not in ("Home", "Foundations", "Reference")
+        for page in _nav_files(items)
+    ]
+
+
+def test_the_home_page_maps_every_teaching_page_with_its_minutes(built_site):
+    home = (built_site.path / "index.html").read_text()
+    mapped = re.findall(r'<span class="page-minutes" data-page="([^"]+)">(\d+)</span>', home)
+    assert sorted(page for page, _ in mapped) == sorted(_teaching_pages())
+    assert 'class="page-minutes" data-page="' not in re.sub(r'data-page="[^"]+">\d+<', "", home)  # all filled
+    for page, minutes in mapped:
+        shown = (built_site.path / page.removesuffix(".md") / "index.html").read_text()
+        assert f'<p class="reading-time">About {minutes} min to read' in shown
