@@ -93,6 +93,16 @@ def browser():
         browser.close()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``make test`` every core runs a worker: PyTorch's own threads would only wait for one
+    another (spinning, which costs CPU), so each worker computes on one. The tutorials' kernels are
+    new processes with the environment's threads, whatever a worker sets here."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+
+
 def pytest_report_header() -> str:
     """Which arithmetic this run checks: the site's numbers may differ in their last bits elsewhere."""
     return f"arithmetic: {tutorial_execution.arithmetic()}"

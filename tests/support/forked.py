@@ -60,6 +60,8 @@ def _main(path: str, cwd: str, stdout: str, stderr: str, kept: str) -> None:
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     os.chdir(cwd)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core already: threads would spin (conftest.py)
+        sys.modules["torch"].set_num_threads(1)
     sys.argv = [path]
     sys.path[0] = os.path.dirname(path)
     sys.path.insert(1, str(ROOT))  # this project's attn_ref, whatever copy of it is installed
