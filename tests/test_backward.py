@@ -50,10 +50,12 @@ MAX_LEN = 12
 
 
 def assert_within(computed, exact, bound, what=""):
-    """|computed - exact| <= bound, entry by entry (a zero bound allows only an exact zero)."""
+    """|computed - exact| <= bound, entry by entry (a zero bound allows only an exact zero; a NaN
+    where the exact value is a number is beyond any bound)."""
     computed, exact = as64(computed), np.asarray(exact, dtype=np.float64)
+    assert computed.shape == exact.shape, f"{what}: shape {computed.shape}, expected {exact.shape}"
     gap = np.abs(computed - exact)
-    bad = gap > bound * (1 + 1e-9)
+    bad = ~(gap <= bound * (1 + 1e-9))
     assert not bad.any(), (
         f"{what}: {bad.sum()} entries beyond their bound; worst gap {gap[bad].max():.3g} "
         f"against bound {bound[bad][np.argmax(gap[bad])]:.3g}"
