@@ -5,13 +5,9 @@ import torch
 from attn_ref import DecoderBlock
 
 torch.manual_seed(0)
-T, C, H = 5, 16, 4
+C, H = 16, 4
 block = DecoderBlock(embed_dim=C, num_heads=H)
-print(block.mlp)
-x = torch.randn(1, T, C)
-with torch.no_grad():
-    hidden = block.mlp[1](block.mlp[0](x))  # (1, T, 4C), after the GELU
-print("in:", tuple(x.shape), " hidden:", tuple(hidden.shape))
+print(block.mlp)  # C -> 4C, the GELU, 4C -> C
 
 
 def count(*modules):
