@@ -52,14 +52,14 @@ torch.set_grad_enabled(False)  # forward passes only
 tokens = torch.tensor(TEN_TOKENS)  # (T, C), with Q = K = V = the tokens
 picture_out, picture_w = scaled_dot_product_attention(tokens, tokens, tokens)
 picture_s = tokens @ tokens.T / math.sqrt(tokens.size(-1))  # (T, T)
-fig, ax = canvas(10.6, 11.4, scale=0.41)
-size = {"cell": 0.42}
+fig, ax = canvas(9.8, 10.4, scale=0.43)
+size = {"cell": 0.38}
 x_box = grid(ax, tokens, 0.4, 1.0, label="$X$: tokens × features", **size)
 s_box = grid(
-    ax, picture_s, 6.0, 1.0, label=r"$S = QK^\top / \sqrt{d_k}$", **size
+    ax, picture_s, 5.6, 1.0, label=r"$S = QK^\top / \sqrt{d_k}$", **size
 )
-a_box = grid(ax, picture_w, 6.0, 6.8, cmap="viridis", **size)
-o_box = grid(ax, picture_out, 0.4, 6.8, label="$O = AV$", **size)
+a_box = grid(ax, picture_w, 5.6, 6.2, cmap="viridis", **size)
+o_box = grid(ax, picture_out, 0.4, 6.2, label="$O = AV$", **size)
 note(ax, a_box.top[0], a_box.y - 0.35, r"$A = \mathrm{softmax}(S)$")
 arrow(ax, x_box.right, s_box.left, "scores")
 arrow(ax, s_box.bottom, (a_box.top[0], a_box.y - 0.75), None)
@@ -75,8 +75,8 @@ figure_to_svg(
 #
 # Each token is a row of ten features: fixed numbers that stand for embeddings with a
 # positional encoding already added ([positions](../concepts/positions.md)). A batch
-# axis in front gives `(B, T, C)`: batch, tokens, features. (The imports sit in the
-# plotting code above.)
+# axis in front gives `(B, T, C)`: batch, tokens, features (imports: in the plotting
+# code above).
 
 # %%
 X = torch.tensor(TEN_TOKENS).unsqueeze(0)  # (T, C) -> (B, T, C)
@@ -144,10 +144,9 @@ print("first three rows:", scores[0, :3].numpy(), sep="\n")
 # almost no gradient. The paper puts it so: large dot products push "the softmax
 # function into regions where it has extremely small gradients" (section 3.2.1).
 #
-# The experiment draws such queries and keys at growing widths, ten keys per query,
-# and measures the spread of the scores, the largest weight of each row, and the size
-# of the softmax's gradient (the norm of the matrix above), with and without the
-# division.
+# The experiment draws such queries and keys at growing widths, ten keys per query, and
+# measures the scores' spread, each row's largest weight and the size of the softmax's
+# gradient (the norm of the matrix above), with and without the division.
 
 # %% tags=["plot"]
 generator = torch.Generator().manual_seed(0)
@@ -348,40 +347,41 @@ mh_output = concat @ W_O + mha.out_proj.bias  # (B, T, C)
 # features, rows 5–9 head 1's, so every output feature draws on both heads.
 
 # %% tags=["plot"]
-fig, ax = canvas(10.4, 16.6, scale=0.41)
-c = 0.32  # the side of a cell
+fig, ax = canvas(10.4, 15.4, scale=0.41)
+c = 0.29  # the side of a cell
 lanes = (2.6, 7.8)  # the centre of each head's column of pieces
 title = f"$W_Q$: {C} columns cut into {num_heads} blocks of $d_k$ = {d_head}"
 note(ax, 5.2, 0.3, title)
 for h, centre in enumerate(lanes):
     columns = slice(h * d_head, (h + 1) * d_head)
-    w_box = grid(ax, W_Q[:, columns], centre - d_head * c / 2, 0.9, cell=c)
-    note(ax, centre + 1.1, 2.5, f"$W_Q^{{({h})}}$", ha="left")
+    w_box = grid(ax, W_Q[:, columns], centre - d_head * c / 2, 0.8, cell=c)
+    note(ax, centre + 1.0, 2.25, f"$W_Q^{{({h})}}$", ha="left")
     a_box = grid(
         ax,
         head_weights[0, h],
         centre - T * c / 2,
-        5.0,
+        4.5,
         cell=c,
         cmap="viridis",
         label=f"head {h}: weights",
     )
-    arrow(ax, w_box.bottom, (centre, 4.45), None)
+    arrow(ax, w_box.bottom, (centre, 4.0), None)
     x_out = 5.2 - d_head * c * (1 - h)  # side by side: the concatenation
-    h_box = grid(ax, head_outputs[0, h], x_out, 9.0, cell=c)
+    h_box = grid(ax, head_outputs[0, h], x_out, 8.3, cell=c)
     arrow(ax, a_box.bottom, h_box.top, None)
-note(ax, 5.2, 8.55, "× $V^{(h)}$", fontsize=11)
-note(ax, 7.1, 10.6, "concatenated:\nT × C", ha="left")
+note(ax, 5.2, 7.85, "× $V^{(h)}$", fontsize=11)
+note(ax, 6.8, 9.75, "concatenated:\nT × C", ha="left")
 for h in range(num_heads):  # W_O's rows, cut the same way as the features
     rows = slice(h * d_head, (h + 1) * d_head)
-    grid(ax, W_O[rows], 1.0, 13.0 + h * (d_head * c + 0.2), cell=c)
-note(ax, 1.0 + C * c / 2, 12.6, "× $W_O$, rows cut by head")
-grid(ax, mh_output[0], 6.2, 13.1, cell=c, label="= output")
-arrow(ax, (5.2, 12.3), (5.2, 13.3), None)
+    grid(ax, W_O[rows], 1.0, 12.1 + h * (d_head * c + 0.2), cell=c)
+note(ax, 1.0 + C * c / 2, 11.7, "× $W_O$, rows cut by head")
+grid(ax, mh_output[0], 6.2, 12.2, cell=c, label="= output")
+arrow(ax, (5.2, 11.3), (5.2, 12.4), None)
 figure_to_svg(
     fig,
     alt=f"W_Q cut into {num_heads} column blocks of {d_head}; under each, that "
-    "head's 10 by 10 weights, near uniform (purple); under those, the heads' "
+    "head's 10 by 10 weights, mostly purple (small) with a few green cells; "
+    "under those, the heads' "
     "outputs side by side form the concatenation; it times W_O, whose rows are "
     "cut the same way, gives the 10 by 10 output.",
 )
@@ -485,20 +485,17 @@ print("values of width 4 give an output of shape", tuple(narrow.shape))
 
 # %% [markdown]
 # **3. A product by hand that cannot be right.** A common slip writes the sums of
-# [one product by hand](#one-product-by-hand) correctly and then gives a result such as
-# `claimed` below, wrong in most entries. The check that catches it: each row of $V$
-# rises by the same step, and the rows of $A$ sum to one, so each row of $O$ must rise
-# by that step; the claimed rows rise by another. Say it the same way in words: each
-# output *row* is a weighted sum of the value *rows*, not each element "a weighted sum
-# of the value matrix".
+# [one product by hand](#one-product-by-hand) correctly, then gives a result such as
+# `claimed` below, wrong in most entries. The check: the rows of $A$ sum to one, so
+# each row of $O$ must rise by the same step as the rows of $V$; the claimed rows rise
+# by another. In words too: each output *row* is a weighted sum of the value *rows*.
 #
 # **4. "Combining the heads" with one head and a fresh layer.** A common shortcut sets
-# one head, reshapes with `view(B, -1, 1 * C)` and passes the result through a new,
-# unseeded `nn.Linear`. With one head there is nothing to combine: the reshape returns
-# the same tensor. And an untrained layer made without a seed prints random numbers
-# that change from run to run: two seeds show how much. The fix is
-# [multi-head attention](#multi-head-attention): $H > 1$ heads, and a $W_O$ that is
-# learned (here, seeded).
+# one head, reshapes with `view(B, -1, 1 * C)` and applies a new, unseeded
+# `nn.Linear`. With one head the reshape returns the same tensor, and an untrained
+# layer made without a seed prints numbers that change from run to run (two seeds
+# below). The fix: [multi-head attention](#multi-head-attention), $H > 1$ heads and a
+# learned (here, seeded) $W_O$.
 
 # %% tags=["plot"]
 claimed = torch.tensor(  # a hand-computed A @ V, as it might be written

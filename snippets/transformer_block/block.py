@@ -1,5 +1,5 @@
 # One pre-norm block, line by line: read through a norm, write by adding.
-# --8<-- [start:lines]
+# --8<-- [start:setup]
 import torch
 
 from attn_ref import DecoderBlock
@@ -10,7 +10,9 @@ B, T, C, H = 1, 5, 16, 4  # one sequence of 5 tokens, width 16, 4 heads
 block = DecoderBlock(embed_dim=C, num_heads=H)
 x = torch.randn(B, T, C)  # the residual stream as it enters the block
 mask = causal_mask(T)  # (T, T): True where a query may see a key
+# --8<-- [end:setup]
 
+# --8<-- [start:lines]
 with torch.no_grad():
     h = block.norm1(x)  # (B, T, C): what attention reads
     a, _ = block.attn(h, h, h, attn_mask=mask)  # (B, T, C): what it writes
@@ -29,13 +31,13 @@ for name, tensor in sizes.items():
 # --8<-- [end:lines]
 
 # --8<-- [start:picture]
-from attn_ref.diagrams import arrow, canvas, grid  # noqa: E402
+from attn_ref.diagrams import arrow, canvas, grid
 
 # Every grid on one colour scale, so that sizes compare across the picture.
 shown = {"x": x, "h": h, "a": a, "x_mid": x_mid, "h_mid": h_mid, "m": m}
 top = max(t.abs().max().item() for t in (*shown.values(), out))
 scale = {"cell": 0.28, "vmax": top}
-fig, ax = canvas(10.4, 11.0)
+fig, ax = canvas(10.4, 11.0, scale=0.41)
 stream_x, branch_x = 0.2, 5.7  # left: the stream; right: what the parts do
 pieces = [  # (tensor, column, row, label)
     (x, stream_x, 0, "$x$, the stream"),

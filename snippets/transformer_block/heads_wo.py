@@ -31,8 +31,6 @@ with torch.no_grad():
     summed = out - bias  # (B, T, C): the heads' writes, added up
 # --8<-- [end:writes]
 # --8<-- [start:rank]
-print("one head:", tuple(heads[:, 0].shape), " all:", tuple(concat.shape))
-print("W_O:", tuple(W_O.shape), " rows per head:", d_k)
 print("output = heads' writes + b_O:", torch.allclose(out, total, atol=1e-6))
 # Features a head's write touches (non-zero at some token), and its rank:
 # how many directions of the stream its writes span, over all T tokens.
@@ -46,9 +44,9 @@ print("rank of all the heads' writes, summed:", all_heads, "of", C)
 # --8<-- [end:rank]
 
 # --8<-- [start:picture]
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(5, 3.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.4, 3.4), layout="constrained")
 index = torch.arange(1, C + 1)
 for h, w in enumerate(writes):
     s = torch.linalg.svdvals(w[0])  # (C,), largest first

@@ -35,13 +35,15 @@ with torch.no_grad():
 # --8<-- [end:tables]
 
 # --8<-- [start:picture]
-from attn_ref.diagrams import canvas, grid, note  # noqa: E402
+from attn_ref.diagrams import canvas, grid, note
 
 fig, ax = canvas(10.0, 4.8, scale=0.43)
 for n, (name, table) in enumerate(moved.items()):
     left = 0.7 + 3.2 * n
     # A coloured cell: that output moved; a hatched one: it did not.
-    grid(ax, table, left, 1.0, mask=table.bool(), cell=0.56, vmax=1, label=name)
+    grid(
+        ax, table, left, 1.0, mask=table.bool(), cell=0.56, vmax=1, label=name
+    )
     note(ax, left + 1.4, 4.3, "output →", fontsize=10)
 note(ax, 0.3, 2.4, "changed token ↓", rotation=90, fontsize=10)
 # --8<-- [end:picture]

@@ -32,10 +32,12 @@ with torch.no_grad():
     out_unmasked = theirs(x)  # no mask: every token sees every token
     out_as_is = theirs(x, src_mask=mask)  # this site's mask, read as blocked
 gap = (out_ours - out_theirs).abs().max().item()
+same = torch.allclose(out_ours, out_unmasked)
+nan_at = torch.isnan(out_as_is[0]).any(dim=-1).nonzero().flatten().tolist()
+# --8<-- [end:compare]
+# --8<-- [start:report]
 print(f"largest |ours - PyTorch's|: {gap:.1e}")
 print("same outputs:", torch.allclose(out_ours, out_theirs, rtol=0, atol=1e-9))
-same = torch.allclose(out_ours, out_unmasked)
 print("same as PyTorch's without a mask:", same)
-nan_at = torch.isnan(out_as_is[0]).any(dim=-1).nonzero().flatten().tolist()
 print("this site's mask passed as is: NaN outputs at tokens", nan_at)
-# --8<-- [end:compare]
+# --8<-- [end:report]
