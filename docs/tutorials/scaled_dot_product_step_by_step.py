@@ -1,37 +1,29 @@
 # %% [markdown]
 # # Scaled dot-product attention, step by step
 #
-# This tutorial follows ten tokens through every step of scaled dot-product attention:
-# the projections to queries, keys and values, the scaled scores, the softmax, and the
-# weighted sum of the values. It works one product of weights and values out by hand.
-# Then it builds multi-head attention from the same steps, and checks the results
+# This page follows ten tokens through scaled dot-product attention, prints every
+# intermediate, and shows why the scores are divided by $\sqrt{d_k}$. Then it cuts the
+# work into several heads and recombines them with $W_O$: multi-head attention, checked
 # against PyTorch.
 #
-# It assumes you know what queries, keys and values are for
-# ([the mental model](../concepts/mental_model.md)), and have followed
-# the steps once on three tokens
-# ([From nn.Linear to self-attention](linear_to_self_attention.md)). The symbols are
-# those of the [notation table](../notation.md): tokens are row vectors, $Q = X W_Q$,
-# and shapes are `(B, T, C)` for tokens and `(B, H, T, d_k)` for heads.
+# It assumes the steps of one head on a few tokens
+# ([From nn.Linear to self-attention](linear_to_self_attention.md)) and the causal mask
+# ([Self-attention with a causal mask](causal_self_attention.md)). Symbols follow the
+# [notation table](../notation.md): tokens are rows, $Q = X W_Q$, shapes `(B, T, C)`
+# for tokens and `(B, H, T, d_k)` for heads.
 #
 # $$
-# \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
+# \begin{aligned}
+# &\operatorname{Attention}(Q, K, V) \\
+# &\quad = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
+# \end{aligned}
 # $$
 #
-# The two tutorials before this one ran a head on three tokens, then on a batch with a
-# causal mask. This one prints every intermediate, then splits the work into several
-# heads. [Common mistakes](#common-mistakes), at the end, quotes mistakes that are easy to
-# make here, with what is true instead.
-#
-# ## The input: ten tokens in a batch
-#
-# Each token is a row of ten features: fixed numbers that stand for token embeddings with
-# a positional encoding already added (a vector per position, so that order can matter;
-# [positions in attention](../concepts/positions.md) shows how such encodings are made). A
-# batch axis in front gives the layout `(B, T, C)`: batch, tokens, channels (features).
-# The first cell imports what the tutorial uses, then builds that tensor.
+# The picture is that formula on this page's ten tokens, drawn from the numbers the cells
+# below compute. Each matrix is a grid of cells, blue below zero and red above; the
+# weights run from purple (0) to yellow (1).
 
-# %%
+# %% tags=["plot"]
 import math
 import textwrap
 
@@ -49,249 +41,362 @@ from attn_ref import (
     scaled_dot_product_attention,
     split_heads,
 )
+from attn_ref.diagrams import arrow, canvas, grid, note
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
-from attn_ref.plotting import attention_heatmap, figure_to_svg
+from attn_ref.plotting import figure_to_svg
 
 torch.set_printoptions(precision=2, sci_mode=False)
 np.set_printoptions(precision=2, suppress=True)  # 10 by 10: a row a line
 torch.set_grad_enabled(False)  # forward passes only
-print("torch", torch.__version__)
 
+tokens = torch.tensor(TEN_TOKENS)  # (T, C), with Q = K = V = the tokens
+picture_out, picture_w = scaled_dot_product_attention(tokens, tokens, tokens)
+picture_s = tokens @ tokens.T / math.sqrt(tokens.size(-1))  # (T, T)
+fig, ax = canvas(9.8, 10.4, scale=0.43)
+size = {"cell": 0.38}
+x_box = grid(ax, tokens, 0.4, 1.0, label="$X$: tokens × features", **size)
+s_box = grid(
+    ax, picture_s, 5.6, 1.0, label=r"$S = QK^\top / \sqrt{d_k}$", **size
+)
+a_box = grid(ax, picture_w, 5.6, 6.2, cmap="viridis", **size)
+o_box = grid(ax, picture_out, 0.4, 6.2, label="$O = AV$", **size)
+note(ax, a_box.top[0], a_box.y - 0.35, r"$A = \mathrm{softmax}(S)$")
+arrow(ax, x_box.right, s_box.left, "scores")
+arrow(ax, s_box.bottom, (a_box.top[0], a_box.y - 0.75), None)
+arrow(ax, a_box.left, o_box.right, "mix V")
+figure_to_svg(
+    fig,
+    alt="Four 10 by 10 grids: the tokens X; their scaled scores S; the "
+    "weights A, purple near 0 with a yellow-green diagonal; the output O.",
+)
+
+# %% [markdown]
+# ## The input: ten tokens in a batch
+#
+# Each token is a row of ten features: fixed numbers that stand for embeddings with a
+# positional encoding already added ([positions](../concepts/positions.md)). A batch
+# axis in front gives `(B, T, C)`: batch, tokens, features (imports: in the plotting
+# code above).
+
+# %%
 X = torch.tensor(TEN_TOKENS).unsqueeze(0)  # (T, C) -> (B, T, C)
 B, T, C = X.shape
 print(f"B = {B} sequence, T = {T} tokens, C = {C} features per token")
-print("X[0], one token per row:", X[0].numpy(), sep="\n")
+print("X[0, :3], the first three tokens:", X[0, :3].numpy(), sep="\n")
 
 # %% [markdown]
 # The width $C$ is the **last** axis, `X.size(-1)`; axis 1 counts the tokens. Here both
-# are ten, which hides a mix-up of the two.
+# are ten, which hides a mix-up of the two ([pitfall 1](#common-pitfalls)).
 #
-# ## Queries, keys and values
+# ## Queries, keys, values and scores
 #
-# Each token is projected three times: $Q = X W_Q$, $K = X W_K$ and $V = X W_V$, where $W_Q$
-# and $W_K$ have shape $(C, d_k)$ and $W_V$ has shape $(C, d_v)$. A trained model learns
-# these matrices. This first half takes identity matrices instead, so that the arithmetic of
-# attention can be followed on the tokens themselves: $d_k = d_v = C$, and $Q$, $K$ and $V$
-# are copies of $X$.
+# Each token is projected three times, $Q = X W_Q$, $K = X W_K$, $V = X W_V$. A model
+# learns these matrices; the first half of this page takes identity matrices, so that
+# the arithmetic runs on the tokens themselves: $Q = K = V = X$, and $d_k = C$.
+#
+# The score of query $i$ for key $j$ is $q_i \cdot k_j / \sqrt{d_k}$. `K.mT` swaps
+# the last two axes of `K`, so one product pairs every query with every key: a
+# `(B, T, T)` tensor, one row per query.
 
 # %%
 W_Q = W_K = W_V = torch.eye(C)  # (C, d_k) with d_k = C
 Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # each (B, T, C) @ (C, C)
 print("Q, K and V all equal X:", all(torch.equal(M, X) for M in (Q, K, V)))
-
-# %% [markdown]
-# ## Scaled scores
-#
-# The score of query $i$ for key $j$ is the dot product $q_i \cdot k_j$, divided by
-# $\sqrt{d_k}$, the square root of the keys' width. `K.transpose(-2, -1)` swaps the
-# last two axes of `K`, so that one product pairs every query with every key: a
-# `(B, T, T)` tensor, one row per query.
-#
-# Why divide? If the components of $q$ and $k$ are zero-mean, unit-variance and
-# independent, $q \cdot k$ has variance $d_k$, and dividing by $\sqrt{d_k}$ brings it back
-# to one, whatever the width (derived in
-# [the variance argument](../concepts/mental_model.md#the-variance-argument)). Without the
-# division, wide keys give large scores, and large scores push the softmax towards one
-# winner per row. These ten tokens need not meet those conditions, but the division
-# still lowers the largest weight of every row, as the cell prints after the scores.
-
-# %%
 d_k = K.size(-1)  # the width of each key
-scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (B, T, T)
+scores = Q @ K.mT / math.sqrt(d_k)  # (B, T, C) @ (B, C, T) -> (B, T, T)
 print(f"d_k = {d_k}, sqrt(d_k) = {math.sqrt(d_k):.4f}")
 print("scores.shape =", tuple(scores.shape))
-print(scores[0].numpy())
-unscaled = Q @ K.transpose(-2, -1)  # (B, T, T), not divided
+print("first three rows:", scores[0, :3].numpy(), sep="\n")
+
+# %% [markdown]
+# <a id="the-variance-argument"></a>
+#
+# ## Why divide by √d_k
+#
+# Take a query $q$ and a key $k$ whose $2 d_k$ components are independent, of mean 0
+# and variance 1, as Vaswani et al. (2017, footnote 4) assume. Their dot product is a
+# sum of $d_k$ terms $q_m k_m$. Each term has mean
+# $\mathbb{E}[q_m]\,\mathbb{E}[k_m] = 0$, by independence, and variance
+#
+# $$
+# \begin{aligned}
+# \operatorname{Var}(q_m k_m)
+# &= \mathbb{E}[q_m^2]\,\mathbb{E}[k_m^2] - 0^2 \\
+# &= 1 \cdot 1 = 1 .
+# \end{aligned}
+# $$
+#
+# The terms are independent, so their variances add:
+# $\operatorname{Var}(q \cdot k) = d_k$. The scores spread like $\sqrt{d_k}$, and
+# dividing by $\sqrt{d_k}$ brings their variance back to 1 at every width. (With
+# variances $\sigma_q^2$ and $\sigma_k^2$ it is $d_k \sigma_q^2 \sigma_k^2$: the
+# growth with $d_k$ comes from independence alone.)
+#
+# Why the spread matters: the softmax only sees differences between scores. Spread
+# widely, the largest score takes almost all the weight and the row is nearly one-hot.
+# Then the softmax's derivative, with $p = \operatorname{softmax}(z)$,
+#
+# $$
+# \frac{\partial p_i}{\partial z_j} = p_i \left(\delta_{ij} - p_j\right),
+# $$
+#
+# is near zero everywhere, since every $p_i$ is near 0 or 1: $W_Q$ and $W_K$ get
+# almost no gradient. The paper puts it so: large dot products push "the softmax
+# function into regions where it has extremely small gradients" (section 3.2.1).
+#
+# The experiment draws such queries and keys at growing widths, ten keys per query, and
+# measures the scores' spread, each row's largest weight and the size of the softmax's
+# gradient (the norm of the matrix above), with and without the division.
+
+# %% tags=["plot"]
+generator = torch.Generator().manual_seed(0)
+widths, trials = [1, 4, 16, 64, 256, 1024], 500  # 500 queries per width
+spread = {"plain": [], "scaled": []}  # per width: std, top weight, gradient
+for width in widths:
+    q_draw = torch.randn(trials, 1, width, generator=generator).double()
+    k_draw = torch.randn(trials, T, width, generator=generator).double()
+    z = (q_draw @ k_draw.mT)[:, 0]  # (trials, T): mean 0, variance width
+    for name, s in (("plain", z), ("scaled", z / math.sqrt(width))):
+        p = torch.softmax(s, dim=-1)  # (trials, T)
+        jacobian = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
+        size_of_gradient = torch.linalg.matrix_norm(jacobian).mean()
+        spread[name].append([s.std(), p.amax(-1).mean(), size_of_gradient])
+table = {name: torch.tensor(rows) for name, rows in spread.items()}
+print("               std of scores    largest weight    gradient size")
+print(" d_k           plain  scaled     plain  scaled     plain  scaled")
+for i, width in enumerate(widths):
+    pairs = torch.stack([table["plain"][i], table["scaled"][i]], dim=1)
+    print(
+        f"{width:4}       ",
+        "    ".join(f"{a:6.3f} {b:6.3f}" for a, b in pairs),
+    )
+fig, axes = plt.subplots(
+    2, 1, figsize=(4.4, 3.8), sharex=True, layout="constrained"
+)
+for name, style in (("plain", "o-"), ("scaled", "s--")):
+    label = r"$q \cdot k$" if name == "plain" else r"$q \cdot k / \sqrt{d_k}$"
+    for ax, column in zip(axes, (0, 1), strict=True):
+        ax.plot(widths, table[name][:, column], style, label=label)
+axes[0].plot(widths, np.sqrt(widths), ":", color="gray", label=r"$\sqrt{d_k}$")
+axes[1].axhline(1 / T, color="gray", linestyle=":", label="uniform, 1/T")
+axes[0].set(ylabel="std of the scores", yscale="log")
+axes[1].set(ylabel="largest weight", ylim=(0, 1.05), xlabel="$d_k$")
+axes[1].set_xscale("log", base=2)
+for ax in axes:
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=10)
+figure_to_svg(
+    fig,
+    alt="Against d_k on a log scale: unscaled, the spread of the scores grows "
+    "like the square root of d_k and the largest weight rises towards 1; "
+    "divided by the square root of d_k, both stay flat.",
+)
+
+# %% [markdown]
+# The spread follows the derivation: about $\sqrt{d_k}$ unscaled, about 1 scaled.
+# Unscaled, the rows drift towards one-hot as $d_k$ grows and the gradient shrinks
+# towards zero; scaled, all three stay where they start. The ten tokens of this page
+# do not meet the independence assumption, but the division still lowers the largest
+# weight of every row:
+
+# %% tags=["plot"]
+unscaled = Q @ K.mT  # (B, T, T), not divided
 print("largest weight of each row, without the division and with it:")
 print(torch.softmax(unscaled, dim=-1).amax(dim=-1)[0].numpy())
 print(torch.softmax(scores, dim=-1).amax(dim=-1)[0].numpy())
 
 # %% [markdown]
-# ## Softmax: from scores to weights
+# ## Softmax, then the weighted sum of the values
 #
-# A softmax along the last axis turns each row of scores into weights that are positive
-# and sum to one. Row $i$ says how much token $i$ takes from each token. The heatmap
-# below the printed checks shows every weight, one row per query and one column per key,
-# with its value written in its cell.
+# A softmax along the last axis turns each row of scores into weights that are
+# positive and sum to one: row $i$ says how much token $i$ takes from each token. The
+# output mixes the value rows with those weights, $O = AV$: one row per query, as many
+# columns as $V$. The checks below it: the rows sum to one, and `attn_ref` and
+# PyTorch's own function compute the same.
 
 # %%
 weights = torch.softmax(scores, dim=-1)  # (B, T, T), over the keys
-print("weights.shape =", tuple(weights.shape))
+output = weights @ V  # (B, T, T) @ (B, T, d_v) -> (B, T, d_v)
+print("weights:", tuple(weights.shape), " output:", tuple(output.shape))
+
+# %% tags=["plot"]
 row_sums = weights.sum(dim=-1)  # (B, T)
 print("every row sums to one:", torch.allclose(row_sums, torch.ones(B, T)))
 strongest = weights[0].argmax(dim=-1)  # (T,): each query's strongest key
 itself = torch.equal(strongest, torch.arange(T))
 print("each token's strongest key is itself:", itself)
 print("scores symmetric:", torch.allclose(scores, scores.mT))
-
-# %% tags=["plot"]
-labels = [f"t{i}" for i in range(T)]
-fig, ax = plt.subplots(figsize=(4.4, 3.8), layout="constrained")
-attention_heatmap(weights[0], labels, ax=ax, title="Q = K = V = X")
-figure_to_svg(fig, alt="10 by 10 heatmap of the weights, a row per query")
-
-# %% [markdown]
-# The diagonal is bright. With identity projections, the score of token $i$ with itself
-# is its squared length divided by $\sqrt{d_k}$, $x_i \cdot x_i / \sqrt{d_k}$, and here it
-# is the largest score of every row. Nothing guarantees it: a token pointing the same way
-# as $x_i$ but twice as long would score higher ([exercise 2](#exercises)).
-#
-# <details class="note">
-# <summary>Going deeper: what identity projections hide</summary>
-#
-# With $W_Q = W_K = I$ the scores are symmetric: $q_i \cdot k_j = x_i \cdot x_j = q_j \cdot k_i$,
-# so token $i$ scores token $j$ exactly as token $j$ scores token $i$. With learned
-# projections the score is $x_i W_{QK} x_j^\top$ with $W_{QK} = W_Q W_K^\top$, and it equals
-# the score of $j$ for $i$ for every pair of vectors only when $W_{QK}$ is symmetric: what a
-# token looks for can differ from what it offers. The multi-head part below prints that
-# its scores are not symmetric.
-# And with $W_V = I$ the output is a blend of the tokens themselves, as wide as they
-# are; multi-head attention, below, uses narrower heads.
-#
-# </details>
-#
-# ## The weighted sum of the values
-#
-# The output of token $i$ mixes the value rows with the weights of row $i$:
-# $o_i = \sum_j a_{ij} v_j$, that is $O = A V$. It has one row per query and as many
-# columns as $V$: the output is as wide as the values. `attn_ref`, this site's reference
-# implementation, and PyTorch's own function compute the same.
-
-# %%
-output = weights @ V  # (B, T, T) @ (B, T, d_v) -> (B, T, d_v)
-print("output.shape =", tuple(output.shape))
-print(output[0].numpy())
 ours, ours_w = scaled_dot_product_attention(Q, K, V)  # attn_ref
 theirs = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's
-same = torch.allclose(output, ours, atol=1e-6) and torch.allclose(
-    weights, ours_w, atol=1e-6
-)
+same = torch.allclose(output, ours, atol=1e-6)
+same = same and torch.allclose(weights, ours_w, atol=1e-6)
 print("attn_ref agrees (allclose, atol=1e-6):", same)
-print(
-    "PyTorch agrees (allclose, atol=1e-6):",
-    torch.allclose(output, theirs, atol=1e-6),
-)
+print("PyTorch agrees:", torch.allclose(output, theirs, atol=1e-6))
 gap = (output - theirs).abs().max()
 print(f"largest |difference| from PyTorch: {gap:.1e}")
 
 # %% [markdown]
-# ## A worked example: weights times values, by hand
+# The diagonal of $A$ in the first picture is the yellow-green one: with identity
+# projections the score of token $i$ with itself is $x_i \cdot x_i / \sqrt{d_k}$, and
+# here it is the largest of every row. Nothing guarantees it: a token pointing the
+# same way as $x_i$ but twice as long would score higher ([exercise 2](#exercises)).
 #
-# Take three tokens, weights $A$ whose rows sum to one, and values $V$ with four
-# features. Each row of $O = AV$ mixes the three value rows, with the weights of the
-# same row of $A$: row 0 is $a_{00} v_0 + a_{01} v_1 + a_{02} v_2$. Element by element,
-# $O_{ij} = \sum_k A_{ik} V_{kj}$: row $i$ of $A$ times column $j$ of $V$. The cell
-# prints the tensors, then writes every sum out from them.
+# <details class="note">
+# <summary>Going deeper: what identity projections hide</summary>
+#
+# With $W_Q = W_K = I$ the scores are symmetric: token $i$ scores token $j$ exactly as
+# $j$ scores $i$. With learned projections the score is $x_i W_Q W_K^\top x_j^\top$,
+# symmetric for every pair only when $W_Q W_K^\top$ is: what a token looks for can
+# differ from what it offers. The multi-head part below prints that its scores are
+# not symmetric. And with $W_V = I$ the output is a blend of the tokens themselves, as
+# wide as they are.
+#
+# </details>
+#
+# <a id="one-product-by-hand"></a>
+# One product small enough to check by hand: three tokens, four value features. Row 0
+# of $O$ is $a_{00} v_0 + a_{01} v_1 + a_{02} v_2$; element by element,
+# $O_{ij} = \sum_k A_{ik} V_{kj}$.
 
-# %%
+# %% tags=["plot"]
 A = torch.tensor(AV_WEIGHTS)  # (3, 3): row i weighs the 3 tokens
 V_small = torch.tensor(AV_VALUES)  # (3, 4): one value row per token
 AV = A @ V_small  # (3, 3) @ (3, 4) -> (3, 4)
-print("A =", A.numpy(), "V =", V_small.numpy(), sep="\n")
-print("AV =", AV.numpy(), sep="\n")
+fig, ax = canvas(12.6, 4.4, scale=0.34)
+a_box = grid(ax, A, 0.2, 0.8, cmap="viridis", decimals=1, label="$A$")
+note(ax, 3.5, 2.3, "×", fontsize=16)
+v_box = grid(ax, V_small, 3.8, 0.8, decimals=1, label="$V$")
+note(ax, 8.1, 2.3, "=", fontsize=16)
+o_box = grid(ax, AV, 8.4, 0.8, decimals=2, label="$O = AV$")
+figure_to_svg(
+    fig,
+    alt="A 3 by 3 grid of weights A, each row summing to 1, times a 3 by 4 grid of "
+    "values V, equals the 3 by 4 output O, every number written in its cell.",
+)
+
+# %% [markdown]
+# Each row of $V$ rises by the same step from column to column, and each row of $A$
+# sums to one, so each row of $O$ rises by that same step.
+#
+# <details class="note">
+# <summary>Going deeper: all twelve sums, written out</summary>
+#
+# The cell below writes every sum from the tensors and typesets it.
+#
+# </details>
+
+# %% tags=["deeper"]
 boxes = []  # one block of sums per row of O, typeset by the site
 for i, a_row in enumerate(A.tolist()):
     lines = []
     for j, v_column in enumerate(V_small.T.tolist()):
-        pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj) for k = 0..2
+        pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj), k = 0..2
         terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in pairs)
-        lines.append(rf"O_{{{i}{j}}} &= {terms} &&= {AV[i, j]:.4g}")
+        lines.append(rf"O_{{{i}{j}}} &= {terms} \\ &= {AV[i, j]:.4g}")
     boxes.append(
-        "$$\n\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}\n$$"
+        r"$$\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}$$"
     )
 Markdown("\n\n".join(boxes))
 
 # %% [markdown]
 # ## Multi-head attention
 #
-# Multi-head attention runs $H$ attentions side by side. Head $h$ (counted from 0, like
-# the tokens) has its own learned projections $W_Q^{(h)}$, $W_K^{(h)}$ and $W_V^{(h)}$,
-# of shape $(C, d_k)$ with $d_k = C / H$. The heads' outputs are concatenated, and an
-# output projection $W_O$ of shape $(C, C)$ mixes them:
+# Multi-head attention runs $H$ attentions side by side. Head $h$ (counted from 0) has
+# its own projections $W_Q^{(h)}$, $W_K^{(h)}$, $W_V^{(h)}$ of shape $(C, d_k)$, with
+# $d_k = C / H$. The heads' outputs are concatenated, and an output projection $W_O$,
+# $(C, C)$, mixes them:
 #
 # $$
-# \text{head}_h = \operatorname{Attention}(X W_Q^{(h)},\; X W_K^{(h)},\; X W_V^{(h)})
+# \begin{aligned}
+# \text{head}_h &= \operatorname{Attention}(Q^{(h)}, K^{(h)}, V^{(h)}), \\
+# Q^{(h)} &= X W_Q^{(h)}, \text{ and so } K^{(h)}, V^{(h)}; \\
+# \text{output} &= [\text{head}_0, \dots, \text{head}_{H-1}]\, W_O .
+# \end{aligned}
 # $$
 #
-# $$
-# \operatorname{MultiHead}(X) = \operatorname{Concat}(\text{head}_0, \dots, \text{head}_{H-1})\, W_O
-# $$
-#
-# In code the $H$ matrices $W_Q^{(h)}$ sit side by side in one $(C, C)$ matrix $W_Q$.
-# One product projects the tokens for all heads at once, and a reshape hands each head
-# its slice. $H$ must divide $C$; this tutorial takes two heads. The weights are those of
-# a seeded, untrained `torch.nn.MultiheadAttention`: they show how the computation runs,
-# not patterns worth interpreting.
-#
-# `nn.MultiheadAttention` stores its weights transposed, as `nn.Linear` does. Its
-# `in_proj_weight`, of shape `(3C, C)`, stacks $W_Q^\top$, $W_K^\top$ and $W_V^\top$,
-# and its `out_proj.weight` is $W_O^\top$. The cells transpose them back, so that the
-# code reads like the notation: $Q = X W_Q + b_Q$, with the bias $b_Q$ the layer adds.
-#
-# Then `split_heads` cuts the features into $H$ slices of $d_k$ and moves the head axis
-# in front of the tokens: `(B, T, C)` becomes `(B, H, T, d_k)`. Each head is then an
-# independent batch of attention. Head 0 gets the first $d_k$ features of every token,
-# head 1 the next.
+# In code the $W_Q^{(h)}$ sit side by side in one $(C, C)$ matrix $W_Q$: one product
+# projects the tokens for every head, and `split_heads` hands each head its $d_k$
+# columns. Each head is then one more batch of the same attention, divided by the
+# square root of its own width. `merge_heads` undoes the split: the concatenation. The
+# weights are those of a seeded, untrained `nn.MultiheadAttention` with two heads,
+# which stores them transposed, as `nn.Linear` does.
 
 # %%
 torch.manual_seed(0)  # the layer's random initial weights
 num_heads = 2
 mha = nn.MultiheadAttention(C, num_heads, batch_first=True)
-print("in_proj_weight:", tuple(mha.in_proj_weight.shape))  # W^T stacked
 # (3C, C) -> three (C, C), each transposed back: W_Q, not W_Q^T
 W_Q, W_K, W_V = (w.T for w in mha.in_proj_weight.chunk(3))
 b_q, b_k, b_v = mha.in_proj_bias.chunk(3)  # (3C,) -> three (C,)
 Q_mh = X @ W_Q + b_q  # (B, T, C) @ (C, C) -> (B, T, C)
 K_mh = X @ W_K + b_k
 V_mh = X @ W_V + b_v
-full_scores = Q_mh @ K_mh.mT  # (B, T, T), all features at once
-print("scores symmetric now:", torch.allclose(full_scores, full_scores.mT))
-# (B, T, C) -> (B, H, T, d_k)
+# (B, T, C) -> (B, H, T, d_k): head h takes features h d_k to (h + 1) d_k - 1
 q, k, v = (split_heads(t, num_heads) for t in (Q_mh, K_mh, V_mh))
 d_head = C // num_heads  # d_k of each head
-print("q, k, v split into heads:", tuple(q.shape))
-second = torch.equal(q[:, 1], Q_mh[..., d_head:])  # (B, T, d_k)
-print(f"head 1 holds features {d_head}..{C - 1} of Q:", second)
-
-# %% [markdown]
-# ### Attention in each head
-#
-# The same scaled dot-product attention runs in every head at once. Each head divides by
-# the square root of its own width $d_k = C / H$, not of $C$.
-
-# %%
 # (B, H, T, d_k) -> outputs (B, H, T, d_k) and weights (B, H, T, T)
 head_outputs, head_weights = scaled_dot_product_attention(q, k, v)
-print(f"scale 1/sqrt(d_k) = {1 / math.sqrt(d_head):.4f}")
-print("head_outputs:", tuple(head_outputs.shape))
-print("head_weights:", tuple(head_weights.shape))
-
-# %% tags=["plot"]
-size = (4.4, 3.8 * num_heads)  # the heads stacked, for narrow screens
-fig, axes = plt.subplots(num_heads, 1, figsize=size, layout="constrained")
-for h, ax in enumerate(axes):
-    attention_heatmap(head_weights[0, h], labels, ax=ax, title=f"Head {h}")
-figure_to_svg(
-    fig, alt=f"{num_heads} heatmaps of 10 by 10 weights, a head each"
-)
-
-# %% [markdown]
-# ### Concatenate, project, and check
-#
-# `merge_heads` undoes the split: it moves the head axis back behind the tokens and lays
-# the heads' outputs side by side, `(B, H, T, d_k)` to `(B, T, H d_k)`, which is
-# `(B, T, C)`. That is $\operatorname{Concat}(\text{head}_0, \dots, \text{head}_{H-1})$. Then
-# $W_O$ mixes the heads' features, so that every output feature can draw on every head.
-#
-# PyTorch's layer, called on the same tokens, gives the same output and the same
-# weights. So does `attn_ref.MultiHeadAttention`, once `from_torch` has copied the
-# layer's weights into it.
-
-# %%
 concat = merge_heads(head_outputs)  # (B, H, T, d_k) -> (B, T, C)
 W_O = mha.out_proj.weight.T  # stored as W_O^T: (C, C)
 mh_output = concat @ W_O + mha.out_proj.bias  # (B, T, C)
-print("mh_output.shape =", tuple(mh_output.shape))
+
+# %% [markdown]
+# The picture runs those lines on the layer's numbers. Each head has its own block of
+# columns of $W_Q$ (and of $W_K$, $W_V$), its own weights and a five-wide output; side
+# by side the outputs are the concatenation. $W_O$'s rows 0–4 read head 0's
+# features, rows 5–9 head 1's, so every output feature draws on both heads.
+
+# %% tags=["plot"]
+fig, ax = canvas(10.4, 15.4, scale=0.41)
+c = 0.29  # the side of a cell
+lanes = (2.6, 7.8)  # the centre of each head's column of pieces
+title = f"$W_Q$: {C} columns cut into {num_heads} blocks of $d_k$ = {d_head}"
+note(ax, 5.2, 0.3, title)
+for h, centre in enumerate(lanes):
+    columns = slice(h * d_head, (h + 1) * d_head)
+    w_box = grid(ax, W_Q[:, columns], centre - d_head * c / 2, 0.8, cell=c)
+    note(ax, centre + 1.0, 2.25, f"$W_Q^{{({h})}}$", ha="left")
+    a_box = grid(
+        ax,
+        head_weights[0, h],
+        centre - T * c / 2,
+        4.5,
+        cell=c,
+        cmap="viridis",
+        label=f"head {h}: weights",
+    )
+    arrow(ax, w_box.bottom, (centre, 4.0), None)
+    x_out = 5.2 - d_head * c * (1 - h)  # side by side: the concatenation
+    h_box = grid(ax, head_outputs[0, h], x_out, 8.3, cell=c)
+    arrow(ax, a_box.bottom, h_box.top, None)
+note(ax, 5.2, 7.85, "× $V^{(h)}$", fontsize=11)
+note(ax, 6.8, 9.75, "concatenated:\nT × C", ha="left")
+for h in range(num_heads):  # W_O's rows, cut the same way as the features
+    rows = slice(h * d_head, (h + 1) * d_head)
+    grid(ax, W_O[rows], 1.0, 12.1 + h * (d_head * c + 0.2), cell=c)
+note(ax, 1.0 + C * c / 2, 11.7, "× $W_O$, rows cut by head")
+grid(ax, mh_output[0], 6.2, 12.2, cell=c, label="= output")
+arrow(ax, (5.2, 11.3), (5.2, 12.4), None)
+figure_to_svg(
+    fig,
+    alt=f"W_Q cut into {num_heads} column blocks of {d_head}; under each, that "
+    "head's 10 by 10 weights, mostly purple (small) with a few green cells; "
+    "under those, the heads' "
+    "outputs side by side form the concatenation; it times W_O, whose rows are "
+    "cut the same way, gives the 10 by 10 output.",
+)
+
+# %% [markdown]
+# Step by step, `attn_ref.MultiHeadAttention` (given the layer's weights by
+# `from_torch`) and PyTorch's layer itself agree, weights and outputs:
+
+# %% tags=["plot"]
+print("q, k, v:", tuple(q.shape), " weights:", tuple(head_weights.shape))
+print(f"scale 1/sqrt(d_k) = {1 / math.sqrt(d_head):.4f}")
+full_scores = Q_mh @ K_mh.mT  # (B, T, T), all features at once
+print("scores symmetric now:", torch.allclose(full_scores, full_scores.mT))
+second = torch.equal(q[:, 1], Q_mh[..., d_head:])  # (B, T, d_k)
+print(f"head 1 holds features {d_head}..{C - 1} of Q:", second)
 # PyTorch's layer, asked for one (T, T) matrix of weights per head
 mha_output, mha_head_weights = mha(X, X, X, average_attn_weights=False)
 ours_mh_output, _ = MultiHeadAttention.from_torch(mha)(X, X, X)
@@ -309,28 +414,34 @@ print(f"largest |difference| of the outputs: {gap:.1e}")
 # <details class="note">
 # <summary>Going deeper: the layouts and weights nn.MultiheadAttention returns</summary>
 #
-# By default `nn.MultiheadAttention` expects `(T, B, C)`, tokens first; `batch_first=True`,
-# used here, makes it `(B, T, C)`, the layout of `scaled_dot_product_attention`. It
-# returns the attention weights beside the output, averaged over the heads, `(B, T, T)`,
-# unless `average_attn_weights=False` asks for one matrix per head, `(B, H, T, T)`. With
-# `need_weights=False` it returns no weights, and its documentation says it can then use
-# the optimized `scaled_dot_product_attention` and reach its best performance.
+# By default `nn.MultiheadAttention` expects `(T, B, C)`, tokens first;
+# `batch_first=True` makes it `(B, T, C)`. It returns the weights averaged over the
+# heads, `(B, T, T)`, unless `average_attn_weights=False` asks for one matrix per head.
+# With `need_weights=False` it returns none, and its documentation says it can then use
+# the optimized `scaled_dot_product_attention`.
 #
 # </details>
 #
-# ### What several heads cost
+# <details class="note">
+# <summary>Going deeper: what several heads cost</summary>
 #
-# The paper that introduced multi-head attention says that, because each head is
-# narrower, "the total computational cost is similar to that of single-head attention
-# with full dimensionality" (Vaswani et al., 2017, section 3.2.2). That is true of the
-# arithmetic, not of the memory. PyTorch's `FlopCounterMode` counts the floating-point
-# operations (FLOPs) of matrix products. The cell counts them at sizes like those of a
-# large language model, $T = 16384$ tokens of width $C = 4096$, on tensors of PyTorch's
-# `meta` device. Those have shapes but no data: nothing is computed or allocated, yet the
-# shapes, the counts and the sizes are those of the real computation.
+# Vaswani et al. (2017, section 3.2.2) write that, the heads being narrower, "the total
+# computational cost is similar to that of single-head attention with full
+# dimensionality". True of the arithmetic, not of the memory. PyTorch's
+# `FlopCounterMode` counts the floating-point operations (FLOPs) of matrix products,
+# here at $T = 16384$ tokens of width $C = 4096$, on tensors of the `meta` device:
+# shapes without data, so nothing is computed or allocated.
+#
+# - The four projections cost the same for any $H$: the same $(C, C)$ products.
+# - $QK^\top$ and $AV$ cost $2 T^2 d_k$ FLOPs each, per head: $H$ heads of width
+#   $C / H$ cost what one head of width $C$ costs.
+# - The scores and weights are `(B, H, T, T)`: $H$ times the memory of one head's.
+#   [Attention without the T×T matrix](efficient_attention.md) avoids storing them.
+#
+# </details>
 
 
-# %%
+# %% tags=["deeper"]
 def counted(f, *args):
     """f(*args), and the FLOPs PyTorch counts in its matrix products."""
     with FlopCounterMode(display=False) as counter:
@@ -349,58 +460,21 @@ for H in (1, 8, 32):
     print(f"{H:3}  {q_big.size(-1):4}  {n:17.3e}  {w.nbytes / 2**30:g} GiB")
 
 # %% [markdown]
-# - The projections cost the same whatever $H$: they are the same $(C, C)$ products, and
-#   the heads are cut out of their results.
-# - The products $QK^\top$ and $AV$ cost $2 T^2 d_k$ FLOPs each, per head and sequence (a
-#   multiplication and an addition per term). $H$ heads of width $C / H$ cost exactly
-#   what one head of width $C$ costs.
-# - The scores and the weights are `(B, H, T, T)`: $H$ times the memory of one head's
-#   `(B, T, T)`. The scaling and the softmax also act on each of their elements, so
-#   their work grows $H$ times too. That stays small next to the products while $d_k$ is
-#   large: per element of the scores, the two products do $4 d_k$ FLOPs, the softmax a
-#   few operations. (Kernels that never store the whole matrix avoid its memory: see
-#   [Attention without the T×T matrix](efficient_attention.md).)
+# ## Common pitfalls
 #
-# ## Summary
+# **1. Reading the width from axis 1.** A common mistake is
+# `d_model = x.size(1)`. In `(B, T, C)` axis 1 is $T$, the number of tokens. With ten
+# tokens of ten features it runs; keep four tokens, and the identity matrix it builds
+# has the wrong size (first lines below). The fix: `x.size(-1)`.
 #
-# - The width of the tokens is the **last** axis of `(B, T, C)`; the tokens are axis 1.
-# - The scores are $QK^\top / \sqrt{d_k}$, one row per query. The softmax turns each row
-#   into weights that sum to one. The output mixes the value rows with those weights,
-#   and is as wide as the values.
-# - Multi-head attention splits the projected features into $H$ heads of $C / H$,
-#   attends in each, concatenates the heads and projects them with $W_O$. Step by step,
-#   `attn_ref` and `torch.nn.MultiheadAttention` agree.
-# - $H$ heads cost the FLOPs of one head of full width, but their scores and weights, when
-#   stored, take $H$ times the memory.
-#
-# Next: [the transformer block](../concepts/transformer_block.md) puts multi-head attention
-# where a model uses it, between a layer norm and the residual stream, beside an MLP.
-#
-# ## Common mistakes
-#
-# This tutorial began as a rewrite of a notebook that follows the same ten tokens, called
-# *the original notebook* below. It gets the steps of attention right. Where its code, its
-# numbers or its words are not right, they are quoted below, each with what is true,
-# computed.
-#
-# **1. `d_model = pos_encoded_embeddings.size(1)`.** It reads the model width from the
-# token axis. In a `(B, T, C)` tensor axis 1 is $T$, the
-# number of tokens; the width $C$ is `size(-1)`. Its code runs only because its example
-# has as many tokens as features. Keep the first four tokens, and its identity matrix
-# gets the wrong size (first lines of the cell below).
-# [The input](#the-input-ten-tokens-in-a-batch) reads the width from the last axis.
-#
-# **2. "$O$ is the output matrix of shape (number of tokens, $d_\text{model}$)".**
-# It takes the output's width from the model, and gives the values the same shape. But the
-# output takes its width from the values, not from the model: $O = AV$ has as many columns
-# as $V$, which equals $d_\text{model}$ there only because its $W_V$ is square. Values four
-# features wide give an output four features wide (last lines of the cell), as [the weighted
-# sum of the values](#the-weighted-sum-of-the-values) says.
+# **2. "The output has shape (T, d_model)".** The output takes its width from the
+# values, not from the model: $O = AV$ has as many columns as $V$. Values four
+# features wide give an output four features wide (last lines below).
 
-# %%
+# %% tags=["plot"]
 first_four = X[:, :4, :]  # (B, 4, C): now T and C differ
 try:
-    first_four @ torch.eye(first_four.size(1))  # its d_model: T, not C
+    first_four @ torch.eye(first_four.size(1))  # the width read from T
 except RuntimeError as error:
     print("identity of size(1): RuntimeError:")
     print(textwrap.fill(str(error), width=79))
@@ -410,44 +484,34 @@ narrow = weights @ V[..., :4]  # values 4 features wide: (B, T, 4)
 print("values of width 4 give an output of shape", tuple(narrow.shape))
 
 # %% [markdown]
-# **3. Its "Expected Output", `original_claimed` in the cell below.** It writes out the
-# sums of the
-# [worked example](#a-worked-example-weights-times-values-by-hand) correctly, then gives
-# a result that is wrong in most entries. A quick check shows that it cannot be right:
-# each row of $A$ sums to one, and each row of $V$ rises by the same step from one column
-# to the next, so each row of $O = AV$ must rise by that same step. Its rows rise by
-# another. It also calls each output element "a weighted sum of the corresponding value
-# matrix"; it is each output *row* that is a weighted sum, of the value *rows*. The
-# first lines of the cell below check it.
+# **3. A product by hand that cannot be right.** A common slip writes the sums of
+# [one product by hand](#one-product-by-hand) correctly, then gives a result such as
+# `claimed` below, wrong in most entries. The check: the rows of $A$ sum to one, so
+# each row of $O$ must rise by the same step as the rows of $V$; the claimed rows rise
+# by another. In words too: each output *row* is a weighted sum of the value *rows*.
 #
-# **4. "Combining Heads and Final Linear Transformation".** Its last step is one head and
-# a random layer. It sets
-# `heads = 1` and `head_dim = d_model`, reshapes the output with
-# `view(N, -1, heads * head_dim)`, and passes it through a freshly created `nn.Linear`.
-# With one head there is nothing to combine: the reshape returns the same tensor. The
-# linear layer is untrained and created without a random seed, so its "final output" is
-# random numbers that change from run to run, and nobody can reproduce the matrix it
-# prints. Two layers created from two seeds show how much the result depends on the
-# draw (last lines of the cell). What the step should be is
-# [multi-head attention](#multi-head-attention), above.
+# **4. "Combining the heads" with one head and a fresh layer.** A common shortcut sets
+# one head, reshapes with `view(B, -1, 1 * C)` and applies a new, unseeded
+# `nn.Linear`. With one head the reshape returns the same tensor, and an untrained
+# layer made without a seed prints numbers that change from run to run (two seeds
+# below). The fix: [multi-head attention](#multi-head-attention), $H > 1$ heads and a
+# learned (here, seeded) $W_O$.
 
-# %%
-# 3. The original notebook's "Expected Output", quoted
-original_claimed = torch.tensor(
+# %% tags=["plot"]
+claimed = torch.tensor(  # a hand-computed A @ V, as it might be written
     [
         [0.62, 0.74, 0.86, 0.98],
         [0.42, 0.54, 0.66, 0.78],
-        [0.64, 0.76, 0.88, 1.00],
+        [0.64, 0.76, 0.88, 1.0],
     ]
 )
-wrong = ~torch.isclose(original_claimed, AV, atol=5e-3)  # (3, 4)
+wrong = ~torch.isclose(claimed, AV, atol=5e-3)  # (3, 4)
 print(f"wrong entries: {int(wrong.sum())} of {wrong.numel()}")
-print("step from column to column in V, in AV, and in its result:")
-steps = [M.diff(dim=-1).numpy() for M in (V_small, AV, original_claimed)]
-print(*steps, sep="\n")
-
-# 4. its view(N, -1, heads * head_dim), with heads = 1 and head_dim = C
-combined = output.view(B, -1, 1 * C)
+print("steps from column to column, row by row:")
+steps = [M.diff(dim=-1).numpy() for M in (V_small, AV, claimed)]
+for name, step in zip(("V", "AV", "claimed"), steps, strict=True):
+    print(f"{name:>8}:", step.ravel())
+combined = output.view(B, -1, 1 * C)  # one head: heads * head_dim = C
 print("the reshape changed nothing:", torch.equal(combined, output))
 finals = []
 for seed in (0, 1):
@@ -460,8 +524,8 @@ print(f"two random 'final outputs' differ by up to {gap:.2f}")
 # ## Exercises
 #
 # **1. Shift the keys, then the queries.** Add the same vector $c$ to every key of the
-# identity-projection example, and keep the queries. Predict whether the weights change.
-# Then add $c$ to every query instead, and keep the keys. Compute both, and explain.
+# identity-projection example. Predict whether the weights change. Then add $c$ to
+# every query instead. Compute both, and explain.
 
 # %% tags=["solution"]
 g = torch.Generator().manual_seed(1)
@@ -477,9 +541,9 @@ print(f"queries + c: largest change in the weights {change_q:.2f}")
 # Queries: c . k_j changes from key to key, so the weights move.
 
 # %% [markdown]
-# **2. A token that outshines itself.** Every token above gives its largest weight to
-# itself. Append an eleventh token, $2 x_0$. Derive which key query 0 now prefers, and
-# the ratio of its weight on the new token to its weight on itself. Then compute both.
+# **2. A token that outshines itself.** Append an eleventh token, $2 x_0$. Derive which
+# key query 0 now prefers, and the ratio of its weight on the new token to its weight
+# on itself. Then compute both.
 
 # %% tags=["solution"]
 X11 = torch.cat([X, 2 * X[:, :1]], dim=1)  # (B, T + 1, C): t10 is 2 x_0
@@ -515,8 +579,8 @@ print("fixed merge == concat:", torch.equal(fixed, concat))
 # - Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N.
 #   Gomez, Łukasz Kaiser, Illia Polosukhin.
 #   [Attention Is All You Need](https://arxiv.org/abs/1706.03762). NeurIPS 2017.
-#   Scaled dot-product attention (section 3.2.1), multi-head attention and its cost
-#   (section 3.2.2).
+#   Scaled dot-product attention and footnote 4, the variance of $q \cdot k$ (section
+#   3.2.1); multi-head attention and its cost (section 3.2.2).
 # - PyTorch documentation:
 #   [`torch.nn.functional.scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html),
 #   [`torch.nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html)
@@ -524,5 +588,8 @@ print("fixed merge == concat:", torch.equal(fixed, concat))
 #   [`torch.nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
 #   (its `weight` of shape `(out_features, in_features)`), and
 #   [`FlopCounterMode`](https://docs.pytorch.org/docs/main/generated/torch.utils.flop_counter.FlopCounterMode.html).
-# - On this site: [the variance argument](../concepts/mental_model.md#the-variance-argument)
-#   for dividing by $\sqrt{d_k}$, and the [notation table](../notation.md).
+# - The [notation table](../notation.md).
+#
+# **Next:** [the transformer block](../concepts/transformer_block.md) puts multi-head
+# attention where a model uses it: between a layer norm and the residual stream,
+# beside an MLP.

@@ -1,17 +1,13 @@
 # The MLP: widen each token to 4C features, bend them with a GELU, project
 # back.
+# --8<-- [start:compute]
 import torch
 
 from attn_ref import DecoderBlock
 
 torch.manual_seed(0)
-T, C, H = 5, 16, 4
+C, H = 16, 4
 block = DecoderBlock(embed_dim=C, num_heads=H)
-print(block.mlp)
-x = torch.randn(1, T, C)
-with torch.no_grad():
-    hidden = block.mlp[1](block.mlp[0](x))  # (1, T, 4C), after the GELU
-print("in:", tuple(x.shape), " hidden:", tuple(hidden.shape))
 
 
 def count(*modules):
@@ -26,5 +22,9 @@ counts = {  # name: (counted, by formula)
     # gamma and beta of each norm
     "norms": (count(block.norm1, block.norm2), 4 * C),
 }
+# --8<-- [end:compute]
+# --8<-- [start:report]
+print(block.mlp)  # C -> 4C, the GELU, 4C -> C
 for name, (counted, formula) in counts.items():
     print(f"{name}: {counted} parameters, by formula {formula}")
+# --8<-- [end:report]

@@ -1,4 +1,5 @@
 # Two blocks stacked: the stream is the embedding plus every write.
+# --8<-- [start:compute]
 import torch
 
 from attn_ref import TinyDecoder
@@ -33,8 +34,11 @@ with torch.no_grad():
     # Block 1 reads what block 0 wrote. Had block 0 written nothing:
     h = model.blocks[1].norm1(embedding)
     _, weights_unwritten = model.blocks[1].attn(h, h, h, attn_mask=mask)
+# --8<-- [end:compute]
+# --8<-- [start:report]
 print("the loop computes model(tokens):", same)
 print("writes added to the stream:", list(writes))
 print("stream = embedding + every write:", torch.allclose(x, total, atol=1e-6))
 gap = (weights[1] - weights_unwritten).abs().max().item()
 print(f"block 1's weights, if block 0 wrote nothing: largest change {gap:.2f}")
+# --8<-- [end:report]

@@ -5,6 +5,7 @@ kept, within that line's own rounding."""
 import copy
 
 import numpy as np
+import pytest
 import torch
 
 from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, exact, printed_flags
@@ -82,3 +83,20 @@ def test_prints_shapes_the_check_and_each_tokens_length(values, printed):
     for name in ("a", "m"):
         value, bound = exact_steps[name]
         assert (np.linalg.norm(value[0], axis=-1) + np.linalg.norm(bound[0], axis=-1) < sizes["x"]).all()
+
+
+def test_the_picture_draws_the_lines_numbers_on_one_colour_scale(values, figure):
+    """Seven grids, in the order the lines compute them, each the snippet's tensor (the figure is
+    drawn by the same seeded code, run again in this process), all on one signed colour scale."""
+    (ax,) = figure.axes
+    names = ("x", "h", "a", "x_mid", "h_mid", "m", "out")
+    assert len(ax.images) == len(names)
+    top = max(np.abs(as64(values[name])).max() for name in names)
+    for image, name in zip(ax.images, names, strict=True):
+        np.testing.assert_allclose(np.asarray(image.get_array()), as64(values[name])[0], atol=1e-6)
+        assert image.norm.vmax == pytest.approx(top, rel=1e-6) and image.norm.vmin == -image.norm.vmax
+    # What the page says of it: on that one scale the writes are pale next to the stream.
+    exact_steps = steps(values)
+    for name in ("a", "m"):
+        value, bound = exact_steps[name]
+        assert np.abs(value).max() + bound.max() < 0.5 * np.abs(as64(values["x"])).max()

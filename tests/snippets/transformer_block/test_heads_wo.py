@@ -46,7 +46,37 @@ def test_the_snippets_writes_and_their_sum(values, printed):
     C = values["C"]
     for (value, bound), reached in zip(writes, values["reached"], strict=True):
         assert (np.abs(value) > bound).any(axis=1)[0].sum() == C == reached
-    B, T, d_k, H = 1, values["T"], values["d_k"], values["H"]
-    shapes = [B, T, d_k, B, T, C, C, C, d_k]
-    assert_printed_in_order(printed, [exact(n) for n in shapes + values["reached"] + [C]])
+    H = values["H"]
+    assert_printed_in_order(printed, [exact(n) for n in values["reached"] + [C]])
     assert values["reached"] == [C] * H
+
+
+RANK_RTOL = 1e-5  # the snippet's cut-off: singular values below it, relative to the largest, are rounding
+
+
+def test_each_head_writes_into_a_subspace_of_rank_d_k(values, printed):
+    """A head's write is its (T, d_k) output times its (d_k, C) rows of W_O: of rank at most d_k in
+    exact arithmetic. The snippet's float32 write lies within the product's rounding bound E of the
+    exact product of the float32 tensors it kept, so its singular values lie within |E|_F of that
+    product's (Weyl): far below the cut-off past the d_k-th, far above it up to the d_k-th."""
+    H, C, d_k = values["H"], values["C"], values["d_k"]
+    heads = as64(values["heads"])
+    for h, (value, bound) in enumerate(head_writes(values, heads)):
+        s = np.linalg.svd(value[0], compute_uv=False)
+        assert s[d_k] <= 1e-12 * s[0]  # rank d_k, exactly but for float64 rounding
+        error = np.linalg.norm(bound[0])
+        assert error < 0.1 * RANK_RTOL * s[0], h
+        assert s[d_k - 1] - error > 10 * RANK_RTOL * (s[0] + error), h
+    assert values["ranks"] == [d_k] * H
+    # All the heads together: the layer's output less its bias, exactly (float64 from the inputs),
+    # spans all C directions; the snippet's float32 one lies within the reference's bound of it.
+    state, T = state_of(values["mha"]), values["T"]
+    out, out_bound = multi_head(held(values["x"]), state, H, causal(T), U32)["out"]
+    summed = out[0] - state["out_proj.bias"]
+    s = np.linalg.svd(summed, compute_uv=False)
+    error = np.linalg.norm(out_bound[0]) + U32 * np.linalg.norm(summed)  # and the subtraction
+    assert s[C - 1] - error > 10 * RANK_RTOL * (s[0] + error)
+    kept = np.abs(as64(values["summed"])[0] - summed)
+    assert (kept <= out_bound[0] + U32 * (np.abs(summed) + out_bound[0])).all()
+    assert values["all_heads"] == C
+    assert_printed_in_order(printed, [exact(n) for n in [*values["ranks"], d_k, C, C]])

@@ -6,7 +6,6 @@ numbers, so it cannot move at all."""
 
 import numpy as np
 
-from tests.support.printed import assert_printed_in_order, exact
 from tests.support.reference import U32, as64, causal
 from tests.support.transformer_block_reference import (
     held,
@@ -56,6 +55,12 @@ def test_each_replacement_changes_one_token(values):
         assert differs.tolist() == [t == j for t in range(values["T"])]
 
 
-def test_prints_each_table(values, printed):
-    shown = [exact(v) for table in values["moved"].values() for v in table.flatten().tolist()]
-    assert_printed_in_order(printed, shown)
+def test_the_picture_draws_each_table(values, figure):
+    """One grid per part, in the order of the tables: a coloured cell where an output moved, a
+    hatched (masked) one where it did not; the figure is drawn by the same code, run again."""
+    (ax,) = figure.axes
+    assert len(ax.images) == len(values["moved"])
+    for image, (name, table) in zip(ax.images, values["moved"].items(), strict=True):
+        drawn = image.get_array()
+        np.testing.assert_array_equal(np.ma.getmaskarray(drawn), table.numpy() == 0, err_msg=name)
+        assert (drawn.compressed() == 1).all(), name

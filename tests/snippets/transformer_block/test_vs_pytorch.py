@@ -5,7 +5,7 @@ gives something else."""
 
 import numpy as np
 
-from tests.support.printed import assert_printed_in_order, printed_flags, significant
+from tests.support.printed import assert_printed_in_order, exact, printed_flags, significant
 from tests.support.reference import U64, as64, causal
 from tests.support.transformer_block_reference import (
     allclose_guaranteed,
@@ -49,4 +49,15 @@ def test_both_are_the_pre_norm_formula_with_a_causal_mask(values, printed):
     assert (np.abs(as64(values["out_unmasked"]) - no_mask[0]) <= 2 * no_mask[1]).all()
     assert allclose_refuted((value, 2 * bound), (no_mask[0], 2 * no_mask[1]), atol=1e-8)
     assert unmasked is False
+    # This site's mask passed as is: PyTorch reads True as blocked, so query i sees only the keys
+    # after it, and the last query none: NaN there, and the formula with that mask elsewhere.
+    T = values["T"]
+    reversed_mask = ~causal(T)
+    reversed_mask[-1, -1] = True  # the last row is checked apart; rows are independent queries
+    as_is = as64(values["out_as_is"])
+    assert np.isnan(as_is[:, -1]).all() and not np.isnan(as_is[:, :-1]).any()
+    value, bound = reference(values, reversed_mask)
+    assert (np.abs(as_is[:, :-1] - value[:, :-1]) <= 2 * bound[:, :-1]).all()
+    assert values["nan_at"] == [T - 1]
+    assert_printed_in_order(printed, [exact(T - 1)])
     assert_printed_in_order(printed, [significant(values["gap"], 2)])
