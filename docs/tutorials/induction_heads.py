@@ -501,8 +501,8 @@ for layer, head in np.ndindex(2, H):
 # - **By its weights.** Elhage et al. read copying off a head's *OV circuit*, the
 #   $64 \times 64$ matrix $W_E W_V^{(h)} W_O^{(h)} W_U$ that maps a token to the logits
 #   the head writes when it attends to it. A matrix that raises each token's own logit
-#   has positive eigenvalues: "copying requires positive eigenvalues", while random
-#   matrices have "an equal number of positive and negative eigenvalues".
+#   has positive eigenvalues: "copying requires positive eigenvalues", while of a random
+#   matrix they "expect to have an equal number of positive and negative eigenvalues".
 #   `attn_ref.training.copying_scores` sums the eigenvalues up as
 #   $\sum_k \lambda_k / \sum_k |\lambda_k|$: 1 if all are positive, near 0 for random
 #   weights.
@@ -572,9 +572,8 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# The trained previous-token head splits its weight, but most of what it sees beyond the
-# current token is the previous one; the induction head puts almost all of its weight
-# on the key after the earlier copy.
+# On this example, both trained heads put most of their weight where the picture at the
+# top put all of it: the previous token, and the key after the earlier copy.
 #
 # ## Which heads the model needs
 #
@@ -1044,5 +1043,5 @@ for name, low in (("period 16", 16), ("periods 8 to 16", 8)):
 #   (its boolean masks mean *may not attend*) and
 #   [`torch.optim.AdamW`](https://docs.pytorch.org/docs/stable/generated/torch.optim.AdamW.html).
 #
-# **Next:** [the induction playground](../playground_induction.md) runs this page's model
+# Next: [the induction playground](../playground_induction.md) runs this page's model
 # in your browser, on tokens you type.

@@ -318,6 +318,7 @@ def sorting_measurements(model, seed: int) -> dict:
     with torch.no_grad():
         long_logits, _ = model(long.source, long.lengths, long.decoder_input)
     m["by_position"] = as64((long_logits.argmax(-1) == long.target).float().mean(0))
+    m["long_forced"] = float(m["by_position"].mean())  # no padding at length 14: every position counts
     m["ends_at_10"] = (long_logits[:, 10].argmax(-1) == END).float().mean().item()
     m["silenced"] = {}
     for name in ("encoder_attn", "decoder_attn", "cross_attn"):
@@ -345,6 +346,9 @@ def check_sorting_claims(m: dict) -> None:
     # often, and for a share of the sources (never none, never all) the model ends there.
     assert m["long_exact"] < 0.5 and m["by_position"][10] < 0.8 and 0.1 < m["ends_at_10"] < 0.95
     assert m["by_position"][:10].mean() < m["correct"] - 0.03
+    # The pitfall: with teacher forcing most tokens of a long source are right (seen: 0.75 to 0.83),
+    # writing alone almost none comes out sorted (0.000 to 0.090).
+    assert m["long_forced"] > 0.6 and m["long_forced"] > m["long_exact"] + 0.5
     # Exercise 2: without the mask, weight goes to padding and the accuracy drops.
     assert m["on_pads"] > 0.02 and m["unmasked_correct"] < m["correct"] - 0.01
     # Exercise 3: cross-attention does the work; either self-attention barely matters.
