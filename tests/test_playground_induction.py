@@ -5,7 +5,10 @@ the build publishes, on the tokens a reader types. Each test types, edits or cle
 then reads the ``data-state`` the script keeps on the view's root and checks its attention weights
 against the model `attn_ref.training.model_from_playground_json` reads from the same file, run by
 PyTorch on the same tokens: in float64 (JavaScript's numbers), with the int8 levels times their
-scale computed in float64 as the page does, and in float32 as the function builds it.
+scale computed in float64 as the page does, and in float32 as the function builds it. The heads the
+page names are the tutorial's induction heads by the tutorial's criterion (prefix matching on the
+typed tokens, copying by the tutorial model's OV circuits); each map's cells are coloured exactly as
+matplotlib's viridis colours those weights, in both schemes, and labelled with the tokens.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
 from sitebuild.browsing import Tab, accessibility_violations
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
-from tests.support.training_claims import ROLE  # the tutorial's threshold for naming a head by its score
+from tests.support.training_claims import COPYING, ROLE, ov_copying  # the tutorial's criterion
 
 pytestmark = pytest.mark.browser
 
@@ -94,15 +99,33 @@ def check_weights(state: dict, references) -> list[np.ndarray]:
 
 
 def check_scores(state: dict, weights: list[np.ndarray]) -> None:
-    """The prefix-matching scores and the induction head the page names are attn_ref's."""
+    """The prefix-matching scores are attn_ref's, and the page names every layer-1 head that the
+    tutorial's criterion names: prefix matching above ROLE on these tokens, copying above COPYING."""
     tokens = torch.tensor([state["tokens"]])
     scores = [prefix_matching_scores(torch.from_numpy(w)[None], tokens) for w in weights]
     if any(s.isnan().any() for s in scores):  # no query has an earlier copy
-        assert state["prefix"] is None and state["induction"] is None
+        assert state["prefix"] is None and state["induction"] == []
         return
     np.testing.assert_allclose(state["prefix"], [s.numpy() for s in scores], rtol=0, atol=1e-9)
-    best = int(scores[1].argmax())
-    assert state["induction"] == (best if scores[1][best] > ROLE else None)
+    named = [h for h in range(len(scores[1])) if scores[1][h] > ROLE and state["copying"][h] > COPYING]
+    assert state["induction"] == named
+
+
+def check_colours_and_labels(page, state: dict) -> None:
+    """Every cell's fill is matplotlib's viridis of its weight (the tutorials' colour map, exactly),
+    and every map is labelled with the tokens, queries down the side and keys below."""
+    viridis = colormaps["viridis"]
+    tokens = [str(t) for t in state["tokens"]]
+    maps = page.locator(".pgi-head svg")
+    for k, layer_weights in enumerate(w for layer in state["weights"] for w in layer):
+        fills = (
+            maps.nth(k).locator(".pgi-cell").evaluate_all("cells => cells.map(c => c.getAttribute('fill'))")
+        )
+        weights = np.array(layer_weights)
+        expected = [to_hex(viridis(weights[i, j])) for i in range(len(tokens)) for j in range(i + 1)]
+        assert fills == expected, f"map {k}"
+        labels = maps.nth(k).locator(".pgi-labels text").all_text_contents()
+        assert labels[0::2] == tokens and labels[1::2] == tokens  # one row label and one key label each
 
 
 def repeated(first: list[int], length: int) -> list[int]:
@@ -114,8 +137,12 @@ def say(tokens: list[int]) -> str:
 
 
 def test_the_published_model_is_the_tutorials_and_small(model_text, executed_tutorials):
-    assert model_text == executed_tutorials["induction_heads"].values["exported"]
+    values = executed_tutorials["induction_heads"].values
+    assert model_text == values["exported"]
     assert len(model_text.encode()) <= 50 * 1024
+    # The copying scores the page names heads by: the tutorial model's, against NumPy's eigenvalues.
+    np.testing.assert_allclose(json.loads(model_text)["copying"], ov_copying(values["model"], 1), atol=1e-6)
+    assert (values["ROLE"], values["COPYING"]) == (ROLE, COPYING)
 
 
 def test_the_first_state_is_a_repeat_and_the_induction_head_lights_up(view, references):
@@ -125,15 +152,17 @@ def test_the_first_state_is_a_repeat_and_the_induction_head_lights_up(view, refe
     assert say(state["tokens"]) == page.get_attribute(".pgi", "data-tokens") == field(page).input_value()
     weights = check_weights(state, references)
     check_scores(state, weights)
-    # The tutorial's claim, on this one sequence: the induction head puts most of its weight, on
-    # the repeated part, on the token after the earlier copy (the tutorial asserts > 0.8 on average).
-    assert state["induction"] is not None
-    assert state["prefix"][1][state["induction"]] > 0.6
-    assert page.locator(".pgi-induction").count() == 1
+    check_colours_and_labels(page, state)
+    # The tutorial's claim, on this one sequence: both layer-1 heads are induction heads; each puts
+    # most of its weight, on the repeated part, on the token after the earlier copy (the tutorial
+    # asserts > 0.8 on average over its batch), and copies.
+    assert state["induction"] == [0, 1]
+    assert min(state["prefix"][1]) > 0.6
+    assert page.locator(".pgi-induction").count() == 2
+    captions = page.locator(".pgi-induction .pgi-caption").all_inner_texts()
+    assert captions == ["Layer 1, head 0, induction head", "Layer 1, head 1, induction head"]
     page.wait_for_timeout(SETTLE_MS + 50)
-    assert (
-        f"Layer 1 head {state['induction']} is the induction head" in page.locator(".pgi-status").inner_text()
-    )
+    assert "Layer 1 heads 0 and 1 are induction heads" in page.locator(".pgi-status").inner_text()
 
 
 def test_typing_editing_and_clearing(view, references):
@@ -153,7 +182,8 @@ def test_typing_editing_and_clearing(view, references):
     assert state["tokens"] == typed and state["error"] is None
     assert page.locator(".pgi-maps").is_visible() and page.get_by_role("alert").count() == 0
     check_scores(state, check_weights(state, references))
-    assert state["induction"] is not None and state["prefix"][1][state["induction"]] > 0.6
+    check_colours_and_labels(page, state)
+    assert state["induction"] and all(state["prefix"][1][h] > 0.6 for h in state["induction"])
 
     # Edited: one token of the repeat changed, then the last two deleted with the keyboard.
     edited = list(typed)
@@ -174,7 +204,7 @@ def test_typing_editing_and_clearing(view, references):
     box.fill(say(distinct))
     state = read_state(page)
     check_scores(state, check_weights(state, references))
-    assert state["prefix"] is None and state["induction"] is None
+    assert state["prefix"] is None and state["induction"] == []
     assert page.locator(".pgi-induction").count() == 0
     page.wait_for_timeout(SETTLE_MS + 50)
     assert "none repeats" in page.locator(".pgi-status").inner_text()
@@ -257,16 +287,41 @@ def test_no_accessibility_violation_before_and_after_changes(browser, server, sc
     visit.close()
 
 
-@pytest.mark.parametrize("mode, options", [("narrow", PHONE), ("dark", {**DESKTOP, "color_scheme": "dark"})])
-def test_fits_a_phone_and_a_desktop(browser, server, mode, options):
+LABELS = "[...document.querySelectorAll('.pgi-labels text')].map(t => t.getBoundingClientRect().height)"
+
+
+@pytest.mark.parametrize(
+    "mode, options",
+    [
+        ("narrow", PHONE),
+        ("narrow-dark", {**PHONE, "color_scheme": "dark"}),
+        ("wide", DESKTOP),
+        ("dark", {**DESKTOP, "color_scheme": "dark"}),
+    ],
+)
+def test_fits_a_phone_and_a_desktop_and_reads_on_both(browser, server, mode, options):
+    """No sideways scroll; each map as wide as a phone's column allows (one a row) or half a
+    desktop's (two a row); its token labels at least 9 px tall with the page's 24 tokens (a cell
+    of 12 px or more), and still 7 px with the most tokens the model reads; the colours those of
+    the tutorials' plots in both schemes, never filtered."""
     visit = Tab(browser, server, **options).open(PAGE)
     page = visit.page
     page.wait_for_selector(ROOT)
+    if "dark" in mode:
+        page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
+    column = page.locator(".pgi-maps").bounding_box()["width"]
+    maps = page.locator(".pgi-head svg")
+    width = maps.first.bounding_box()["width"]
+    per_row = 1 if options["viewport"]["width"] < 600 else 2
+    assert width >= column / per_row - 40 and width >= 280
+    assert min(page.evaluate(LABELS)) >= 9
+    state = read_state(page)
+    check_colours_and_labels(page, state)
+    assert maps.first.evaluate("svg => getComputedStyle(svg).filter") == "none"
     field(page).fill(say(repeated([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 32)))
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
-    cell = page.locator(".pgi-head svg").first.bounding_box()
-    assert cell["width"] >= 120  # 32 rows of at least 3.75 px
+    assert min(page.evaluate(LABELS)) >= 7
     page.locator(".pgi").scroll_into_view_if_needed()
     screenshot(page, f"playground-induction-{mode}")
     assert visit.outside == [] and visit.console_errors == []

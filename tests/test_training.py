@@ -1,16 +1,13 @@
-"""attn_ref.training against independent references, and what its trained models learn, over seeds.
+"""attn_ref.training against independent references: its building blocks, on small random models.
 
 The building blocks are checked against float64 NumPy written out here (attention from
-tests/support/reference.py, losses from a log-softmax, the scores as plain loops over queries and keys),
-against PyTorch's own `nn.MultiheadAttention` with its masks, and against hand-made inputs whose
-answer is known. The claims the tutorials make about trained models (docs/tutorials/
-induction_heads.py and cross_attention.py) are checked on models trained here with seeds 1, 2
-and 3, by the same recipe; the tutorials' own run (seed 0) is checked by their tests with the
-same functions, `check_induction_claims` and `check_sorting_claims` (tests/support/
-training_claims.py, with the recipes and measurements). The thresholds are far from
-what the runs give (the margins are in the comments), so that a claim fails only when it stops
-being true, not when a machine rounds differently; CI runs this file again with PyTorch's
-portable kernels on one thread (ATEN_CPU_CAPABILITY=default), another arithmetic.
+tests/support/reference.py, losses from a log-softmax, the scores and the one-token induction
+losses as plain loops over queries and keys, the OV circuit's eigenvalues from NumPy's on the full
+vocabulary-square matrix, each head's logits from its weights), against PyTorch's own
+`nn.MultiheadAttention` with its masks, and against hand-made inputs whose answer is known. No
+model is trained here: what the tutorials' trained models learn is checked by the tutorials' tests
+(tests/tutorials/test_induction_heads.py and test_cross_attention.py), on every seed the tutorials
+train, from the models their executions kept (tests/support/training_claims.py).
 """
 
 from __future__ import annotations
@@ -32,8 +29,11 @@ from attn_ref.multihead import MultiHeadAttention
 from attn_ref.training import (
     AttentionOnlyDecoder,
     TinyEncoderDecoder,
+    copying_scores,
+    head_logits,
     model_from_playground_json,
     next_token_losses,
+    one_token_induction_losses,
     part_masks,
     playground_json,
     prefix_matching_scores,
@@ -46,12 +46,7 @@ from attn_ref.training import (
 )
 from tests.support import reference
 from tests.support.reference import as64, linear, multihead
-from tests.support.training_claims import (
-    check_induction_claims,
-    check_sorting_claims,
-    induction_measurements,
-    sorting_measurements,
-)
+from tests.support.training_claims import ov_copying, perfect_one_token_losses
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -123,6 +118,12 @@ def test_bad_arguments_are_named():
         without_heads(model, [(0, 2)])
     with pytest.raises(ValueError, match="model must have at least 2 layers"):
         token_scores(model, 0)
+    with pytest.raises(ValueError, match=r"layer must be an int in \[0, 0\], got 1"):
+        copying_scores(model, 1)
+    with pytest.raises(ValueError, match=r"layer must be an int in \[0, 0\], got 1"):
+        head_logits(model, torch.tensor([[1, 2]]), 1)
+    with pytest.raises(ValueError, match=r"tokens must be a \(B, T\) tensor of integer ids"):
+        one_token_induction_losses(torch.tensor([1, 2, 1]))
 
 
 @SETTINGS
@@ -263,6 +264,84 @@ def test_token_scores_are_the_layers_scores_on_token_streams():
             np.testing.assert_allclose(difference[:, 0], q @ as64(second.k_proj.bias)[rows] / math.sqrt(d_k))
 
 
+@SETTINGS
+@given(st.integers(1, 3), st.integers(2, 12), st.integers(2, 5), st.integers(0, 2**31 - 1))
+def test_one_token_induction_losses_against_loops(B, T, V, seed):
+    tokens = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))  # few tokens
+    expected = perfect_one_token_losses(tokens.numpy())
+    np.testing.assert_allclose(as64(one_token_induction_losses(tokens)), expected, rtol=1e-6)
+
+
+def test_one_token_induction_losses_on_a_repeat():
+    """By hand. In the repeated part the next token is always among the matches, so the loss is
+    finite: zero where the current token occurs once in the period, above zero where it occurs
+    twice, followed by different tokens (the share of its matches that hold the right one)."""
+    tokens = torch.tensor([[5, 1, 5, 2, 5, 1, 5, 2, 5, 1]])  # period 4: 5 is followed by 1 and by 2
+    losses = one_token_induction_losses(tokens)[0]
+    assert losses[[0, 1, 3]].isnan().all()  # 5 at 0, 1 at 1, 2 at 3: no earlier copy
+    assert losses[2] == float("inf")  # 5 at 2: its one match holds 1, the next token is 2
+    # From position 4 (the repeat): 5 (1 of 2 matches), 1 (1 of 1), 5 (1 of 3), 2 (1 of 1), 5 (2 of 4)
+    np.testing.assert_allclose(as64(losses[4:]), [math.log(2), 0.0, math.log(3), 0.0, math.log(2)], rtol=1e-6)
+
+
+@SETTINGS
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_copying_scores_against_the_full_ov_circuits_eigenvalues(layers, H, d_k, seed):
+    """The d_k x d_k product has the nonzero eigenvalues of the V x V circuit: the statistic against
+    NumPy's eigenvalues of the full circuit, and against 1 and -1 for circuits built to be +-I."""
+    torch.manual_seed(seed)
+    model = AttentionOnlyDecoder(7, 4, embed_dim=H * d_k, num_layers=layers, num_heads=H)
+    for layer in range(layers):
+        np.testing.assert_allclose(as64(copying_scores(model, layer)), ov_copying(model, layer), atol=1e-9)
+
+
+def test_copying_scores_of_circuits_built_to_copy_or_not():
+    """W_E = W_U^T = I and a head whose W_V W_O is +I (copies), -I (suppresses), a rotation by a
+    quarter turn in each plane (eigenvalues +-i: neither), for two heads side by side."""
+    model = AttentionOnlyDecoder(4, 3, embed_dim=4, num_layers=1, num_heads=2)
+    quarter = torch.tensor([[0.0, -1.0], [1.0, 0.0]])
+    with torch.no_grad():
+        model.token_embedding.weight.copy_(torch.eye(4))
+        model.unembedding.weight.copy_(torch.eye(4))
+        attention = model.layers[0]
+        attention.v_proj.weight.copy_(torch.eye(4))
+        attention.out_proj.weight.copy_(torch.block_diag(-torch.eye(2), quarter).T)  # nn.Linear: W_O^T
+    np.testing.assert_allclose(as64(copying_scores(model, 0)), [-1.0, 0.0], atol=1e-12)
+    with torch.no_grad():
+        attention.out_proj.weight.copy_(torch.eye(4))
+    np.testing.assert_allclose(as64(copying_scores(model, 0)), [1.0, 1.0], atol=1e-12)
+
+
+@SETTINGS
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 2), st.integers(1, 6), st.integers(0, 2**31 - 1))
+def test_head_logits_are_each_heads_term_and_sum_to_the_logits(layers, H, B, T, seed):
+    """Each head's term written out in float64 (its attention, values with their bias, its block of
+    W_O, W_U); for the last layer, the heads' terms, the stream before it and the output bias add
+    up to the model's logits."""
+    torch.manual_seed(seed)
+    model = AttentionOnlyDecoder(9, 6, embed_dim=2 * H, num_layers=layers, num_heads=H).double()
+    tokens = torch.randint(0, 9, (B, T), generator=torch.Generator().manual_seed(seed))
+    x = as64(model.token_embedding.weight)[tokens.numpy()] + as64(model.position_embedding.weight)[:T]
+    W_U = as64(model.unembedding.weight).T  # (C, V)
+    for number, layer in enumerate(model.layers):
+        out, _ = multihead(x, x, layer, reference.causal(T))
+        q, k, v = (
+            np.moveaxis(linear(x, p).reshape(B, T, H, -1), -2, -3)
+            for p in (layer.q_proj, layer.k_proj, layer.v_proj)
+        )
+        heads, _ = reference.attention(q, k, v, reference.causal(T))  # (B, H, T, d_k)
+        W_O, d_k = as64(layer.out_proj.weight).T, layer.head_dim  # (H * d_k, C)
+        expected = np.stack([heads[:, h] @ W_O[h * d_k : (h + 1) * d_k] @ W_U for h in range(H)], axis=1)
+        per_head = as64(head_logits(model, tokens, number))
+        np.testing.assert_allclose(per_head, expected, rtol=1e-10, atol=1e-12)
+        if number == layers - 1:
+            with torch.no_grad():
+                logits = as64(model(tokens)[0])
+            rest = (x + as64(layer.out_proj.bias)) @ W_U
+            np.testing.assert_allclose(per_head.sum(axis=1) + rest, logits, rtol=1e-10, atol=1e-10)
+        x = x + out
+
+
 # --- PyTorch's module ---------------------------------------------------------------------
 
 
@@ -394,11 +473,13 @@ def test_playground_json_is_small_and_decodes_by_its_documented_format():
     text = playground_json(model)
     assert len(text.encode()) <= 50_000
     document = json.loads(text)
-    assert document["format"] == "attn_ref induction model, attention only, int8" and document["version"] == 1
+    assert document["format"] == "attn_ref induction model, attention only, int8" and document["version"] == 2
     sizes = {
         key: document[key] for key in ("vocab_size", "context_length", "embed_dim", "num_layers", "num_heads")
     }
     assert sizes == {"vocab_size": 64, "context_length": 32, "embed_dim": 64, "num_layers": 2, "num_heads": 2}
+    # Layer 1's copying statistic, from the full-precision weights, 6 decimals kept.
+    np.testing.assert_allclose(document["copying"], ov_copying(model, 1), atol=5e-7 + 1e-12)
     expected = ["token_embedding.weight", "position_embedding.weight"]
     expected += [f"layers.0.{p}_proj.{kind}" for p in ("q", "k", "v", "out") for kind in ("weight", "bias")]
     expected += [f"layers.1.{p}_proj.{kind}" for p in ("q", "k") for kind in ("weight", "bias")]
@@ -438,26 +519,3 @@ def test_playground_model_computes_the_attention_of_its_weights():
             model_from_playground_json(text)(tokens)[1], decoded(tokens)[1], strict=True
         ):
             torch.testing.assert_close(ours, expected)
-
-
-# --- what the trained models learn, over seeds -------------------------------------------------
-
-
-@pytest.fixture(scope="module", params=[1, 2, 3], ids=lambda seed: f"seed {seed}")
-def trained(request):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the tutorials train
-    try:
-        yield request.param, induction_measurements(request.param), sorting_measurements(request.param)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def test_induction_claims_hold_for_other_seeds(trained):
-    _, induction, _ = trained
-    check_induction_claims(induction)
-
-
-def test_sorting_claims_hold_for_other_seeds(trained):
-    _, _, sorting = trained
-    check_sorting_claims(sorting)

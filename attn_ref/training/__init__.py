@@ -5,11 +5,13 @@ in a few seconds each, so that a page can show what trained heads do. Its module
 
 - `attn_ref.training.induction`: `AttentionOnlyDecoder` learns to continue sequences that
   repeat (`repeated_tokens`, `train_induction`), which it does with *induction heads*
-  (Olsson et al., 2022).
+  (named by Elhage et al., 2021; defined by what they do by Olsson et al., 2022);
+  `one_token_induction_losses` is the loss a perfect one of them would get.
 - `attn_ref.training.heads`: what those heads do. A previous-token head in one layer
   (`previous_token_scores`) lets a head of the next layer find the token that followed an
-  earlier copy of the current token (`prefix_matching_scores`); `without_heads` zeroes heads
-  to see which ones the loss depends on, and `token_scores` reads the mechanism off the weights.
+  earlier copy of the current token (`prefix_matching_scores`) and copy it (`head_logits`,
+  `copying_scores`); `without_heads` zeroes heads to see which ones the loss depends on, and
+  `token_scores` reads the mechanism off the weights.
 - `attn_ref.training.sorting`: `TinyEncoderDecoder` learns to sort (`sorting_batch`,
   `train_sorting`). Its cross-attention takes its queries from the output written so far and
   its keys and values from the input, as in the encoder-decoder of Vaswani et al. (2017), with
@@ -25,11 +27,19 @@ in a few seconds each, so that a page can show what trained heads do. Its module
 Everything listed here is also importable from `attn_ref.training` itself.
 """
 
-from attn_ref.training.heads import prefix_matching_scores, previous_token_scores, token_scores, without_heads
+from attn_ref.training.heads import (
+    copying_scores,
+    head_logits,
+    prefix_matching_scores,
+    previous_token_scores,
+    token_scores,
+    without_heads,
+)
 from attn_ref.training.induction import (
     AttentionOnlyDecoder,
     InductionHistory,
     next_token_losses,
+    one_token_induction_losses,
     part_masks,
     repeated_tokens,
     train_induction,
@@ -43,8 +53,11 @@ __all__ = [
     "InductionHistory",
     "SortingBatch",
     "TinyEncoderDecoder",
+    "copying_scores",
+    "head_logits",
     "model_from_playground_json",
     "next_token_losses",
+    "one_token_induction_losses",
     "part_masks",
     "playground_json",
     "prefix_matching_scores",

@@ -1,9 +1,11 @@
-r"""What the heads of a trained `AttentionOnlyDecoder` do: scores of their attention, ablation, and weights.
+r"""What the heads of a trained `AttentionOnlyDecoder` do: scores of their attention, copying, ablation, weights.
 
-`previous_token_scores` and `prefix_matching_scores` measure the two halves of an
-induction circuit (Olsson et al., 2022) on attention weights; `without_heads`
-silences heads to see what the loss depends on; `token_scores` reads a head's
-preference from token to token off the weights.
+`previous_token_scores` and `prefix_matching_scores` measure where heads attend, the two halves of
+an induction circuit (Olsson et al., 2022); `head_logits` and `copying_scores` measure what a head
+writes: whether it raises the logit of the token it attends to (*copying*), by its effect on the
+logits and by the eigenvalues of its OV circuit (Elhage et al., 2021); `without_heads` silences
+heads to see what the loss depends on; `token_scores` reads a head's preference from token to
+token off the weights.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from attn_ref import _validate
 from attn_ref.masks import causal_mask
 from attn_ref.training.induction import AttentionOnlyDecoder
 
-__all__ = ["prefix_matching_scores", "previous_token_scores", "token_scores", "without_heads"]
+__all__ = [
+    "copying_scores",
+    "head_logits",
+    "prefix_matching_scores",
+    "previous_token_scores",
+    "token_scores",
+    "without_heads",
+]
 
 
 def previous_token_scores(weights: Tensor) -> Tensor:
@@ -157,9 +166,17 @@ def token_scores(model: AttentionOnlyDecoder, head: int, through: int | None = N
       $k_b = (E_b W_V^{(h_0)} + b_V^{(h_0)}) W_O^{(h_0)} W_K$. If ``h0`` is a previous-token
       head, that is what it writes at the position *after* $b$.
 
-    The query is $q_a = E_a W_Q + b_Q$, and the score $q_a \cdot k_b / \sqrt{d_k}$. Left out are
-    the position embeddings and the key's bias: for a given query and key position they add the
-    same amount to every entry of a row, so they do not change which token a row prefers.
+    The query is $q_a = E_a W_Q + b_Q$, and the score $q_a \cdot k_b / \sqrt{d_k}$: the part of the
+    score that depends on the two tokens alone. Set aside are:
+
+    - the query's position embedding, $P_i W_Q$. Its term $P_i W_Q \cdot k_b$ depends on the
+      key's token, so at a given query position it can change which token a row prefers: the
+      scores describe the query's token, not its position;
+    - the key's position embedding and the key's bias. Their term $q_a \cdot (P_j W_K + b_K)$
+      does not depend on the key's token: at a given key position it adds the same amount along
+      a row, and leaves which token the row prefers as it is;
+    - the rest of the key's stream: the other heads of layer 0, and with ``through`` the key's
+      own token embedding.
 
     Args:
         model: A model with at least two layers.
@@ -198,3 +215,128 @@ def token_scores(model: AttentionOnlyDecoder, head: int, through: int | None = N
             source = value @ first.out_proj.weight[:, block].T  # (V, d0) @ (d0, C) -> (V, C)
         k = source @ second.k_proj.weight[rows].T  # (V, C) @ (C, d_k) -> (V, d_k)
         return q @ k.T / math.sqrt(d_k)  # (V, d_k) @ (d_k, V) -> (V, V)
+
+
+def _stream_before(model: AttentionOnlyDecoder, tokens: Tensor, layer: int) -> Tensor:
+    """The residual stream that layer ``layer`` reads: ``(B, T)`` ids -> ``(B, T, C)``."""
+    x = model.embed(tokens)  # (B, T, C)
+    mask = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
+    for attention in model.layers[:layer]:
+        x = x + attention(x, x, x, attn_mask=mask)[0]
+    return x
+
+
+def head_logits(model: AttentionOnlyDecoder, tokens: Tensor, layer: int) -> Tensor:
+    r"""What each head of one layer adds to the logits directly, at every position.
+
+    Head $h$ writes $\text{head}_h W_O^{(h)}$ into the stream (`without_heads` explains the block
+    $W_O^{(h)}$); the unembedding reads it straight to the logits:
+
+    $$
+    \text{logits}^{(h)} = \text{head}_h W_O^{(h)} W_U, \qquad
+    \text{head}_h = A^{(h)} (X W_V^{(h)} + b_V^{(h)})
+    $$
+
+    where $X$ is the stream the layer reads. The model has no layer norm, so the logits are the sum
+    of such terms, of the embeddings' and of the output biases: for the last layer this is all a
+    head does to the logits; for an earlier one it leaves out what later layers make of its
+    output. The layer's output bias $b_O$ belongs to no head and is left out.
+
+    Args:
+        model: The model.
+        tokens: ``(B, T)`` token ids.
+        layer: The layer.
+
+    Returns:
+        ``(B, H, T, V)``: head $h$'s logits after position $i$.
+
+    Examples:
+        >>> _ = torch.manual_seed(0)
+        >>> model = AttentionOnlyDecoder(8, 6, embed_dim=4, num_layers=1, num_heads=2)
+        >>> tokens = torch.tensor([[1, 2, 3, 1]])
+        >>> per_head = head_logits(model, tokens, layer=0)
+        >>> per_head.shape  # (B, H, T, V)
+        torch.Size([1, 2, 4, 8])
+        >>> x = model.embed(tokens)
+        >>> rest = (x + model.layers[0].out_proj.bias) @ model.unembedding.weight.T
+        >>> with torch.no_grad():
+        ...     logits = model(tokens)[0]
+        >>> torch.allclose(per_head.sum(dim=1) + rest, logits, atol=1e-6)  # heads + the rest
+        True
+    """
+    _validate.count("layer", layer, minimum=0, maximum=len(model.layers) - 1)
+    attention = model.layers[layer]
+    H, d_k = attention.num_heads, attention.head_dim
+    with torch.no_grad():
+        x = _stream_before(model, tokens, layer)  # (B, T, C)
+        _, weights = attention(x, x, x, attn_mask=causal_mask(tokens.shape[1], device=tokens.device))
+        B, T, C = x.shape
+        v = attention.v_proj(x).view(B, T, H, d_k).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_k)
+        heads = weights @ v  # (B, H, T, T) @ (B, H, T, d_k) -> (B, H, T, d_k)
+        W_O = attention.out_proj.weight.T.reshape(H, d_k, C)  # (H * d_k, C) -> (H, d_k, C)
+        written = heads @ W_O[None]  # (B, H, T, d_k) @ (1, H, d_k, C) -> (B, H, T, C)
+        return model.unembedding(written)  # (B, H, T, V)
+
+
+def copying_scores(model: AttentionOnlyDecoder, layer: int) -> Tensor:
+    r"""Elhage et al.'s eigenvalue test of copying, per head: how positive its OV circuit's eigenvalues are.
+
+    The *OV circuit* of head $h$ maps a token to the logits the head writes when it attends to
+    that token (Elhage et al., 2021), a $V \times V$ matrix:
+
+    $$
+    M^{(h)} = W_E W_V^{(h)} W_O^{(h)} W_U
+    $$
+
+    A head that copies raises the logit of the token it attends to: the diagonal of $M^{(h)}$
+    is large, and its eigenvalues are positive ("copying requires positive eigenvalues", Elhage
+    et al.). The score is
+
+    $$
+    \text{score}_h = \frac{\sum_k \lambda_k}{\sum_k |\lambda_k|}
+    $$
+
+    over the eigenvalues $\lambda_k$ of $M^{(h)}$: 1 when they are all positive, -1 when all
+    negative, near 0 for random weights (whose eigenvalues spread evenly around zero). $M^{(h)}$ has
+    rank at most $d_k$, and its nonzero eigenvalues are those of the $d_k \times d_k$ matrix
+    $W_O^{(h)} W_U W_E W_V^{(h)}$, which is what is computed, in float64. The OV circuit reads the
+    token embedding alone: the position embeddings, what earlier layers wrote, and the value
+    bias (which adds the same vector whatever the head attends to) are set aside.
+
+    Args:
+        model: The model.
+        layer: The layer.
+
+    Returns:
+        ``(H,)`` scores, float64.
+
+    Examples:
+        A head whose OV circuit is the identity copies perfectly:
+
+        >>> model = AttentionOnlyDecoder(4, 3, embed_dim=4, num_layers=1, num_heads=1)
+        >>> with torch.no_grad():
+        ...     for w in (model.token_embedding.weight, model.unembedding.weight):
+        ...         _ = w.copy_(torch.eye(4))
+        ...     for p in (model.layers[0].v_proj, model.layers[0].out_proj):
+        ...         _ = p.weight.copy_(torch.eye(4))
+        >>> copying_scores(model, layer=0)
+        tensor([1.], dtype=torch.float64)
+        >>> with torch.no_grad():
+        ...     _ = model.layers[0].out_proj.weight.mul_(-1)  # raises every other token instead
+        >>> copying_scores(model, layer=0)
+        tensor([-1.], dtype=torch.float64)
+    """
+    _validate.count("layer", layer, minimum=0, maximum=len(model.layers) - 1)
+    attention = model.layers[layer]
+    H, d_k = attention.num_heads, attention.head_dim
+    with torch.no_grad():
+        E = model.token_embedding.weight.double()  # (V, C): W_E, one row per token
+        W_U = model.unembedding.weight.double().T  # (C, V)
+        W_V = attention.v_proj.weight.double().T.reshape(-1, H, d_k)  # (C, H * d_k) -> (C, H, d_k)
+        W_O = attention.out_proj.weight.double().T.reshape(H, d_k, -1)  # (H * d_k, C) -> (H, d_k, C)
+        scores = []
+        for h in range(H):
+            small = W_O[h] @ W_U @ E @ W_V[:, h]  # (d_k, C) (C, V) (V, C) (C, d_k) -> (d_k, d_k)
+            eigenvalues = torch.linalg.eigvals(small)  # (d_k,) complex
+            scores.append(eigenvalues.sum().real / eigenvalues.abs().sum())
+        return torch.stack(scores)  # (H,)

@@ -1,9 +1,10 @@
 r"""The induction task: sequences that repeat, and an attention-only decoder that learns to continue them.
 
 `repeated_tokens` draws the sequences and `part_masks` splits their predictions
-into the first part and the repeated part; `AttentionOnlyDecoder` is the model,
-and `train_induction` its training recipe, which records the loss of each part
-(`InductionHistory`, `next_token_losses`).
+into the first part and the repeated part; `one_token_induction_losses` is the
+loss an ideal induction head would get on them; `AttentionOnlyDecoder` is the
+model, and `train_induction` its training recipe, which records the loss of each
+part (`InductionHistory`, `next_token_losses`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "AttentionOnlyDecoder",
     "InductionHistory",
     "next_token_losses",
+    "one_token_induction_losses",
     "part_masks",
     "repeated_tokens",
     "train_induction",
@@ -126,6 +128,49 @@ def next_token_losses(logits: Tensor, tokens: Tensor) -> Tensor:
     predicted = logits[:, :-1].reshape(B * (T - 1), -1)  # (B, T - 1, V) -> (B * (T - 1), V)
     losses = F.cross_entropy(predicted, tokens[:, 1:].reshape(-1), reduction="none")
     return losses.view(B, T - 1)  # (B * (T - 1),) -> (B, T - 1)
+
+
+def one_token_induction_losses(tokens: Tensor) -> Tensor:
+    r"""The loss of a perfect one-token induction head at every prediction: how low copying can go.
+
+    At position $i$ the head attends, in equal shares, to every key $j \le i$ whose previous token
+    is the current one, $x_{j-1} = x_i$ (the keys of `prefix_matching_scores`), and predicts
+    the tokens it finds there in the same shares, with nothing else. Its loss is
+
+    $$
+    -\ln \frac{\#\{j \le i : x_{j-1} = x_i,\ x_j = x_{i+1}\}}{\#\{j \le i : x_{j-1} = x_i\}}
+    $$
+
+    In the repeated part of `repeated_tokens`, the key $i - p + 1$ always holds the next token,
+    so the loss is finite; it is above zero where the current token occurs more than once in a
+    period, followed by different tokens: one token of context cannot tell which comes next.
+
+    Args:
+        tokens: ``(B, T)`` token ids.
+
+    Returns:
+        ``(B, T - 1)`` losses in nats (the prediction made at position $i$, of token $i + 1$):
+        ``nan`` where no key matches, ``inf`` where no matching key holds the next token.
+
+    Examples:
+        ``7 8 7 9 7 8``: the last 7 occurred twice before, followed by 8 and by 9; half of
+        its matches hold the next token, 8.
+
+        >>> losses = one_token_induction_losses(torch.tensor([[7, 8, 7, 9, 7, 8]]))
+        >>> round(losses[0, 4].item(), 4)  # at the last 7: ln 2
+        0.6931
+        >>> losses[0, :2]  # positions 0 and 1: no earlier copy of their token
+        tensor([nan, nan])
+    """
+    _validate.token_ids("tokens", tokens, min_length=2)
+    T = tokens.shape[1]
+    before = torch.cat([torch.full_like(tokens[:, :1], -1), tokens[:, :-1]], dim=1)  # (B, T): x_{j-1}
+    earlier = causal_mask(T, device=tokens.device)  # (T, T): key j <= query i
+    matches = (before[:, None, :] == tokens[:, :, None]) & earlier  # (B, T, T): x_{j-1} == x_i
+    matches = matches[:, :-1]  # (B, T - 1, T): the queries that predict a next token
+    right = matches & (tokens[:, None, :] == tokens[:, 1:, None])  # (B, T - 1, T): x_j == x_{i+1}
+    share = right.sum(dim=-1) / matches.sum(dim=-1)  # (B, T - 1): nan where nothing matches
+    return -share.log()
 
 
 class AttentionOnlyDecoder(nn.Module):

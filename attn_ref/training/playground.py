@@ -13,6 +13,7 @@ import json
 import torch
 from torch import Tensor
 
+from attn_ref.training.heads import copying_scores
 from attn_ref.training.induction import AttentionOnlyDecoder
 
 __all__ = ["model_from_playground_json", "playground_json"]
@@ -34,15 +35,18 @@ def _playground_tensors(model: AttentionOnlyDecoder) -> dict[str, Tensor]:
 def playground_json(model: AttentionOnlyDecoder) -> str:
     r"""The trained induction model's attention, as a small JSON document for a browser to run.
 
-    It holds what the attention weights of both layers depend on, and nothing else: the token
-    and position embeddings, all four projections of layer 0 (its output feeds layer 1), and
-    the query and key projections of layer 1. The logits are not computable from it.
+    It holds what the attention weights of both layers depend on: the token and position
+    embeddings, all four projections of layer 0 (its output feeds layer 1), and the query and
+    key projections of layer 1. The logits are not computable from it; what layer 1's heads do
+    to them is summed up in one number per head, computed from the full-precision weights:
+    whether it copies (`copying_scores`).
 
-    Format (version 1), a JSON object:
+    Format (version 2), a JSON object:
 
-    - ``"format"``: ``"attn_ref induction model, attention only, int8"``; ``"version"``: ``1``;
+    - ``"format"``: ``"attn_ref induction model, attention only, int8"``; ``"version"``: ``2``;
     - ``"vocab_size"``, ``"context_length"``, ``"embed_dim"``, ``"num_layers"``,
       ``"num_heads"``: the model's sizes (``head_dim`` is ``embed_dim / num_heads``);
+    - ``"copying"``: `copying_scores` of layer 1, one number per head (version 2 added it);
     - ``"tensors"``: by PyTorch's ``state_dict`` names, for example
       ``"layers.0.q_proj.weight"``, each ``{"shape": [...], "scale": s, "int8": base64}``: its
       entries in row-major order as signed bytes $n$, each standing for $n \cdot s$. Linear
@@ -71,12 +75,13 @@ def playground_json(model: AttentionOnlyDecoder) -> str:
         tensors[name] = {"shape": list(values.shape), "scale": scale, "int8": encoded}
     document = {
         "format": PLAYGROUND_FORMAT,
-        "version": 1,
+        "version": 2,
         "vocab_size": model.vocab_size,
         "context_length": model.context_length,
         "embed_dim": model.token_embedding.embedding_dim,
         "num_layers": len(model.layers),
         "num_heads": model.num_heads,
+        "copying": [round(float(s), 6) for s in copying_scores(model, layer=1)],
         "tensors": tensors,
     }
     return json.dumps(document, separators=(",", ":"))
@@ -104,8 +109,8 @@ def model_from_playground_json(text: str) -> AttentionOnlyDecoder:
         tensor(True)
     """
     document = json.loads(text)
-    if document.get("format") != PLAYGROUND_FORMAT or document.get("version") != 1:
-        raise ValueError(f"text is not version 1 of {PLAYGROUND_FORMAT!r}")
+    if document.get("format") != PLAYGROUND_FORMAT or document.get("version") != 2:
+        raise ValueError(f"text is not version 2 of {PLAYGROUND_FORMAT!r}")
     model = AttentionOnlyDecoder(
         document["vocab_size"],
         document["context_length"],

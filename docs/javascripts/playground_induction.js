@@ -2,14 +2,24 @@
 //
 // The element of class "pgi" names in data-model the JSON file that the induction tutorial
 // wrote at build (attn_ref.training.playground_json). This script reads it, runs the trained
-// model's two attention layers on the tokens the reader types, draws every head's weights,
-// and writes the tokens and weights back as JSON in data-state, where the tests read them.
+// model's two attention layers on the tokens the reader types, draws every head's weights with
+// the tokens on both axes, names the induction heads as the tutorial does, and writes the tokens,
+// weights and names back as JSON in data-state, where the tests read them.
 (() => {
   "use strict";
 
   const SVG_NS = "http://www.w3.org/2000/svg";
   const SETTLE_MS = 250; // the live region speaks this long after the last change
-  const ROLE = 0.3; // a layer-1 head scoring above this is an induction head (as in the tutorial)
+  // The tutorial's criterion: a layer-1 head is an induction head when its prefix-matching score
+  // is above ROLE (here, on the typed tokens) and its copying score above COPYING (the file holds
+  // it, computed from the full-precision weights at build).
+  const ROLE = 0.3;
+  const COPYING = 0.5;
+  // Each map in SVG units of one cell: room on the left for the queries' tokens, and below for
+  // the keys' tokens, in two staggered lines so that neighbouring labels never touch.
+  const LEFT = 1.9;
+  const BELOW = 2.2;
+  const LABEL_SIZE = 0.85;
 
   // ---- The model, read as attn_ref.training.model_from_playground_json reads it ----
 
@@ -34,6 +44,7 @@
       context: document_.context_length,
       heads: document_.num_heads,
       dk: document_.embed_dim / document_.num_heads,
+      copying: document_.copying, // one per layer-1 head
       E: t("token_embedding.weight"),
       P: t("position_embedding.weight"),
       layers: [layer(0, ["q_proj", "k_proj", "v_proj", "out_proj"]), layer(1, ["q_proj", "k_proj"])],
@@ -134,20 +145,28 @@
   const svg = (tag, attributes, parent) => el(tag, attributes, parent, SVG_NS);
   const fmt = (x) => x.toFixed(2);
 
-  // Viridis, as the tutorial's maps: dark for 0, yellow for 1.
-  const VIRIDIS = [
-    [68, 1, 84],
-    [59, 82, 139],
-    [33, 145, 140],
-    [94, 201, 98],
-    [253, 231, 37],
-  ];
+  // Matplotlib's viridis, the tutorials' colour map, entry for entry (256 colours, dark purple
+  // for 0 to yellow for 1), looked up as matplotlib looks it up; the same in both colour schemes.
+  const VIRIDIS =
+    "44015444025645045745055946075a46085c460a5d460b5e470d60470e61471063471164471365481467481668481769" +
+    "48186a481a6c481b6d481c6e481d6f481f70482071482173482374482475482576482677482878482979472a7a472c7a" +
+    "472d7b472e7c472f7d46307e46327e46337f463480453581453781453882443983443a83443b84433d84433e85423f85" +
+    "4240864241864142874144874045884046883f47883f48893e49893e4a893e4c8a3d4d8a3d4e8a3c4f8a3c508b3b518b" +
+    "3b528b3a538b3a548c39558c39568c38588c38598c375a8c375b8d365c8d365d8d355e8d355f8d34608d34618d33628d" +
+    "33638d32648e32658e31668e31678e31688e30698e306a8e2f6b8e2f6c8e2e6d8e2e6e8e2e6f8e2d708e2d718e2c718e" +
+    "2c728e2c738e2b748e2b758e2a768e2a778e2a788e29798e297a8e297b8e287c8e287d8e277e8e277f8e27808e26818e" +
+    "26828e26828e25838e25848e25858e24868e24878e23888e23898e238a8d228b8d228c8d228d8d218e8d218f8d21908d" +
+    "21918c20928c20928c20938c1f948c1f958b1f968b1f978b1f988b1f998a1f9a8a1e9b8a1e9c891e9d891f9e891f9f88" +
+    "1fa0881fa1881fa1871fa28720a38620a48621a58521a68522a78522a88423a98324aa8325ab8225ac8226ad8127ad81" +
+    "28ae8029af7f2ab07f2cb17e2db27d2eb37c2fb47c31b57b32b67a34b67935b77937b87838b9773aba763bbb753dbc74" +
+    "3fbc7340bd7242be7144bf7046c06f48c16e4ac16d4cc26c4ec36b50c46a52c56954c56856c66758c7655ac8645cc863" +
+    "5ec96260ca6063cb5f65cb5e67cc5c69cd5b6ccd5a6ece5870cf5773d05675d05477d1537ad1517cd2507fd34e81d34d" +
+    "84d44b86d54989d5488bd6468ed64590d74393d74195d84098d83e9bd93c9dd93ba0da39a2da37a5db36a8db34aadc32" +
+    "addc30b0dd2fb2dd2db5de2bb8de29bade28bddf26c0df25c2df23c5e021c8e020cae11fcde11dd0e11cd2e21bd5e21a" +
+    "d8e219dae319dde318dfe318e2e418e5e419e7e419eae51aece51befe51cf1e51df4e61ef6e620f8e621fbe723fde725";
   function colour(a) {
-    const x = Math.min(Math.max(a, 0), 1) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(x), VIRIDIS.length - 2);
-    const f = x - i;
-    const [r, g, b] = VIRIDIS[i].map((c, k) => Math.round(c + f * (VIRIDIS[i + 1][k] - c)));
-    return `rgb(${r},${g},${b})`;
+    const i = Math.min(Math.max(Math.floor(a * 256), 0), 255);
+    return `#${VIRIDIS.slice(6 * i, 6 * i + 6)}`;
   }
 
   function drawHead(figure, w, tokens, targets, query, isInduction, label) {
@@ -155,24 +174,30 @@
     figure.classList.toggle("pgi-induction", isInduction);
     const map = figure.querySelector("svg");
     map.replaceChildren();
-    map.setAttribute("viewBox", `0 0 ${T} ${T}`);
+    map.setAttribute("viewBox", `0 0 ${LEFT + T} ${T + BELOW}`);
+    svg("rect", { x: LEFT, y: 0, width: T, height: T, class: "pgi-masked" }, map); // above the diagonal
     for (let i = 0; i < T; i++) {
       for (let j = 0; j <= i; j++) {
-        svg("rect", { x: j, y: i, width: 1.02, height: 1.02, fill: colour(w[i][j]) }, map);
+        svg("rect", { x: LEFT + j, y: i, width: 1.02, height: 1.02, fill: colour(w[i][j]), class: "pgi-cell" }, map);
       }
     }
     if (isInduction) {
       for (let i = 0; i < T; i++) {
         for (let j = 0; j <= i; j++) {
-          if (targets[i][j]) svg("rect", { x: j + 0.15, y: i + 0.15, width: 0.7, height: 0.7, class: "pgi-target" }, map);
+          if (targets[i][j]) svg("rect", { x: LEFT + j + 0.15, y: i + 0.15, width: 0.7, height: 0.7, class: "pgi-target" }, map);
         }
       }
     }
-    svg("rect", { x: 0, y: query, width: query + 1, height: 1, class: "pgi-row" }, map);
+    svg("rect", { x: LEFT, y: query, width: query + 1, height: 1, class: "pgi-row" }, map);
+    const labels = svg("g", { class: "pgi-labels", "font-size": LABEL_SIZE, "aria-hidden": "true" }, map);
+    tokens.forEach((t, i) => {
+      svg("text", { x: LEFT - 0.25, y: i + 0.5, "text-anchor": "end", "dominant-baseline": "central", text: t }, labels);
+      const below = T + (i % 2 === 0 ? 0.85 : 1.75); // even keys on the first line, odd on the second
+      svg("text", { x: LEFT + i + 0.5, y: below, "text-anchor": "middle", "dominant-baseline": "central", text: t }, labels);
+    });
     const top = w[query].indexOf(Math.max(...w[query]));
-    map.setAttribute("aria-label", `${label}: weights of ${T} queries over ${T} keys.`);
-    figure.querySelector(".pgi-caption").textContent =
-      `${label}${isInduction ? ", induction head" : ""}`;
+    map.setAttribute("aria-label", `${label}: weights of ${T} queries over ${T} keys, each labelled by its token.`);
+    figure.querySelector(".pgi-caption").textContent = `${label}${isInduction ? ", induction head" : ""}`;
     figure.querySelector(".pgi-readout").textContent =
       `Query ${query} (token ${tokens[query]}): ${fmt(w[query][top])} on key ${top} (token ${tokens[top]}).`;
   }
@@ -207,7 +232,7 @@
     for (let l = 0; l < model.layers.length; l++) {
       for (let h = 0; h < model.heads; h++) {
         const figure = el("figure", { class: "pgi-head" }, maps);
-        svg("svg", { role: "img", preserveAspectRatio: "none" }, figure);
+        svg("svg", { role: "img" }, figure);
         el("figcaption", { class: "pgi-caption" }, figure);
         el("p", { class: "pgi-readout" }, figure);
         figures.push({ figure, l, h });
@@ -215,7 +240,10 @@
     }
     const legend = el("p", { class: "pgi-legend" }, root);
     el("span", { class: "pgi-scale", "aria-hidden": "true" }, legend);
-    legend.append(" weight 0 to 1; rows are queries, columns keys. Outlined: the keys an induction head should pick.");
+    legend.append(
+      " weight 0 (dark purple) to 1 (yellow). Rows are queries, columns keys, each labelled by its token. " +
+        "Outlined: the keys an induction head should pick.",
+    );
     const status = el("p", { class: "pgi-status", "aria-live": "polite" }, root);
     const say = announcer(status);
 
@@ -226,7 +254,7 @@
       const i = Number(query.value);
       queryText.textContent = `query ${i}, token ${tokens[i]}`;
       for (const { figure, l, h } of figures) {
-        const isInduction = induction !== null && l === 1 && h === induction;
+        const isInduction = l === 1 && induction.includes(h);
         drawHead(figure, weights[l][h], tokens, targets, i, isInduction, `Layer ${l}, head ${h}`);
       }
       return scores;
@@ -255,26 +283,46 @@
       const weights = forward(tokens, model);
       const targets = inductionTargets(tokens);
       const scores = prefixScores(weights, targets);
-      let induction = null;
-      if (scores) {
-        const best = Math.max(...scores[1]);
-        if (best > ROLE) induction = scores[1].indexOf(best);
-      }
+      // Every layer-1 head that prefix-matches on these tokens and copies (by its weights).
+      const matching = scores ? scores[1].map((s, h) => (s > ROLE ? h : -1)).filter((h) => h >= 0) : [];
+      const induction = matching.filter((h) => model.copying[h] > COPYING);
       const previousQuery = Number(query.value);
       const atEnd = previousQuery === Number(query.max); // then follow the last token as the reader types
       query.max = tokens.length - 1;
       query.value = atEnd ? tokens.length - 1 : Math.min(previousQuery, tokens.length - 1);
       current = { tokens, weights, targets, scores, induction };
       draw();
-      root.dataset.state = JSON.stringify({ input: input.value, error: null, tokens, weights, prefix: scores, induction });
+      root.dataset.state = JSON.stringify({
+        input: input.value,
+        error: null,
+        tokens,
+        weights,
+        prefix: scores,
+        copying: model.copying,
+        induction,
+      });
       const repeated = targets.filter((row) => row.some(Boolean)).length;
-      if (!scores) say(`${tokens.length} tokens, none repeats: no head has anything to match.`);
-      else if (induction === null) say(`${tokens.length} tokens, ${repeated} in the repeated part; no layer 1 head picks the next token there.`);
-      else
-        say(
-          `${tokens.length} tokens, ${repeated} in the repeated part. Layer 1 head ${induction} is the induction head: ` +
-            `on average ${fmt(scores[1][induction])} of its weight goes to the token after the earlier occurrence.`,
-        );
+      const heads = (list) => (list.length > 1 ? `Layer 1 heads ${list.join(" and ")}` : `Layer 1 head ${list[0]}`);
+      const share = (list) => list.map((h) => fmt(scores[1][h])).join(" and ");
+      const notCopying = matching.filter((h) => !induction.includes(h));
+      let sentence;
+      if (!scores) sentence = `${tokens.length} tokens, none repeats: no head has anything to match.`;
+      else if (matching.length === 0)
+        sentence = `${tokens.length} tokens, ${repeated} in the repeated part; no layer 1 head picks the next token there.`;
+      else {
+        sentence = `${tokens.length} tokens, ${repeated} in the repeated part.`;
+        if (induction.length > 0) {
+          const are = induction.length > 1 ? "are induction heads" : "is an induction head";
+          sentence +=
+            ` ${heads(induction)} ${are}: on average ${share(induction)} of the weight goes to ` +
+            `the token after the earlier occurrence, and the weights copy it (copying ${induction.map((h) => fmt(model.copying[h])).join(" and ")}).`;
+        }
+        if (notCopying.length > 0)
+          sentence += ` ${heads(notCopying)} ${
+            notCopying.length > 1 ? "match but do not copy: not induction heads" : "matches but does not copy: not an induction head"
+          }.`;
+      }
+      say(sentence);
     }
 
     input.addEventListener("input", update);
