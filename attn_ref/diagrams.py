@@ -126,8 +126,8 @@ def grid(
             or 1.
         decimals: Write each value in its cell with this many decimals (``None``: no numbers).
             Each number is black or white, whichever stands out from its cell's colour.
-        mask: ``(rows, columns)`` booleans, ``False`` where the cell is masked: drawn hatched
-            in grey, with no colour and no number.
+        mask: ``(rows, columns)`` booleans (``(columns,)`` for one row), ``False`` where the
+            cell is masked: drawn hatched in grey, with no colour and no number.
         label: A name written above the grid.
         cell: The side of one cell, in canvas cells.
 
@@ -155,6 +155,8 @@ def grid(
         raise ValueError(f"values must have shape (rows, columns) or (columns,), got {np.shape(values)}")
     rows, columns = v.shape
     allowed = np.ones_like(v, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if allowed.ndim == 1:  # the mask of one row, as the values may be
+        allowed = allowed[None, :]
     if allowed.shape != v.shape:
         raise ValueError(f"mask has shape {allowed.shape}, expected the values' {v.shape}")
     if cell <= 0:
@@ -322,10 +324,12 @@ def tile_order(
         >>> import torch
         >>> from attn_ref.tiled import tiled_attention
         >>> x = torch.zeros(6, 1)  # 6 tokens in blocks of 2: 3 by 3 tiles
-        >>> _, state = tiled_attention(x, x, x, is_causal=True, block_size=2, trace=True)
+        >>> _, state = tiled_attention(
+        ...     x, x, x, is_causal=True, block_size=2, trace=True
+        ... )
         >>> fig, ax = canvas(4, 4)
         >>> box = tile_order(ax, state.trace, (6, 6), (2, 2), x=0.5, y=0.5)
-        >>> [t.get_text() for t in ax.texts]  # row by row; the 3 tiles above the diagonal skipped
+        >>> [t.get_text() for t in ax.texts]  # row by row, 3 tiles skipped
         ['1', '2', '3', '4', '5', '6']
         >>> plt.close(fig)
     """

@@ -46,6 +46,12 @@ def test_masked_cells_are_hatched_with_no_number(ax):
     assert ax.images[0].get_array().mask.tolist() == (~mask).tolist()
 
 
+def test_a_row_takes_the_mask_of_a_row(ax):
+    grid(ax, [0.5, -1.0, 2.0], x=0, y=0, decimals=1, mask=[True, False, True])
+    assert [t.get_text() for t in ax.texts] == ["0.5", "2.0"]
+    assert ax.images[0].get_array().mask.tolist() == [[False, True, False]]
+
+
 def test_boxes_give_the_edges_that_place_the_next_piece():
     box = Box(1, 2, 4, 2)
     assert (box.left, box.right, box.top, box.bottom, box.center) == ((1, 3), (5, 3), (3, 2), (3, 4), (3, 3))
