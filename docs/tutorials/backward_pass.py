@@ -54,7 +54,7 @@ note(ax, 0.2, 0.35, "forward", ha="left", fontweight="bold")
 box_s = grid(ax, flow["S"], 0.2, 1.4, cell=c, label="S = QKᵀ/√dₖ")
 box_p = grid(ax, weights_few, 4.2, 1.4, cell=c, cmap="viridis")
 box_o = grid(ax, out_few, 8.7, 1.4, cell=c, label="O = PV")
-note(ax, box_p.center[0], 1.1, "P = softmax(S)")
+note(ax, box_p.center[0], 1.1, "P = softmax(S)", fontsize=12)
 arrow(ax, box_s.right, box_p.left)
 arrow(ax, box_p.right, box_o.left)
 note(ax, 0.2, 4.15, "backward", ha="left", fontweight="bold")
@@ -501,8 +501,8 @@ rows, cols = (slice(r.start, r.stop) for r in (opened.rows, opened.cols))
 dp_opened = d_out16[rows] @ v16[cols].T  # (4, 4): dP of the opened tile
 fig, ax = canvas(10, 14.6)
 for x, state, order in (
-    (0.5, forward16, "forward: row by row"),
-    (5.5, state16, "backward: column by column"),
+    (0.5, forward16, "forward: by row"),
+    (5.5, state16, "backward: by column"),
 ):
     tile_order(ax, state.trace, (16, 16), (4, 4), x, 1.0, label=order)
     outline(ax, Box(x + 1, 3.0, 1, 1))  # the opened tile

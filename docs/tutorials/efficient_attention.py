@@ -314,13 +314,13 @@ for n in (2, 8, 64):
         f"= {skipped / total:.3f}; (n-1)/(2n) =",
         (n - 1) / (2 * n),
     )
-fig, ax = canvas(8.6, 9.2)
+fig, ax = canvas(8.6, 9.8)
 T_grid = n_blocks * block
 tiles = tile_order(
     ax, state_grid.trace, (T_grid, T_grid), (block, block), 0.3, 0.9
 )
-note(ax, tiles.center[0], 0.4, "blocks of keys →")
-note(ax, 8.5, tiles.center[1], "blocks of queries ↓", rotation=-90)
+note(ax, tiles.center[0], 0.4, "columns: blocks of keys")
+note(ax, tiles.center[0], 9.4, "rows: blocks of queries")
 figure_to_svg(
     fig,
     alt=f"The {n_blocks} by {n_blocks} tiles of {T_grid} tokens in blocks of "
@@ -570,16 +570,16 @@ for quantity, (measured_standard, measured_flash) in rows.items():
 
 # %% tags=["plot"]
 Ns = 2 ** np.arange(8, 17)
-fig, ax = plt.subplots(figsize=(4.6, 4.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.4, 4.6), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):
     counts = np.array([hbm_accesses(int(n), d_head, M) for n in Ns])  # (N, 3)
-    for column, style, order in ((1, "o-", "keys"), (2, "s:", "queries")):
+    for column, style, outer in ((1, "o-", "K, V"), (2, "s:", "Q")):
         ax.semilogx(
             Ns,
             counts[:, 0] / counts[:, column],
             style,
             color=color,
-            label=f"{order} outside, d = {d_head}",
+            label=f"{outer} outer, d = {d_head}",
         )
     for level in (M / (3 * d_head**2), M / (2 * d_head**2)):
         ax.axhline(level, color=color, linestyle="--", linewidth=1)
@@ -590,9 +590,10 @@ fig.legend(
 figure_to_svg(
     fig,
     alt="The ratio of HBM traffic, standard attention over tiled attention, "
-    "against N, for d = 64 and d = 128 and both loop orders: each curve "
-    "rises, then levels off at its dashed line, M/(3d²) with the keys outside "
-    "and M/(2d²) with the queries outside.",
+    "against N, for d = 64 and d = 128 and both loop orders (keys and values "
+    "outer, or queries outer): each curve rises, then levels off at its "
+    "dashed line, M/(3d²) with the keys outer and M/(2d²) with the queries "
+    "outer.",
 )
 
 # %% [markdown]

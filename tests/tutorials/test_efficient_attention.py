@@ -141,7 +141,7 @@ def test_causal_map_skips_exactly_the_tiles_above_the_diagonal(tutorial, values)
     assert [(s.rows.start // block, s.cols.start // block) for s in steps] == [
         (i, j) for i in range(n_blocks) for j in range(i + 1)
     ]
-    (figure,) = [d for d in displayed(tutorial, "image/svg+xml") if "blocks of queries" in d]
+    (figure,) = [d for d in displayed(tutorial, "image/svg+xml") if "rows: blocks of queries" in d]
     assert f">{len(steps)}<" in figure and f">{len(steps) + 1}<" not in figure
     shown = []
     for n in (2, 8, 64):
