@@ -616,7 +616,8 @@ for kv_heads in (8, 2, 1):
 #
 # ## Common pitfalls
 #
-# **Aligning the causal mask to the top left.** With a cache, attention has fewer
+# <a id="the-alignment-trap"></a>**The alignment trap: a causal mask aligned to the top
+# left.** With a cache, attention has fewer
 # queries than keys: $L$ new queries against $S$ keys, of which the first $S - L$ were
 # cached. The new queries are the *last* $L$ positions. A causal mask must therefore be
 # aligned to the bottom-right corner of the $(L, S)$ score matrix.

@@ -1,4 +1,4 @@
-# Exercise: decode one token at a time with a KV cache and RoPE.
+# A common mistake: decode with a KV cache and RoPE, every new query at 0.
 import torch
 
 from attn_ref import apply_rotary
