@@ -870,12 +870,11 @@ print(f"largest |gradient difference|: {gap_d:.1e}")
 # - **Dropout.** The Triton version "doesn't support dropout"; the CUDA version
 #   regenerates its mask with Philox (`dropout.h`). This page uses the integer hash
 #   above.
-# - **A query that sees no key.** Its row of weights sums to zero, and the CUDA kernels
+# - **A query that sees no key.** Its sum $\ell$ is zero, and the CUDA kernels
 #   store its log-sum-exp as $+\infty$ or $-\infty$ depending on the path.
 #   `normalize_softmax_lse` writes `Split ? -INFINITY : INFINITY` for such a row
 #   ([`softmax.h`, line 180](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/softmax.h#L180)).
-#   The ordinary forward kernel, `compute_attn_1rowblock`, which training runs, calls it
-#   with `Split` false
+#   The ordinary forward kernel, `compute_attn_1rowblock`, calls it with `Split` false
 #   ([`flash_fwd_kernel.h`, line 440](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L440)),
 #   so it stores $+\infty$, as it does for a block of queries that sees no block of
 #   keys at all ([line 132](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L132)).
