@@ -313,7 +313,8 @@ def flash_attention_backward(
 
     No tensor larger than one tile is made. With ``is_causal=True`` the tiles above the
     diagonal are skipped, as in the forward pass. A query that may see no key has
-    $L = -\infty$; it is read as $+\infty$ (as FlashAttention's CUDA kernels store it), so that
+    $L = -\infty$; it is read as $+\infty$ (the value FlashAttention's CUDA kernels store, except
+    for the partial results of their split-KV path, which keep $-\infty$), so that
     its weights are $e^{-\infty} = 0$ rather than $e^{-\infty + \infty}$, which is ``nan``, and
     its gradient is zero, as from PyTorch's ``scaled_dot_product_attention``. With dropout, each
     tile's mask is regenerated from the seed (`attn_ref.tiled.dropout_mask`), and

@@ -7,13 +7,15 @@ red above; attention weights: viridis, dark purple for 0 and yellow for 1), opti
 value written in its cell and masked cells hatched; it returns the `Box` it filled, whose edges
 place the next piece. `arrow` and `note` connect and name the pieces. The cells are drawn through a
 colour map, so `attn_ref.plotting.figure_to_svg` keeps their colours in the dark drawing and
-redraws the ink around them.
+redraws the ink around them. `outline` draws a frame around a part of a picture (a tile, a row),
+and `tile_order` the tiles of a tiled computation, each numbered by the step that computed it.
 
 It ships in the wheel because the tutorials' downloaded notebooks import it to draw their figures.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,12 +27,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 from numpy.typing import ArrayLike
 
-__all__ = ["Box", "arrow", "canvas", "grid", "note"]
+__all__ = ["Box", "arrow", "canvas", "grid", "note", "outline", "tile_order"]
 
 SIGNED = "RdBu_r"  # blue below zero, white at zero, red above
 WEIGHTS = "viridis"  # the site's colour map for attention weights
 EDGE = "0.35"  # the lines between cells: a grey, redrawn for the dark page
 MASKED = "0.85"
+ORDER = "Blues"  # tiles numbered by the step that computed them: pale first, deeper later
 
 
 @dataclass(frozen=True)
@@ -123,8 +126,8 @@ def grid(
             or 1.
         decimals: Write each value in its cell with this many decimals (``None``: no numbers).
             Each number is black or white, whichever stands out from its cell's colour.
-        mask: ``(rows, columns)`` booleans, ``False`` where the cell is masked: drawn hatched
-            in grey, with no colour and no number.
+        mask: ``(rows, columns)`` booleans (``(columns,)`` for one row), ``False`` where the
+            cell is masked: drawn hatched in grey, with no colour and no number.
         label: A name written above the grid.
         cell: The side of one cell, in canvas cells.
 
@@ -152,6 +155,8 @@ def grid(
         raise ValueError(f"values must have shape (rows, columns) or (columns,), got {np.shape(values)}")
     rows, columns = v.shape
     allowed = np.ones_like(v, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if allowed.ndim == 1:  # the mask of one row, as the values may be
+        allowed = allowed[None, :]
     if allowed.shape != v.shape:
         raise ValueError(f"mask has shape {allowed.shape}, expected the values' {v.shape}")
     if cell <= 0:
@@ -252,3 +257,96 @@ def note(ax: Axes, x: float, y: float, text: str, **options) -> None:
         >>> plt.close(fig)
     """
     ax.text(x, y, text, **{"ha": "center", "va": "center", "fontsize": 11, **options})
+
+
+def outline(ax: Axes, box: Box, *, width: float = 2.0, style: str = "-") -> Box:
+    """A frame around ``box`` (a tile of a grid, a row, a whole matrix), drawn over the cells.
+
+    Args:
+        ax: A `canvas`'s axes.
+        box: What to frame, in canvas cells.
+        width: The line's width, in points.
+        style: ``"-"`` solid, ``"--"`` dashed.
+
+    Returns:
+        ``box``, to place words or arrows beside it.
+
+    Examples:
+        >>> fig, ax = canvas(4, 2)
+        >>> box = outline(ax, Box(1, 0.5, 2, 1))
+        >>> frame = ax.patches[0]
+        >>> frame.get_xy(), frame.get_width(), frame.get_fill()
+        ((1, 0.5), 2, False)
+        >>> plt.close(fig)
+    """
+    if box.width <= 0 or box.height <= 0:
+        raise ValueError(f"box must have a positive width and height, got {box}")
+    ax.add_patch(
+        Rectangle(
+            (box.x, box.y), box.width, box.height, fill=False, edgecolor="black", lw=width, ls=style, zorder=4
+        )
+    )
+    return box
+
+
+def tile_order(
+    ax: Axes,
+    steps: Sequence,
+    shape: tuple[int, int],
+    block_size: tuple[int, int],
+    x: float,
+    y: float,
+    *,
+    label: str | None = None,
+    cell: float = 1.0,
+) -> Box:
+    """The tiles of a tiled attention, one cell per tile, numbered in the order they were computed.
+
+    Rows are blocks of queries, columns blocks of keys. A tile no step computed (skipped, as a
+    causal mask skips the tiles above the diagonal) is hatched, with no number.
+
+    Args:
+        ax: A `canvas`'s axes.
+        steps: The computed tiles in order: anything with ``rows`` and ``cols`` ranges, such as
+            the trace of `attn_ref.tiled.tiled_attention` or of
+            `attn_ref.backward.flash_attention_backward`.
+        shape: ``(L, S)``, the queries and keys.
+        block_size: ``(block_q, block_k)``, the tile's shape.
+        x: Left edge, in cells.
+        y: Top edge, in cells.
+        label: A name written above the tiles.
+        cell: The side of one tile, in canvas cells.
+
+    Returns:
+        The `Box` the tiles fill.
+
+    Examples:
+        >>> import torch
+        >>> from attn_ref.tiled import tiled_attention
+        >>> x = torch.zeros(6, 1)  # 6 tokens in blocks of 2: 3 by 3 tiles
+        >>> _, state = tiled_attention(
+        ...     x, x, x, is_causal=True, block_size=2, trace=True
+        ... )
+        >>> fig, ax = canvas(4, 4)
+        >>> box = tile_order(ax, state.trace, (6, 6), (2, 2), x=0.5, y=0.5)
+        >>> [t.get_text() for t in ax.texts]  # row by row, 3 tiles skipped
+        ['1', '2', '3', '4', '5', '6']
+        >>> plt.close(fig)
+    """
+    (L, S), (block_q, block_k) = shape, block_size
+    if min(L, S, block_q, block_k) <= 0:
+        raise ValueError(f"shape and block_size must be positive, got {shape} and {block_size}")
+    rows, columns = math.ceil(L / block_q), math.ceil(S / block_k)
+    order = np.zeros((rows, columns))
+    for number, step in enumerate(steps, start=1):
+        i, j = step.rows.start // block_q, step.cols.start // block_k
+        if not (0 <= i < rows and 0 <= j < columns):
+            raise ValueError(
+                f"step {number} starts at query {step.rows.start} and key {step.cols.start}, "
+                f"outside the {L} queries and {S} keys of shape"
+            )
+        order[i, j] = number
+    vmax = 2.0 * max(1.0, order.max())  # the last tile mid-blue: its black number stays legible
+    return grid(
+        ax, order, x, y, cmap=ORDER, vmin=0.0, vmax=vmax, decimals=0, mask=order > 0, label=label, cell=cell
+    )

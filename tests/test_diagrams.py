@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_ref.diagrams import Box, arrow, canvas, grid, note
+from attn_ref.diagrams import Box, arrow, canvas, grid, note, outline, tile_order
 
 
 @pytest.fixture
@@ -46,6 +46,12 @@ def test_masked_cells_are_hatched_with_no_number(ax):
     assert ax.images[0].get_array().mask.tolist() == (~mask).tolist()
 
 
+def test_a_row_takes_the_mask_of_a_row(ax):
+    grid(ax, [0.5, -1.0, 2.0], x=0, y=0, decimals=1, mask=[True, False, True])
+    assert [t.get_text() for t in ax.texts] == ["0.5", "2.0"]
+    assert ax.images[0].get_array().mask.tolist() == [[False, True, False]]
+
+
 def test_boxes_give_the_edges_that_place_the_next_piece():
     box = Box(1, 2, 4, 2)
     assert (box.left, box.right, box.top, box.bottom, box.center) == ((1, 3), (5, 3), (3, 2), (3, 4), (3, 3))
@@ -68,3 +74,40 @@ def test_bad_input_is_refused_by_name(ax):
         grid(ax, np.zeros((2, 2)), 0, 0, cell=0)
     with pytest.raises(ValueError, match="width and height must be positive, got 0 and 3"):
         canvas(0, 3)
+
+
+def test_an_outline_frames_its_box_over_the_cells(ax):
+    grid(ax, np.ones((2, 3)), x=0, y=0)
+    assert outline(ax, Box(1, 0, 2, 1)) == Box(1, 0, 2, 1)
+    (frame,) = ax.patches
+    assert (frame.get_xy(), frame.get_width(), frame.get_height()) == ((1, 0), 2, 1)
+    assert not frame.get_fill() and frame.get_zorder() > ax.images[0].get_zorder()
+    with pytest.raises(ValueError, match="box must have a positive width and height"):
+        outline(ax, Box(0, 0, 0, 1))
+
+
+class _Step:  # a tile as the traces give it: its query and key positions
+    def __init__(self, rows, cols):
+        self.rows, self.cols = rows, cols
+
+
+def test_tile_order_numbers_each_tile_by_its_step_and_hatches_the_others(ax):
+    """5 queries and 7 keys in tiles of 2 by 3: 3 by 3 tiles, partial at the edges; the steps
+    given column by column, as a backward pass computes them, with the top-right tile skipped."""
+    steps = [_Step(range(i, min(i + 2, 5)), range(j, min(j + 3, 7))) for j in (0, 3, 6) for i in (0, 2, 4)]
+    steps = [s for s in steps if (s.rows.start, s.cols.start) != (0, 6)]
+    box = tile_order(ax, steps, (5, 7), (2, 3), x=1, y=1, cell=0.5, label="order")
+    assert box == Box(1, 1, 1.5, 1.5)
+    expected = np.array([[1, 4, 0], [2, 5, 7], [3, 6, 8]])  # by tile: the step that computed it
+    np.testing.assert_array_equal(ax.images[0].get_array().filled(0), expected)
+    assert [t.get_text() for t in ax.texts] == ["1", "4", "2", "5", "7", "3", "6", "8", "order"]
+    assert len([p for p in ax.patches if p.get_hatch()]) == 1
+
+
+def test_tile_order_refuses_a_step_outside_its_shape(ax):
+    with pytest.raises(
+        ValueError, match="step 1 starts at query 4 and key 0, outside the 4 queries and 4 keys"
+    ):
+        tile_order(ax, [_Step(range(4, 6), range(0, 2))], (4, 4), (2, 2), x=0, y=0)
+    with pytest.raises(ValueError, match=r"shape and block_size must be positive, got \(4, 4\) and \(0, 2\)"):
+        tile_order(ax, [], (4, 4), (0, 2), x=0, y=0)

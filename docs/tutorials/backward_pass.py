@@ -18,23 +18,89 @@
 # site's [notation](../notation.md): $L$ queries, $S$ keys, `(B, H, T, d_k)` for heads.
 # A gradient is written with a $d$ in front: $dO$ is the gradient of the loss with
 # respect to the output $O$, and it has the shape of $O$.
+#
+# Here is one head, 4 queries and 6 keys, forward and backward (the numbers of the
+# section "The gradients of attention"; red above zero, blue below, weights in viridis).
 
-# %%
+# %% tags=["plot"]
 import math
 
-import numpy as np
 import torch
+
+from attn_ref.backward import attention_backward
+from attn_ref.diagrams import arrow, canvas, grid, note
+from attn_ref.functional import scaled_dot_product_attention
+from attn_ref.plotting import figure_to_svg
+
+g = torch.Generator().manual_seed(0)
+q_few, k_few, v_few = (
+    torch.randn(n, d, generator=g, dtype=torch.float64)
+    for n, d in ((4, 3), (6, 3), (6, 2))
+)  # L = 4 queries, S = 6 keys, d_k = 3, d_v = 2
+d_out_few = torch.randn(4, 2, generator=g, dtype=torch.float64)
+out_few, weights_few = scaled_dot_product_attention(q_few, k_few, v_few)
+flow = {  # every matrix of the picture, as the formulas beside them say
+    "S": q_few @ k_few.T / math.sqrt(3),
+    "dP": d_out_few @ v_few.T,
+    "D": (d_out_few * out_few).sum(dim=-1, keepdim=True),  # (L, 1)
+}
+flow["dS"] = weights_few * (flow["dP"] - flow["D"])
+flow["dQ"], flow["dK"], flow["dV"] = attention_backward(
+    q_few, k_few, v_few, weights_few, d_out_few
+)
+fig, ax = canvas(10, 12)
+c = 0.5  # the side of one number's cell
+note(ax, 0.2, 0.35, "forward", ha="left", fontweight="bold")
+box_s = grid(ax, flow["S"], 0.2, 1.4, cell=c, label="S = QKᵀ/√dₖ")
+box_p = grid(ax, weights_few, 4.2, 1.4, cell=c, cmap="viridis")
+box_o = grid(ax, out_few, 8.7, 1.4, cell=c, label="O = PV")
+note(ax, box_p.center[0], 1.1, "P = softmax(S)", fontsize=12)
+arrow(ax, box_s.right, box_p.left)
+arrow(ax, box_p.right, box_o.left)
+note(ax, 0.2, 4.15, "backward", ha="left", fontweight="bold")
+box_do = grid(ax, d_out_few, 8.7, 5.2, cell=c, label="dO")
+box_d = grid(ax, flow["D"], 7.4, 5.2, cell=c, label="D")
+box_dp = grid(ax, flow["dP"], 3.9, 5.2, cell=c, label="dP = dO Vᵀ")
+box_ds = grid(ax, flow["dS"], 0.2, 5.2, cell=c, label="dS = P∘(dP − D)")
+note(ax, box_d.center[0], 7.55, "rowsum(dO∘O)", fontsize=10)
+arrow(ax, box_do.left, box_d.right)
+arrow(ax, box_dp.left, box_ds.right)
+for name, x, text, align in (
+    ("dQ", 0.2, "dQ = dS K/√dₖ", "left"),
+    ("dK", 3.9, "dK = dSᵀQ/√dₖ", "left"),
+    ("dV", 8.7, "dV = PᵀdO", "right"),
+):
+    box = grid(ax, flow[name], x, 8.7, cell=c)
+    note(ax, x if align == "left" else 9.7, 8.35, text, ha=align, fontsize=10)
+arrow(ax, (0.95, 7.2), (0.95, 8.0))
+arrow(ax, (2.7, 7.2), (4.3, 8.0))
+arrow(ax, box_do.bottom, (box_do.center[0], 8.0))
+figure_to_svg(
+    fig,
+    alt="One attention head as matrices. Forward: the 4 by 6 scores S, their "
+    "softmax P, and the 4 by 2 output O = PV. Backward: the output's gradient "
+    "dO gives D, one number per query, and dP = dO Vᵀ; dS = P∘(dP − D); then "
+    "dQ = dS K/√dₖ (4 by 3), dK = dSᵀQ/√dₖ (6 by 3) and dV = PᵀdO (6 by 2).",
+)
+
+# %% [markdown]
+# Read it from the top. Forward, the scores become weights, and the weights mix the
+# values. Backward, the gradient $dO$ arrives from the layers above and flows the other
+# way: through the values ($dV$, $dP$), through the softmax ($dS$), and into the
+# queries and keys ($dQ$, $dK$). The softmax step needs one extra number per query,
+# $D$, which comes from $dO$ and $O$ alone. The sections below derive each arrow.
+# %%
+import numpy as np
 import torch.nn.functional as F
 
 from attn_ref.backward import (
-    attention_backward,
     flash_attention,
     flash_attention_backward,
     softmax_backward,
     softmax_jacobian,
     standard_attention,
 )
-from attn_ref.functional import scaled_dot_product_attention
+from attn_ref.diagrams import Box, outline, tile_order
 from attn_ref.measure import peak_memory
 from attn_ref.multihead import repeat_kv_heads
 from attn_ref.tiled import dropout_mask, tiled_attention
@@ -50,9 +116,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # changes every weight of the row, because they share the denominator:
 #
 # $$
-# \frac{\partial p_j}{\partial s_k} = p_j (\delta_{jk} - p_k),
-# \qquad
-# J = \operatorname{diag}(p) - p \, p^\top
+# \begin{aligned}
+# \frac{\partial p_j}{\partial s_k} &= p_j (\delta_{jk} - p_k), \\
+# J &= \operatorname{diag}(p) - p \, p^\top
+# \end{aligned}
 # $$
 #
 # where $\delta_{jk}$ is 1 if $j = k$ and 0 otherwise. The diagonal is positive: a
@@ -77,7 +144,10 @@ print(f"largest |row sum|: {J.sum(dim=-1).abs().max():.1e}")
 # that arrives from above. $J$ is symmetric, so $ds = J^\top dp = J \, dp$, and
 #
 # $$
-# ds = \operatorname{diag}(p) \, dp - p \, (p^\top dp) = p \circ (dp - p^\top dp)
+# \begin{aligned}
+# ds &= \operatorname{diag}(p) \, dp - p \, (p^\top dp) \\
+#    &= p \circ (dp - p^\top dp)
+# \end{aligned}
 # $$
 #
 # where $\circ$ multiplies entry by entry. The product costs a dot product and a
@@ -98,8 +168,11 @@ print(f"where pᵀ dp = {p @ dp:.4f}")
 # For one head, with $\text{scale} = 1 / \sqrt{d_k}$ by default, the forward pass is
 #
 # $$
-# S = \text{scale} \cdot Q K^\top \;(+\, M), \qquad P = \operatorname{softmax}(S),
-# \qquad O = P V.
+# \begin{aligned}
+# S &= \text{scale} \cdot Q K^\top \;(+\, M), \\
+# P &= \operatorname{softmax}(S), \\
+# O &= P V.
+# \end{aligned}
 # $$
 #
 # (Here $S$ is the matrix of scores, as in the FlashAttention papers, not the number of
@@ -110,9 +183,12 @@ print(f"where pᵀ dp = {p @ dp:.4f}")
 #
 # $$
 # \begin{aligned}
-# dV &= P^\top dO, & dP &= dO \, V^\top, \\
-# dS &= P \circ (dP - D), & D &= \operatorname{rowsum}(P \circ dP), \\
-# dQ &= \text{scale} \cdot dS \, K, & dK &= \text{scale} \cdot dS^\top Q.
+# dV &= P^\top dO, \\
+# dP &= dO \, V^\top, \\
+# D &= \operatorname{rowsum}(P \circ dP), \\
+# dS &= P \circ (dP - D), \\
+# dQ &= \text{scale} \cdot dS \, K, \\
+# dK &= \text{scale} \cdot dS^\top Q.
 # \end{aligned}
 # $$
 #
@@ -120,7 +196,10 @@ print(f"where pᵀ dp = {p @ dp:.4f}")
 # $dP_{ij} = do_i \cdot v_j$, so
 #
 # $$
-# D_i = \sum_j P_{ij} \, (do_i \cdot v_j) = do_i \cdot \sum_j P_{ij} v_j = do_i \cdot o_i,
+# \begin{aligned}
+# D_i &= \sum_j P_{ij} \, (do_i \cdot v_j) \\
+#     &= do_i \cdot \sum_j P_{ij} v_j = do_i \cdot o_i,
+# \end{aligned}
 # $$
 #
 # that is, $D = \operatorname{rowsum}(dO \circ O)$. FlashAttention's appendix B.2 (Dao et al.,
@@ -131,10 +210,10 @@ print(f"where pᵀ dp = {p @ dp:.4f}")
 # without the scale and writes $dK = Q \, dS^\top$; the shapes only fit as
 # $dS^\top Q$, which is how its Algorithm 2 computes it (line 16).
 #
-# `attn_ref.backward.attention_backward` writes the five lines out, from the weights the
-# forward pass returns. Below, a random loss gradient $dO$ flows back through 4 queries
-# and 6 keys, by hand and by autograd, which differentiates
-# `attn_ref.scaled_dot_product_attention` step by step.
+# `attn_ref.backward.attention_backward` writes these lines out, from the weights the
+# forward pass returns. Below, the random loss gradient $dO$ of the picture at the top
+# flows back through its 4 queries and 6 keys, by hand and by autograd, which
+# differentiates `attn_ref.scaled_dot_product_attention` step by step.
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -175,7 +254,7 @@ print("D = rowsum(dO ∘ O):", D_from_output.numpy().round(4))
 # The cases cover a boolean mask in which query 2 may see no key, an additive mask that
 # hides key 3 from every query, and causal attention with fewer queries than keys.
 
-# %%
+# %% tags=["plot"]
 g = torch.Generator().manual_seed(1)
 L, S = 5, 7
 boolean = torch.rand(L, S, generator=g) > 0.4
@@ -221,7 +300,7 @@ for name, kwargs in cases.items():
 # the gradient follows: its weights are zero, so nothing flows back through them. Here is
 # query 2 of the first sequence, with PyTorch's numbers beside ours.
 
-# %%
+# %% tags=["plot"]
 out_ours = standard_attention(*leaves, attn_mask=boolean)
 out_torch = F.scaled_dot_product_attention(*leaves, attn_mask=boolean)
 grads_ours = torch.autograd.grad(
@@ -258,7 +337,7 @@ print("dK and dV unchanged when query 2's dO changes:", unchanged)
 # - **PyTorch**: `F.scaled_dot_product_attention`.
 
 
-# %%
+# %% tags=["plot"]
 def saved_by(attention, T=64, d=8):
     """The shapes of the tensors autograd keeps for one call's backward."""
     q, k, v = (torch.randn(1, 1, T, d, requires_grad=True) for _ in range(3))
@@ -303,7 +382,7 @@ for name, shapes in saved.items():
 # peak includes the inputs and the gradients, $Q, K, V, O, dQ, dK, dV$: seven tensors of
 # shape `(T, 32)`. What lies beyond them is what grows like $T^2$.
 
-# %% tags=["measured"]
+# %% tags=["plot", "measured"]
 d_head = 32
 
 
@@ -372,10 +451,11 @@ print(f"fitted slope of log(peak) against log(T): {naive_slope:.2f}")
 #
 # $$
 # \begin{aligned}
-# dV_j &\mathrel{+}= P_{ij}^\top dO_i, \qquad dP_{ij} = dO_i V_j^\top, \qquad
-# dS_{ij} = P_{ij} \circ (dP_{ij} - D_i), \\
-# dQ_i &\mathrel{+}= \text{scale} \cdot dS_{ij} K_j, \qquad
-# dK_j \mathrel{+}= \text{scale} \cdot dS_{ij}^\top Q_i.
+# dV_j &\mathrel{+}= P_{ij}^\top dO_i, \\
+# dP_{ij} &= dO_i V_j^\top, \\
+# dS_{ij} &= P_{ij} \circ (dP_{ij} - D_i), \\
+# dQ_i &\mathrel{+}= \text{scale} \cdot dS_{ij} K_j, \\
+# dK_j &\mathrel{+}= \text{scale} \cdot dS_{ij}^\top Q_i.
 # \end{aligned}
 # $$
 #
@@ -387,37 +467,21 @@ print(f"fitted slope of log(peak) against log(T): {naive_slope:.2f}")
 # what the paper's listing leaves out: the scale, the masks, and dropout (see below),
 # as the first FlashAttention's backward pass has them (its Algorithm 4).
 #
-# Below, 16 tokens in blocks of 4, causal. Each grid shows one pass: the number in a
-# tile is the step at which the pass computes it, and · marks a skipped tile. Then the
-# gradients, against those of the standard backward pass.
+# Below, 16 tokens in blocks of 4, causal. The picture numbers each tile by the step at
+# which each pass computes it (hatched: skipped), then opens one tile of the backward
+# pass: the weights it recomputes from $L$, and the $dS$ it makes with $D$. The cell
+# prints the gradients against those of the standard backward pass.
 
-# %%
+# %% tags=["plot"]
 g = torch.Generator().manual_seed(2)
-q16, k16, v16, d_out16 = torch.randn(
-    4, 16, 8, generator=g
-).double()  # 4 x (T, d)
+q16, k16, v16, d_out16 = torch.randn(4, 16, 8, generator=g).double()
 opts = {"is_causal": True, "block_size": 4, "trace": True}
 qkv16 = (q16, k16, v16)
 out16, forward16 = tiled_attention(*qkv16, **opts)
-lse_grid = (
-    forward16.logsumexp
-)  # (T,): all the backward pass gets beside Q, K, V, O, dO
+lse_grid = forward16.logsumexp  # (T,): beside Q, K, V, O, dO, all it gets
 *grads16, state16 = flash_attention_backward(
     *qkv16, out16, lse_grid, d_out16, **opts
 )
-orders = {}
-for name, steps in (("forward", forward16.trace), ("backward", state16.trace)):
-    grid = [
-        ["·"] * 4 for _ in range(4)
-    ]  # rows: blocks of queries; columns: of keys
-    for number, step in enumerate(steps, start=1):
-        grid[step.rows.start // 4][step.cols.start // 4] = str(number)
-    orders[name] = grid
-print("forward       backward")
-for forward_row, backward_row in zip(*orders.values(), strict=True):
-    left = " ".join(f"{mark:>2}" for mark in forward_row)
-    right = " ".join(f"{mark:>2}" for mark in backward_row)
-    print(left, "  ", right)
 for name, state in (("forward", forward16), ("backward", state16)):
     computed, skipped = state.tiles_computed, state.tiles_skipped
     print(f"{name:<8} computed {computed} tiles, skipped {skipped}")
@@ -429,17 +493,54 @@ for name, flash, standard in zip(
     gap = (flash - standard).abs().max()
     print(f"{name}: largest |flash - standard| = {gap:.1e}")
 
+D16 = (d_out16 * out16).sum(dim=-1)  # (T,): D, before the loops
+opened = next(
+    s for s in state16.trace if (s.rows.start, s.cols.start) == (8, 4)
+)
+rows, cols = (slice(r.start, r.stop) for r in (opened.rows, opened.cols))
+dp_opened = d_out16[rows] @ v16[cols].T  # (4, 4): dP of the opened tile
+fig, ax = canvas(10, 14.6)
+for x, state, order in (
+    (0.5, forward16, "forward: by row"),
+    (5.5, state16, "backward: by column"),
+):
+    tile_order(ax, state.trace, (16, 16), (4, 4), x, 1.0, label=order)
+    outline(ax, Box(x + 1, 3.0, 1, 1))  # the opened tile
+note(ax, 5, 5.6, "the framed tile: queries 8–11, keys 4–7")
+kw = {"cell": 0.8, "decimals": 1}
+grid(ax, lse_grid[rows, None], 0.3, 7.2, label="L", **kw)
+grid(ax, opened.weights, 1.6, 7.2, cmap="viridis", cell=0.8, decimals=2)
+note(ax, 3.2, 6.9, "P = exp(S − L)")
+grid(ax, dp_opened, 5.4, 7.2, cell=0.8, label="dP = dO Vᵀ")
+grid(ax, D16[rows, None], 8.9, 7.2, label="D", **kw)
+grid(ax, opened.grad_scores, 1.6, 11.3, cell=0.8, label="dS = P∘(dP − D)")
+for k, line in enumerate(
+    ("then add to", "dV: PᵀdO", "dK: dSᵀQ/√dₖ", "dQ: dS K/√dₖ")
+):
+    note(ax, 5.6, 11.6 + 0.8 * k, line, ha="left")
+figure_to_svg(
+    fig,
+    alt="The 4 by 4 tiles of 16 causal tokens in blocks of 4: the forward "
+    f"pass computes {forward16.tiles_computed} row by row, the backward pass "
+    f"the same {state16.tiles_computed} column by column, both skipping the "
+    f"{state16.tiles_skipped} above the diagonal. The tile of queries 8 to 11 "
+    "and keys 4 to 7, opened: its log-sum-exp L, the weights P = exp(S − L) "
+    "it recomputes, dP, the column D, and dS = P∘(dP − D).",
+)
 # %% [markdown]
 # The forward pass visits the tiles row by row, the backward pass column by column.
 # Both skip the same tiles above the diagonal, where every key comes after every
-# query: no weight there is nonzero, and neither is any gradient. The gradients equal
-# the standard pass's to float64 rounding.
+# query: no weight there is nonzero, and neither is any gradient. In the opened tile,
+# each row of $P$ is a part of one query's weights, recomputed from its $L$ alone, and
+# each row of $dS$ subtracts that query's $D$ before multiplying by $P$. The gradients
+# equal the standard pass's to float64 rounding.
 #
 # A query that sees no key has $m = -\infty$ and $\ell = 0$, so its log-sum-exp is
 # $-\infty$, and $e^{S_{ij} - L_i}$ would be $e^{-\infty + \infty}$, `nan`.
 # `flash_attention_backward` reads such an $L_i$ as $+\infty$, so that the weights come
-# back as $e^{-\infty} = 0$. FlashAttention's CUDA code stores $+\infty$ for such rows in
-# the first place (`softmax.h`). Then the gradient of that query is zero, as PyTorch's.
+# back as $e^{-\infty} = 0$, and the gradient of that query is zero, as PyTorch's. (The
+# section "What FlashAttention's own code does differently" says which of its CUDA
+# kernels store which.)
 #
 # `attn_ref.backward.flash_attention` puts both passes into a `torch.autograd.Function`:
 # the forward pass is `tiled_attention` and keeps $Q, K, V, O$ and $L$ (the saved tensors
@@ -457,7 +558,7 @@ for name, flash, standard in zip(
 # cell prints the largest difference per dtype, beside the dtype's rounding step at 1
 # (its machine epsilon) and the largest gradient seen.
 
-# %%
+# %% tags=["plot"]
 dtypes = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 g = torch.Generator().manual_seed(3)
 
@@ -547,7 +648,7 @@ for dtype in dtypes:
 # 256 by 256, up to $T = 8192$. The naive version stopped at 2048 only to keep this
 # page's build short: its peak grows like $T^2$.
 
-# %% tags=["measured"]
+# %% tags=["plot", "measured"]
 flash_lengths = [512, 1024, 2048, 4096, 8192]
 flash_block = 256
 
@@ -610,7 +711,7 @@ print(f"flash {flash_slope:.2f} (T = 2048 to 8192)")
 # for the forward pass (two per multiply-add), halved with a causal mask, stands beside
 # the count.
 
-# %%
+# %% tags=["plot"]
 g = torch.Generator().manual_seed(4)
 T_cost, d_cost = 1000, 64
 q_c, k_c, v_c, d_out_c = torch.randn(4, 1, 1, T_cost, d_cost, generator=g)
@@ -769,13 +870,102 @@ print(f"largest |gradient difference|: {gap_d:.1e}")
 # - **Dropout.** The Triton version "doesn't support dropout"; the CUDA version
 #   regenerates its mask with Philox (`dropout.h`). This page uses the integer hash
 #   above.
-# - **A query that sees no key.** The CUDA kernels store its log-sum-exp as $+\infty$
-#   (`softmax.h`). Here `tiled_attention` keeps $-\infty$, which is the true value, and
-#   the backward pass reads it as $+\infty$.
+# - **A query that sees no key.** Its sum $\ell$ is zero, and the CUDA kernels
+#   store its log-sum-exp as $+\infty$ or $-\infty$ depending on the path.
+#   `normalize_softmax_lse` writes `Split ? -INFINITY : INFINITY` for such a row
+#   ([`softmax.h`, line 180](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/softmax.h#L180)).
+#   The ordinary forward kernel, `compute_attn_1rowblock`, calls it with `Split` false
+#   ([`flash_fwd_kernel.h`, line 440](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L440)),
+#   so it stores $+\infty$, as it does for a block of queries that sees no block of
+#   keys at all ([line 132](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L132)).
+#   The split-KV kernels divide one block of queries' keys among several thread blocks
+#   (when too few blocks of queries would keep the GPU busy, as in decoding). With
+#   `Split` true, each split stores its partial log-sum-exp, $-\infty$ for an empty
+#   split ([line 1004](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L1004),
+#   [line 580](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L580)), so that the
+#   kernel that merges the splits gives it the weight $e^{-\infty} = 0$. That merge,
+#   `combine_attn_seqk_parallel`, stores $+\infty$ again when every split was empty
+#   ([line 1204](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h#L1204)). So
+#   $-\infty$ appears only in the split-KV path's partial results; the log-sum-exp the
+#   forward pass returns is $+\infty$. Here `tiled_attention` keeps $-\infty$, the true
+#   value ($\log 0$), and the backward pass reads it as $+\infty$.
 #
 # And what this page does not do: run fast. Its loops are Python, on one CPU thread; the
 # point is to follow the algorithm and check it, not to time it.
 #
+# ## Common pitfalls
+#
+# **Leaving out $D$.** The softmax's backward pass is easy to write as `dS = P * dP`,
+# the chain rule through $e^{s}$ alone. It forgets that every weight of a row shares
+# the denominator. Its symptom: the rows of $dS$ no longer sum to zero, although adding
+# the same number to every score of a row changes nothing, and so must have a zero
+# gradient. $dQ$ and $dK$ come out wrong; $dV$, which does not pass through the
+# softmax, stays right. The fix is $dS = P \circ (dP - D)$.
+
+# %%
+q_p, k_p, v_p = (t.detach() for t in (q_few, k_few, v_few))
+dp_few = d_out_few @ v_p.T  # (L, S)
+d_few = (d_out_few * out_few.detach()).sum(dim=-1, keepdim=True)  # (L, 1)
+p_few = weights_few.detach()
+right = attention_backward(q_p, k_p, v_p, p_few, d_out_few)
+d_term = {}  # dS as written: (largest |row sum|, error of dQ, error of dK)
+for name, ds_try in (
+    ("P * dP", p_few * dp_few),
+    ("P * (dP - D)", p_few * (dp_few - d_few)),
+):
+    dq_error = (ds_try @ k_p / math.sqrt(3) - right[0]).abs().max()
+    dk_error = (ds_try.T @ q_p / math.sqrt(3) - right[1]).abs().max()
+    d_term[name] = (ds_try.sum(dim=-1).abs().max(), dq_error, dk_error)
+    print(f"dS = {name:<13} |row sum| ≤ {d_term[name][0]:.1e};", end=" ")
+    print(f"dQ off by {dq_error:.1e}, dK by {dk_error:.1e}")
+
+# %% [markdown]
+# **Multiplying by $dS$ on the wrong side.** $dK$ is $dS^\top Q$: key $j$ collects from
+# every query $i$ the amount $dS_{ij}$. With $L \ne S$, `dS @ Q` fails on the shapes.
+# With $L = S$, as in self-attention, it runs, returns a tensor of the right shape, and
+# is wrong. Only a check against autograd or finite differences shows it.
+
+# %%
+g = torch.Generator().manual_seed(9)
+q5, k5, v5, d_out5 = torch.randn(4, 5, 3, generator=g, dtype=torch.float64)
+weights5 = scaled_dot_product_attention(q5, k5, v5)[1]  # L = S = 5
+ds5 = weights5 * (
+    d_out5 @ v5.T - (d_out5 * (weights5 @ v5)).sum(-1, keepdim=True)
+)
+dk_right = attention_backward(q5, k5, v5, weights5, d_out5)[1]
+dk_wrong = ds5 @ q5 / math.sqrt(3)  # dS Q: the right shape, (5, 3)
+print("dS Q:", tuple(dk_wrong.shape), " dSᵀ Q:", tuple(dk_right.shape))
+print(
+    f"largest |dS Q - dSᵀ Q| / √d_k: {(dk_wrong - dk_right).abs().max():.2f}"
+)
+
+# %% [markdown]
+# **Recomputing the weights from a log-sum-exp of $-\infty$.** A query that sees no
+# key has $L_i = -\infty$, and its masked scores are $-\infty$ too. Recomputed as
+# $e^{S_{ij} - L_i}$, its weights are $e^{-\infty + \infty}$: `nan`. The `nan` does not
+# stay in its row: $dK = dS^\top Q$ and $dV = P^\top dO$ sum over the queries, so every
+# key's gradient becomes `nan`. The fix reads such an $L_i$ as $+\infty$.
+
+# %%
+g = torch.Generator().manual_seed(10)
+q_n, k_n, v_n, d_out_n = torch.randn(4, 3, 2, generator=g, dtype=torch.float64)
+sees = torch.tensor([[True, False, True], [False] * 3, [True] * 3])  # query 1
+_, fwd_n = tiled_attention(q_n, k_n, v_n, attn_mask=sees, block_size=3)
+s_n = (q_n @ k_n.T / math.sqrt(2)).masked_fill(~sees, -math.inf)
+print("L:", fwd_n.logsumexp.numpy().round(4))
+for name, lse_n in (
+    ("as stored", fwd_n.logsumexp),
+    (
+        "-inf read as +inf",
+        fwd_n.logsumexp.masked_fill(fwd_n.logsumexp == -math.inf, math.inf),
+    ),
+):
+    p_n = (s_n - lse_n[:, None]).exp()  # (L, S): the weights, recomputed
+    dv_n = p_n.T @ d_out_n
+    print(f"{name:<17}: query 1's weights {p_n[1].tolist()},", end=" ")
+    print(f"nan in dV: {int(dv_n.isnan().sum())}")
+
+# %% [markdown]
 # ## Summary
 #
 # - The softmax's Jacobian is $\operatorname{diag}(p) - p p^\top$. Its product with
@@ -791,26 +981,6 @@ print(f"largest |gradient difference|: {gap_d:.1e}")
 #   of $P$ in the backward pass, and skips the causal tiles in both passes. Its memory
 #   grows like $T$, and its gradients equal PyTorch's to rounding. The price is a fifth
 #   matrix product per tile: the backward pass costs 2.5 forward passes instead of 2.
-#
-# The closing note: the memory table and slopes measured above, and the largest
-# gradient difference from PyTorch over the random cases, per dtype.
-
-# %% tags=["measured"]
-print(f"forward + backward, one causal head of width {d_head}: peak MiB")
-print("    T       naive       flash")
-for T, flash in zip(flash_lengths, flash_mib, strict=True):
-    naive = (
-        f"{naive_by_length[T]:>11.2f}"
-        if T in naive_by_length
-        else f"{'—':>11}"
-    )
-    print(f"{T:>5} {naive} {flash:>11.2f}")
-print(f"slopes: naive {naive_slope:.2f}, flash {flash_slope:.2f}")
-n_cases = len(sweep) // len(dtypes)
-print(f"largest |flash - PyTorch| gradient, {n_cases} random cases:")
-for dtype in dtypes:
-    gap = max(row[2] for row in sweep if row[1] == str(dtype))
-    print(f"  {dtype!s:<15} {gap:.1e}")
 
 # %% [markdown]
 # ## Exercises
@@ -960,8 +1130,10 @@ for name, summed, torchs in (
 #   commit `0251105`:
 #   [`flash_attn/flash_attn_triton.py`](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/flash_attn/flash_attn_triton.py)
 #   (the Triton backward pass compared above),
-#   [`csrc/flash_attn/src/softmax.h`](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/softmax.h)
-#   (`normalize_softmax_lse`: $+\infty$ for a row with no key),
+#   [`csrc/flash_attn/src/softmax.h`](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/softmax.h#L180)
+#   (`normalize_softmax_lse`: `Split ? -INFINITY : INFINITY` for a row with no key) and
+#   [`csrc/flash_attn/src/flash_fwd_kernel.h`](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/flash_fwd_kernel.h)
+#   (which kernels pass `Split`, and the merge of the splits),
 #   [`csrc/flash_attn/src/dropout.h`](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/csrc/flash_attn/src/dropout.h)
 #   (the mask from Philox), and the
 #   [README](https://github.com/Dao-AILab/flash-attention/blob/0251105a2fb19d2957484b7f023cd8c115286ced/README.md)
@@ -974,3 +1146,6 @@ for name, summed, torchs in (
 #   [hooks for saved tensors](https://docs.pytorch.org/tutorials/intermediate/autograd_saved_tensors_hooks_tutorial.html),
 #   and [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
 #   (`dropout_p`, `is_causal`).
+#
+# Next: [Generating text with a KV cache](kv_cache.md) runs attention forward again,
+# one token at a time, and keeps the keys and values it has computed.

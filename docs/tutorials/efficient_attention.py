@@ -8,36 +8,110 @@
 # sized for a GPU's on-chip memory. The result is exact, and the memory it needs grows
 # like $T$ instead of $T^2$.
 #
-# This page builds that method from first principles. It derives the one-pass
-# ("online") softmax and extends it to attention, tile by tile. It checks that the result
-# equals PyTorch's to float rounding, then measures what it saves on this machine.
-# It assumes scaled dot-product attention and its masks
+# This page builds that method from first principles: the one-pass ("online") softmax,
+# then attention tile by tile. It checks that the result equals PyTorch's to float
+# rounding, and measures what it saves on this machine. It assumes scaled dot-product
+# attention and its masks
 # ([Scaled dot-product attention, step by step](scaled_dot_product_step_by_step.md),
 # [Self-attention with a causal mask](causal_self_attention.md)). Shapes follow the
 # site's [notation](../notation.md): `(B, H, T, d_k)` for heads, $L$ queries and $S$ keys.
+#
+# Here is the whole idea on 8 tokens, in tiles of 2 by 2, with a causal mask (the numbers
+# are the ones the section "Tiled attention" computes).
 
-# %%
+# %% tags=["plot"]
 import math
 
+import torch
+
+from attn_ref import tiled_attention
+from attn_ref.diagrams import (
+    Box,
+    arrow,
+    canvas,
+    grid,
+    note,
+    outline,
+    tile_order,
+)
+from attn_ref.masks import causal_mask
+from attn_ref.plotting import figure_to_svg
+
+g = torch.Generator().manual_seed(1)
+q8, k8, v8 = torch.randn(3, 8, 2, generator=g)  # T = 8, d_k = d_v = 2
+_, state8 = tiled_attention(
+    q8, k8, v8, is_causal=True, block_size=2, trace=True
+)
+scores8 = q8 @ k8.T / math.sqrt(2)  # (T, T): drawn, never made by the tiles
+fig, ax = canvas(10, 9.4)
+box = grid(ax, scores8, 0.4, 1.0, mask=causal_mask(8, 8), cell=0.5)
+note(ax, box.center[0], 0.45, "scores, T = 8")
+for i in range(4):  # the tiles' edges
+    for j in range(4):
+        outline(ax, Box(0.4 + j, 1.0 + i, 1, 1), width=1.2)
+outline(ax, Box(0.3, 2.9, 4.2, 1.2), style="--")  # the block of queries 4, 5
+tiles = tile_order(ax, state8.trace, (8, 8), (2, 2), 6.2, 1.0)
+outline(ax, Box(6.1, 2.9, 4.2 - 0.4, 1.2), style="--")
+note(ax, tiles.center[0], 0.45, "tiles, in order")
+note(ax, tiles.center[0], 5.45, "10 computed, 6 skipped", fontsize=10)
+y0, query = 7.0, 4  # below: query 4's scores, tile by tile
+note(ax, 5, 6.3, "query 4, tile by tile: running m and ℓ")
+for y, word in (
+    (y0 + 0.5, "scores"),
+    (y0 + 1.5, "max m"),
+    (y0 + 2.2, "sum ℓ"),
+):
+    note(ax, 0.9, y, word, fontsize=10)
+picture_steps = []  # (m, ℓ, rescale) after each tile
+previous, x = None, 2.0
+for step in (s for s in state8.trace if query in s.rows):
+    r = query - step.rows.start
+    m, ell, rescale = (
+        float(t[r]) for t in (step.row_max, step.row_sum, step.rescale)
+    )
+    picture_steps.append((m, ell, rescale))
+    row = step.scores[r]  # -inf where the mask hides a key
+    largest = float(scores8.abs().max())  # one colour scale for both grids
+    b = grid(ax, row, x, y0, decimals=1, mask=row.isfinite(), vmax=largest)
+    note(ax, b.center[0], y0 + 1.5, f"{m:.2f}")
+    note(ax, b.center[0], y0 + 2.2, f"{ell:.2f}")
+    if previous is not None:
+        arrow(ax, previous.right, b.left)
+        middle = (previous.right[0] + b.left[0]) / 2
+        note(ax, middle, y0 + 1.85, f"×{rescale:.2f}", fontsize=10)
+    previous, x = b, b.x + b.width + 0.9
+figure_to_svg(
+    fig,
+    alt="Left, the 8 by 8 scores of a causal attention, cut into 2 by 2 "
+    "tiles, the block of queries 4 and 5 framed; right, the 4 by 4 tiles "
+    "numbered in the order they are computed, the 6 above the diagonal "
+    "skipped. Below, query 4's scores in its three tiles, with its running "
+    "maximum m and sum ℓ after each: "
+    + "; ".join(f"m {m:.2f}, ℓ {ell:.2f}" for m, ell, _ in picture_steps),
+)
+
+# %% [markdown]
+# On the left are the scores a causal head would compute: red above zero, blue below,
+# hatched where the mask hides a key. Tiled attention never holds this matrix. It works
+# through one block of queries at a time (the dashed frame), one tile of keys after
+# another, in the order on the right. Tiles whose keys all come after the block's
+# queries are never computed. Each query keeps two running numbers, below: $m$, the
+# largest score so far, and $\ell$, the sum of $e^{s - m}$ over the scores so far. When
+# a tile brings a larger score, the sum is rescaled (the factor on the arrow) so that
+# it is measured against the new maximum. After the last tile, $m$ and $\ell$ are
+# exactly the maximum and the normaliser of the softmax of the whole row. The rest of
+# the page derives this, and extends it to the output.
+
+# %%
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_ref import (
-    online_softmax,
-    scaled_dot_product_attention,
-    softmax,
-    tiled_attention,
-)
-from attn_ref.masks import causal_mask
+from attn_ref import online_softmax, scaled_dot_product_attention, softmax
 from attn_ref.measure import cpu_time_ms, peak_memory
-from attn_ref.plotting import figure_to_svg
 
-torch.set_num_threads(
-    1
-)  # one thread: results that do not depend on how many cores the machine has
+torch.set_num_threads(1)  # results that do not depend on the machine's cores
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
@@ -70,16 +144,18 @@ for T_long in (2_048, 32_768, 131_072):
 # keeps every exponent at or below zero, so nothing overflows.
 #
 # The *online* softmax (Milakov and Gimelshein, 2018) finds $m$ and $\ell$ in a single
-# pass, so two passes are left. (Attention needs no separate pass to divide: the next
-# section folds the division into the output.) The online softmax keeps the largest
-# entry seen so far, $m$, and the sum $\ell$ of $e^{x_i - m}$ over the entries seen so
-# far. When a new entry $x_j$ arrives, the maximum may grow to $m' = \max(m, x_j)$.
-# Every term already in $\ell$ was computed against the old maximum, and
-# $e^{x_i - m'} = e^{x_i - m} \, e^{m - m'}$. So the whole sum is rescaled by one factor
-# before the new term is added:
+# pass. (Attention needs no separate pass to divide: the next section folds the
+# division into the output.) It keeps the largest entry seen so far, $m$, and the sum
+# $\ell$ of $e^{x_i - m}$ over the entries seen so far. When a new entry $x_j$ arrives,
+# the maximum may grow to $m' = \max(m, x_j)$. Every term already in $\ell$ was computed
+# against the old maximum, and $e^{x_i - m'} = e^{x_i - m} \, e^{m - m'}$. So the whole
+# sum is rescaled by one factor before the new term is added:
 #
 # $$
-# m' = \max(m, x_j), \qquad \ell' = \ell \, e^{m - m'} + e^{x_j - m'}
+# \begin{aligned}
+# m' &= \max(m, x_j), \\
+# \ell' &= \ell \, e^{m - m'} + e^{x_j - m'}.
+# \end{aligned}
 # $$
 #
 # It starts from $m = -\infty$ and $\ell = 0$. After the last entry, $m$ and $\ell$ are
@@ -103,20 +179,6 @@ print(f"largest |online - stable softmax|: {gap:.1e}")
 # each step where a larger entry arrives. At the first step it is 0: the sum was still
 # empty. The final $m$ and $\ell$ are those of the stable softmax, and so are the weights.
 #
-# Nothing overflows either. In float32, `exp` overflows to `inf` for any logit above the
-# threshold printed below. With logits near $10^4$, the naive softmax divides `inf` by
-# `inf` and gives `nan`; the online one does not:
-
-# %%
-logits = torch.tensor([1e4, 1e4 + 1, 1e4 + 2])
-print(
-    "exp / sum(exp):", logits.exp() / logits.exp().sum()
-)  # exp(logits) is inf: inf / inf is nan
-print("online softmax:", online_softmax(logits)[0])
-threshold = math.log(torch.finfo(torch.float32).max)
-print(f"float32 exp overflows above {threshold:.2f}")
-
-# %% [markdown]
 # The update does not have to take one entry at a time. A block of entries has its own
 # maximum and its own sum, and merging them into the running pair is the same rescaling
 # (exercise 1 checks it). That is what lets attention work in tiles.
@@ -152,33 +214,30 @@ print(f"float32 exp overflows above {threshold:.2f}")
 # FlashAttention-2's loop order: queries outside, keys inside. No tensor of scores
 # larger than one tile is ever made.
 #
-# Two queries and six keys, in tiles of two by two, are small enough to follow by hand.
-# After each tile, the trace holds the tile's scores, $m$, the rescale factor, $\ell$, and
-# the output so far: attention over the keys read so far.
+# Here are the 8 tokens of the picture at the top. After each of its tiles, the block of
+# queries 4 and 5 has a trace: $m$, the rescale factor, $\ell$, and the output so far,
+# which is attention over the keys read so far.
 
 # %%
 g = torch.Generator().manual_seed(1)
-q_small, k_small, v_small = (
-    torch.randn(n, 2, generator=g) for n in (2, 6, 6)
-)  # L = 2, S = 6, d_k = d_v = 2
-out_small, state_small = tiled_attention(
-    q_small, k_small, v_small, block_size=(2, 2), trace=True
+q8, k8, v8 = torch.randn(3, 8, 2, generator=g)  # T = 8, d_k = d_v = 2
+out8, state8 = tiled_attention(
+    q8, k8, v8, is_causal=True, block_size=2, trace=True
 )
-for step in state_small.trace:
-    print(
-        f"keys {step.cols.start}-{step.cols[-1]}: scores of queries 0 and 1\n"
-        f"{step.scores}"
-    )
-    print("  m", step.row_max, " rescale", step.rescale)
-    print("  ℓ", step.row_sum)
-    print(f"  output so far, one row per query\n{step.output}")
-expected, _ = scaled_dot_product_attention(q_small, k_small, v_small)
-print(f"largest |tiled - attn_ref|: {(out_small - expected).abs().max():.0e}")
+for step in state8.trace:
+    if step.rows.start == 4:  # the block of queries 4 and 5
+        print(f"keys {step.cols.start}-{step.cols[-1]}:")
+        print("  m", step.row_max, " rescale", step.rescale)
+        print("  ℓ", step.row_sum)
+        print(f"  output so far, one row per query\n{step.output}")
+expected, _ = scaled_dot_product_attention(q8, k8, v8, is_causal=True)
+print(f"largest |tiled - attn_ref|: {(out8 - expected).abs().max():.0e}")
 
 # %% [markdown]
 # Where a query's maximum grows, its rescale factor drops below 1 and shrinks what it had
-# gathered; where the maximum stays, the factor is 1. The last "output so far" is the
-# output. `state.row_max` and `state.row_sum` keep $m$ and $\ell$ of every query.
+# gathered; where the maximum stays, the factor is 1. The block never reads keys 6 and 7:
+# that tile was skipped. The last "output so far" is the output. `state.row_max` and
+# `state.row_sum` keep $m$ and $\ell$ of every query.
 #
 # ## Exact, not approximate
 #
@@ -190,23 +249,22 @@ print(f"largest |tiled - attn_ref|: {(out_small - expected).abs().max():.0e}")
 # attention with fewer queries than keys, all in float64. The gradients are those of a
 # random linear function of the output, with respect to $Q$, $K$ and $V$.
 
-# %%
+# %% tags=["plot"]
 g = torch.Generator().manual_seed(2)
 B, H, L, S, d_k = 2, 3, 37, 45, 16
 q, k, v = (
     torch.randn(
-        B, H, n, d_k, generator=g, dtype=torch.float64, requires_grad=True
-    )
+        B, H, n, d_k, generator=g, dtype=torch.float64
+    ).requires_grad_()
     for n in (L, S, S)
 )
 boolean = torch.rand(L, S, generator=g) > 0.5
 boolean[5] = False  # query 5 may see no key: its output is zero
+additive = torch.randn(L, S, generator=g, dtype=torch.float64)
 cases = {
     "no mask": {},
     "boolean mask, a query with no key": {"attn_mask": boolean},
-    "additive mask": {
-        "attn_mask": torch.randn(L, S, generator=g, dtype=torch.float64)
-    },
+    "additive mask": {"attn_mask": additive},
     "causal, L < S": {"is_causal": True},
 }
 direction = torch.randn(B, H, L, d_k, generator=g, dtype=torch.float64)
@@ -237,71 +295,68 @@ for name, kwargs in cases.items():
 # without computing or even reading it. Tiles on the diagonal are computed with the mask
 # added; tiles below it need no mask at all. With $n$ blocks on a side, $n(n-1)/2$ of the
 # $n^2$ tiles lie above the diagonal, a fraction $(n-1)/(2n)$ that tends to one half.
-#
-# Below is the map of 32 tokens in blocks of four, drawn from the trace: one row per
-# block of queries, one column per block of keys; ■ computed, ◩ computed with the mask
-# added, · skipped. Then the counts of `tiled_attention` itself, as $n$ grows.
+# Below, 32 tokens in blocks of four, drawn from the trace of `tiled_attention`, then its
+# counts as $n$ grows.
 
-# %%
+# %% tags=["plot"]
 block, n_blocks = 4, 8
 x_grid = torch.zeros(n_blocks * block, 1)
 _, state_grid = tiled_attention(
     x_grid, x_grid, x_grid, is_causal=True, block_size=block, trace=True
 )
-grid = [
-    ["·"] * n_blocks for _ in range(n_blocks)
-]  # · skipped, unless a step of the trace computed it
-for step in (
-    state_grid.trace
-):  # ◩: some key comes after some query, so the mask is added
-    grid[step.rows.start // block][step.cols.start // block] = (
-        "◩" if step.cols[-1] > step.rows[0] else "■"
-    )
-print("\n".join(" ".join(marks) for marks in grid))
 for n in (2, 8, 64):
     x_n = torch.zeros(n, 1)
     _, counted = tiled_attention(x_n, x_n, x_n, is_causal=True, block_size=1)
-    skipped, total = (
-        counted.tiles_skipped,
-        counted.tiles_computed + counted.tiles_skipped,
-    )
+    skipped = counted.tiles_skipped
+    total = counted.tiles_computed + skipped
     print(
         f"n = {n:>2}: skipped {skipped:>4} of {total:>4}",
         f"= {skipped / total:.3f}; (n-1)/(2n) =",
         (n - 1) / (2 * n),
     )
+fig, ax = canvas(8.6, 9.8)
+T_grid = n_blocks * block
+tiles = tile_order(
+    ax, state_grid.trace, (T_grid, T_grid), (block, block), 0.3, 0.9
+)
+note(ax, tiles.center[0], 0.4, "columns: blocks of keys")
+note(ax, tiles.center[0], 9.4, "rows: blocks of queries")
+figure_to_svg(
+    fig,
+    alt=f"The {n_blocks} by {n_blocks} tiles of {T_grid} tokens in blocks of "
+    f"{block}, numbered 1 to {state_grid.tiles_computed} row by row in the "
+    f"order computed; the {state_grid.tiles_skipped} tiles above the "
+    "diagonal are hatched: skipped.",
+)
 
 # %% [markdown]
-# So causal attention needs about half the work of full attention at long lengths, on
-# top of the memory it saves. FlashAttention-2 skips the same tiles on a GPU, where the
-# saved work is saved time.
+# Each row of tiles is one block of queries: it computes the tiles up to the diagonal,
+# left to right, and skips the rest (hatched). So causal attention needs about half the
+# work of full attention at long lengths, on top of the memory it saves.
+# FlashAttention-2 skips the same tiles on a GPU, where the saved work is saved time.
 #
 # ## Memory, measured
 #
-# Counting tensors is one thing; the memory a process actually uses is another. The cell
-# below measures it. `attn_ref.measure.peak_memory(fn)` runs `fn` in a copy of this
-# process (made with `os.fork`) and reads from Linux how far that copy's resident
-# memory rose, at its peak, while `fn` ran.
-#
-# Each measured call makes its own random inputs, so the figures include $Q$, $K$, $V$ and
-# the output: everything one attention call needs. Three methods run on the same inputs,
-# one sequence with one head of width 128, as $T$ doubles:
+# Counting tensors is one thing; the memory a process actually uses is another.
+# `attn_ref.measure.peak_memory(fn)` runs `fn` in a copy of this process (made with
+# `os.fork`) and reads from Linux how far that copy's resident memory rose, at its peak,
+# while `fn` ran. Each measured call makes its own random inputs, so the figures include
+# $Q$, $K$, $V$ and the output: everything one attention call needs. Three methods run on
+# the same inputs, one sequence with one head of width 128, as $T$ doubles:
 #
 # - **naive**: `attn_ref.scaled_dot_product_attention`, which makes the full matrices;
 # - **tiled**: `attn_ref.tiled_attention`, in tiles of 128 by 128;
 # - **PyTorch**: `torch.nn.functional.scaled_dot_product_attention`, held to its
 #   `FLASH_ATTENTION` backend, PyTorch's own fused CPU kernel.
 
-# %% tags=["measured"]
+# %% tags=["plot", "measured"]
 B, H, d = 1, 1, 128
 lengths = [256, 512, 1024, 2048]
 
 
 def random_inputs(T):
     g = torch.Generator().manual_seed(0)
-    return [
-        torch.randn(B, H, T, d, generator=g) for _ in range(3)
-    ]  # q, k, v: (B, H, T, d)
+    return [torch.randn(B, H, T, d, generator=g) for _ in range(3)]  # q, k, v
 
 
 def pytorch_kernel(q, k, v):
@@ -329,10 +384,8 @@ with (
     }
 formula = (
     np.array([4 * B * H * T**2 for T in lengths]) / 2**20
-)  # one (B, H, T, T) float32 matrix
-io = (
-    np.array([4 * 4 * B * H * T * d for T in lengths]) / 2**20
-)  # Q, K, V and the output, float32
+)  # one (T, T) matrix
+io = np.array([4 * 4 * B * H * T * d for T in lengths]) / 2**20  # Q, K, V, O
 print("    T    naive    tiled  PyTorch  4·B·H·T²  Q,K,V,O  (MiB)")
 for i, T in enumerate(lengths):
     print(
@@ -345,7 +398,7 @@ for i, T in enumerate(lengths):
 # axes gives the exponent $p$ in $\text{memory} \propto T^p$. Beside it, what each method
 # holds beyond its inputs and output.
 
-# %% tags=["measured"]
+# %% tags=["plot", "measured"]
 slopes = {
     name: np.polyfit(np.log(lengths[1:]), np.log(peak[1:]), 1)[0]
     for name, peak in peaks.items()
@@ -358,25 +411,18 @@ for name, peak in peaks.items():
     )
 extra = (peaks["naive"] - io)[-1] / formula[-1]  # in (B, H, T, T) matrices
 print(f"naive at T = {lengths[-1]}: {extra:.2f} matrices beyond Q, K, V and O")
-
-# %% tags=["plot", "measured"]
-fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.6, 4.4), layout="constrained")
 for (name, peak), marker in zip(peaks.items(), "os^", strict=True):
     ax.loglog(
         lengths, peak, marker + "-", label=f"{name} (slope {slopes[name]:.2f})"
     )
-ax.loglog(
-    lengths, formula, "k--", linewidth=1, label="4·B·H·T² bytes: one matrix"
-)
+ax.loglog(lengths, formula, "k--", linewidth=1, label="4·B·H·T²: one matrix")
 ax.set_xticks(lengths, lengths)
 ax.minorticks_off()
-ax.set(
-    xlabel="sequence length T",
-    ylabel="peak memory (MiB)",
-    title="Peak memory of one attention call",
-)
-# The legend goes below the axes: the lines fill them.
-fig.legend(loc="outside lower center", ncols=2)
+ax.set(xlabel="sequence length T", ylabel="peak memory (MiB)")
+fig.legend(
+    loc="outside lower center", ncols=2
+)  # below: the lines fill the axes
 figure_to_svg(
     fig,
     alt="Log-log plot of the measured peak memory against T: "
@@ -417,20 +463,24 @@ figure_to_svg(
 # and every result back. The paper finds that the number of these HBM accesses, not the
 # arithmetic, is what sets the runtime of attention (its Figure 2).
 #
-# The paper writes $N$ for our $T$, $d$ for $d_k$, $B_r$ and $B_c$ for $B_q$ and $B_k$,
-# and $M$ (not a mask here) for the size of SRAM, in numbers; the count below keeps its
-# letters. Standard
-# attention writes the `(N, N)` scores to HBM, reads them back for the softmax, writes the
-# weights, and reads them again to mix the values. FlashAttention never writes an
-# `(N, N)` matrix. It reads $Q$, $K$ and $V$ in blocks that fit in SRAM, and writes the
-# output, with $m$ and $\ell$ for each query. Its Theorem 2, for $d \le M \le Nd$:
-# standard attention needs $\Theta(Nd + N^2)$ HBM accesses, FlashAttention
-# $\Theta(N^2 d^2 M^{-1})$.
+# Standard attention writes the `(N, N)` scores to HBM (the paper writes $N$ for our
+# $T$, and $d$ for $d_k$), reads them back for the softmax, writes the weights, and reads
+# them again to mix the values. FlashAttention never writes an `(N, N)` matrix. It reads
+# $Q$, $K$ and $V$ in blocks that fit in SRAM, and writes the output, with $m$ and $\ell$
+# for each query. With $M$ numbers of SRAM (not a mask here), its Theorem 2, for
+# $d \le M \le Nd$: standard attention needs $\Theta(Nd + N^2)$ HBM accesses,
+# FlashAttention $\Theta(N^2 d^2 M^{-1})$.
 #
-# The function below counts the accesses of one head's forward pass line by line, for
-# three algorithms. The first two are the paper's Algorithm 0 (standard) and Algorithm 1
-# (FlashAttention). The third is the loop order of this page's `tiled_attention`, which is
-# FlashAttention-2's Algorithm 1 (Dao, 2023).
+# The folded cell below counts the accesses of one head's forward pass line by line, for
+# three algorithms: the paper's Algorithm 0 (standard), its Algorithm 1 (FlashAttention,
+# keys and values in the outer loop), and the loop order of this page's
+# `tiled_attention` (queries outside), which is FlashAttention-2's. The count is for an
+# NVIDIA A100, the paper's GPU, in the setting of its Figure 2; the table puts it beside
+# what the paper measured there, forward and backward passes together: the paper's
+# numbers, not this machine's.
+#
+# <details class="note">
+# <summary>Going deeper: the count, line by line, and what it leaves out</summary>
 #
 # - Standard: read $Q, K$, write $S$; read $S$, write $P$; read $P, V$, write $O$:
 #   $4Nd + 4N^2$ numbers.
@@ -454,41 +504,32 @@ figure_to_svg(
 # applied to $S$, dropout applied to $P$: the paper's section 2.2); and any cache between
 # HBM and SRAM that would serve a block read twice.
 #
-# The GPU is the paper's example, an NVIDIA A100 (its Section 2.1), in the setting of its
-# Figure 2. The paper gives the A100 "192KB of on-chip SRAM" per streaming multiprocessor.
-# That is the L1 cache and the shared memory together; NVIDIA's tuning guide for the A100
-# says a kernel can have at most 164 KB of it as shared memory, the part a kernel fills
-# by hand with its blocks. So $M$ is 164 KB here, in 16-bit numbers. The table puts the
-# count beside what the paper measured there, forward and backward passes together: the
-# paper's numbers, not this machine's.
+# The paper gives the A100 "192KB of on-chip SRAM" per streaming multiprocessor (its
+# section 2.1). That is the L1 cache and the shared memory together; NVIDIA's tuning
+# guide for the A100 says a kernel can have at most 164 KB of it as shared memory, the
+# part a kernel fills by hand with its blocks. So $M$ is 164 KB here, in 16-bit numbers.
+#
+# </details>
 
-# %%
-M = (
-    164 * 1024 // 2
-)  # fp16 numbers in an A100 SM's shared memory, at most 164 KB
+# %% tags=["plot"]
+M = 164 * 1024 // 2  # fp16 numbers in an A100 SM's 164 KB of shared memory
 
 
 def hbm_accesses(N, d, M):
     """Numbers one head's forward pass reads from or writes to HBM:
     (standard, FlashAttention, queries in the outer loop)."""
-    block = math.ceil(
-        M / (4 * d)
-    )  # FlashAttention's B_c keys; B_r queries in the other order
-    passes = math.ceil(
-        N / block
-    )  # T_c passes over the queries, or T_r over the keys and values
+    block = math.ceil(M / (4 * d))  # B_c keys; B_r queries in the other order
+    passes = math.ceil(N / block)  # T_c passes over the queries, or T_r
     standard = 4 * N * d + 4 * N * N
     keys_outside = 3 * N * d + 2 * N + passes * (3 * N * d + 4 * N)
     queries_outside = 2 * N * d + N + passes * 2 * N * d
     return standard, keys_outside, queries_outside
 
 
-heads = (
-    64 * 16
-)  # GPT-2 medium in the paper's Figure 2: batch 64, 16 heads, N = 1024, d = 64
+heads = 64 * 16  # GPT-2 medium in the paper's Figure 2: batch 64, 16 heads
 standard, flash, flash2 = (
     2 * heads * n / 1e9 for n in hbm_accesses(1024, 64, M)
-)  # GB of fp16
+)  # GB of fp16, N = 1024, d = 64
 block = math.ceil(M / (4 * 64))
 print(f"M = {M:,} fp16 numbers: blocks of {block} keys (or queries)")
 print(
@@ -496,8 +537,7 @@ print(
     f"FlashAttention {flash:.3g},",
 )
 print(f"  queries outside {flash2:.3g}")
-# Dao et al. (2022, arXiv v2), Figure 2 left, measured on an A100, forward and
-# backward
+# Dao et al. (2022, arXiv v2), Figure 2 left: A100, forward and backward
 rows = {
     "HBM R/W (GB)": (40.3, 4.4),
     "Runtime (ms)": (41.7, 7.3),
@@ -514,12 +554,12 @@ for quantity, (measured_standard, measured_flash) in rows.items():
 # %% [markdown]
 # FlashAttention does *more* arithmetic: it recomputes the tiles in the backward pass
 # instead of storing them. It is faster anyway, because it moves far less data. The
-# measured traffic is larger than the count in both columns, for the reasons listed
-# above: the measurement includes the backward pass, and the extra kernels of the standard
-# implementation. The paper's headline results come from the two savings this page shows:
-# attention in GPT-2 7.6 times faster than PyTorch's implementation (its Figure 1), from
-# the traffic; attention memory up to 20 times smaller than exact baselines (its
-# Section 4.3), from never storing the matrix.
+# measured traffic is larger than the count in both columns: the measurement includes
+# the backward pass, and the extra kernels of the standard implementation. The paper's
+# headline results come from the two savings this page shows: attention in GPT-2 7.6
+# times faster than PyTorch's implementation (its Figure 1), from the traffic; attention
+# memory up to 20 times smaller than exact baselines (its Section 4.3), from never
+# storing the matrix.
 #
 # How does the saving change with the length? At long lengths every count grows like
 # $N^2$: $4N^2$ for standard attention, about $12 N^2 d^2 / M$ for FlashAttention, and
@@ -530,40 +570,30 @@ for quantity, (measured_standard, measured_flash) in rows.items():
 
 # %% tags=["plot"]
 Ns = 2 ** np.arange(8, 17)
-fig, ax = plt.subplots(figsize=(5.6, 4.4), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.4, 4.6), layout="constrained")
 for d_head, color in ((64, "C0"), (128, "C1")):
-    counts = np.array(
-        [hbm_accesses(int(n), d_head, M) for n in Ns]
-    )  # (lengths, 3)
-    ax.semilogx(
-        Ns,
-        counts[:, 0] / counts[:, 1],
-        "o-",
-        color=color,
-        label=f"keys outside, d = {d_head}",
-    )
-    ax.semilogx(
-        Ns,
-        counts[:, 0] / counts[:, 2],
-        "s:",
-        color=color,
-        label=f"queries outside, d = {d_head}",
-    )
+    counts = np.array([hbm_accesses(int(n), d_head, M) for n in Ns])  # (N, 3)
+    for column, style, outer in ((1, "o-", "K, V"), (2, "s:", "Q")):
+        ax.semilogx(
+            Ns,
+            counts[:, 0] / counts[:, column],
+            style,
+            color=color,
+            label=f"{outer} outer, d = {d_head}",
+        )
     for level in (M / (3 * d_head**2), M / (2 * d_head**2)):
         ax.axhline(level, color=color, linestyle="--", linewidth=1)
-ax.set(
-    xlabel="sequence length N",
-    ylabel="standard / tiled",
-    title="HBM traffic ratio, A100 shared memory",
-)
-# The legend goes below the axes: the lines fill them.
-fig.legend(loc="outside lower center", ncols=2)
+ax.set(xlabel="sequence length N", ylabel="HBM traffic, standard / tiled")
+fig.legend(
+    loc="outside lower center", ncols=2
+)  # below: the lines fill the axes
 figure_to_svg(
     fig,
     alt="The ratio of HBM traffic, standard attention over tiled attention, "
-    "against N, for d = 64 and d = 128 and both loop orders: each curve "
-    "rises, then levels off at its dashed line, M/(3d²) with the keys outside "
-    "and M/(2d²) with the queries outside.",
+    "against N, for d = 64 and d = 128 and both loop orders (keys and values "
+    "outer, or queries outer): each curve rises, then levels off at its "
+    "dashed line, M/(3d²) with the keys outer and M/(2d²) with the queries "
+    "outer.",
 )
 
 # %% [markdown]
@@ -571,9 +601,8 @@ figure_to_svg(
 # At long lengths, with less SRAM or wider heads, FlashAttention's ratio falls below one
 # once $M < 3d^2$: the blocks of keys that fit are so small that reading the queries and
 # outputs again on every pass costs more than the matrices it saves. With the queries
-# outside, that happens once $M < 2d^2$. FlashAttention-2,
-# likewise, chooses its block sizes by head dimension and by the GPU's shared memory
-# (its Section 3.3).
+# outside, that happens once $M < 2d^2$. FlashAttention-2, likewise, chooses its block
+# sizes by head dimension and by the GPU's shared memory (its Section 3.3).
 #
 # A CPU can show two of FlashAttention's three claims: the result is exact, and the memory
 # grows like $T$. It cannot show the speed. A CPU's caches are not a small scratchpad that
@@ -581,11 +610,10 @@ figure_to_svg(
 # small PyTorch operations for every tile. Here are its times on this machine at
 # $T = 1024$, one head of width 128, one thread, against the naive function and
 # PyTorch's fused CPU kernel, which runs the same tiled algorithm in C++. Each is the
-# least CPU time of five runs (`attn_ref.measure.cpu_time_ms`), which does not count the moments
-# when other programs have the processor.
+# least CPU time of five runs (`attn_ref.measure.cpu_time_ms`), which does not count the
+# moments when other programs have the processor.
 
-
-# %% tags=["measured"]
+# %% tags=["plot", "measured"]
 T_time = 1024
 q, k, v = random_inputs(T_time)
 with torch.no_grad():
@@ -629,10 +657,90 @@ for name, ms in timings.items():
 # pass by hand instead. It keeps the output and, for each query, $m$ and $\ell$;
 # FlashAttention-2 keeps only their combination $m + \log \ell$, the *log-sum-exp*
 # (`state.logsumexp` here). From it, the backward pass recomputes each tile's weights
-# when it needs them (exercise 3): more arithmetic, much less memory and traffic.
+# when it needs them (exercise 3): more arithmetic, much less memory and traffic. The
+# [next page](backward_pass.md) builds it.
 #
 # </details>
 #
+# ## Common pitfalls
+#
+# **Exponentiating before subtracting the maximum.** A softmax written as
+# `x.exp() / x.exp().sum()` is exact on paper. In float32, `exp` overflows to `inf` for
+# any logit above the threshold printed below. With logits near $10^4$ it divides `inf`
+# by `inf` and gives `nan`. The fix is the one every pass above makes: subtract the
+# running maximum first, so that no exponent is positive.
+
+# %%
+logits = torch.tensor([1e4, 1e4 + 1, 1e4 + 2])
+print("exp / sum(exp):", logits.exp() / logits.exp().sum())  # inf / inf
+print("online softmax:", online_softmax(logits)[0])
+threshold = math.log(torch.finfo(torch.float32).max)
+print(f"float32 exp overflows above {threshold:.2f}")
+
+# %% [markdown]
+# **Rescaling the sum but not the output.** A hand-written tiled loop must multiply
+# *both* running quantities by $e^{m - m'}$ when the maximum grows. A common mistake
+# rescales $\ell$ and simply adds $P V_j$ to $O$. The terms already in $O$ then stay
+# weighted against the old maximum, too heavy by $e^{m' - m}$, and the output is wrong
+# wherever a later tile raises a query's maximum. The loop below does one query block,
+# with and without the rescale of $O$, on the 8 tokens above (no mask: every tile).
+
+
+# %%
+def one_pass(q, k, v, block, rescale_output):
+    m = torch.full((q.shape[0],), -math.inf)  # (L,)
+    ell = torch.zeros(q.shape[0])  # (L,)
+    out = torch.zeros(q.shape[0], v.shape[-1])  # (L, d_v): O, unnormalised
+    for j in range(0, k.shape[0], block):
+        s = q @ k[j : j + block].T / math.sqrt(q.shape[-1])  # (L, block)
+        m_new = torch.maximum(m, s.max(dim=-1).values)
+        p = (s - m_new[:, None]).exp()
+        factor = (m - m_new).exp()[:, None]  # e^(m - m'): (L, 1)
+        ell = ell * factor[:, 0] + p.sum(dim=-1)
+        out = (out * factor if rescale_output else out) + p @ v[j : j + block]
+        m = m_new
+    return out / ell[:, None]
+
+
+reference, _ = scaled_dot_product_attention(q8, k8, v8)
+one_pass_outputs = {}  # rescale_output: the output
+for rescale_output in (False, True):
+    out = one_pass(q8, k8, v8, 2, rescale_output)
+    one_pass_outputs[rescale_output] = out
+    gap = (out - reference).abs().max()
+    print(f"O rescaled: {rescale_output!s:<5}  largest error {gap:.1e}")
+
+# %% [markdown]
+# **Skipping tiles by the top-left test when the mask is bottom-right.** After a KV
+# cache, $L$ new queries are the *last* $L$ of $S$ positions, so query $i$ sees keys up
+# to $i + S - L$ (see [Generating text with a KV cache](kv_cache.md)). A tile-skipping
+# test copied from the square case, "skip when the tile's first key comes after its
+# last query", then skips tiles that hold visible keys. `tiled_attention` takes such a
+# test as `skip_tile`; the symptom is a wrong output, with no error. The fix is to shift
+# the test by $S - L$.
+
+# %%
+g = torch.Generator().manual_seed(6)
+q_new, k_all, v_all = (torch.randn(n, 8, generator=g) for n in (6, 10, 10))
+L_new, S_all = 6, 10  # 6 new queries after 4 cached keys
+mask = causal_mask(L_new, S_all, lower_right=True)
+expected, _ = scaled_dot_product_attention(q_new, k_all, v_all, attn_mask=mask)
+skip_tests = {
+    "top-left test": lambda rows, cols: cols.start > rows[-1],
+    "shifted by S - L": lambda rows, cols: (
+        cols.start > rows[-1] + S_all - L_new
+    ),
+}
+skipping = {}  # test: (tiles skipped, largest error)
+for name, skip_tile in skip_tests.items():
+    ours, state = tiled_attention(
+        q_new, k_all, v_all, mask, block_size=(2, 4), skip_tile=skip_tile
+    )
+    skipping[name] = (state.tiles_skipped, (ours - expected).abs().max())
+    print(f"{name:<16}: skips {skipping[name][0]} tiles,", end=" ")
+    print(f"largest error {skipping[name][1]:.1e}")
+
+# %% [markdown]
 # ## Summary
 #
 # - The online softmax keeps a running maximum $m$ and sum $\ell$. When the maximum grows,
@@ -779,3 +887,6 @@ for name, attention in (
 #   [`FlashAttentionKernel.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cpu/FlashAttentionKernel.cpp),
 #   which works in blocks of queries and keys too, larger blocks of queries for longer
 #   sequences.
+#
+# Next: [Training attention: the backward pass, and FlashAttention's](backward_pass.md)
+# differentiates attention by hand, and recomputes these tiles instead of storing them.

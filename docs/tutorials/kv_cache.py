@@ -22,33 +22,111 @@
 # as counted. Neither depends on what the weights are. Training a model that writes
 # readable text would take far longer than the few seconds this page may spend when the
 # site is built. So the text it writes is gibberish, on purpose.
+#
+# Here is the idea on the page's model, for a prompt of 4 characters and 3 generated
+# ones (layer 0, head 0; the model and its numbers are built in the next sections).
+# Each key is drawn as 6 of its 16 numbers, red above zero and blue below; each weight
+# in viridis, from dark purple (0) to yellow (1); hatched where nothing is computed.
+
+# %% tags=["plot"]
+import string
+
+import torch
+
+from attn_ref.cache import KVCache
+from attn_ref.decoder import TinyDecoder
+from attn_ref.diagrams import Box, canvas, grid, note, outline
+from attn_ref.masks import causal_mask
+from attn_ref.plotting import figure_to_svg
+
+torch.set_grad_enabled(False)  # generation only: no gradients
+VOCAB = string.ascii_lowercase + string.ascii_uppercase + string.digits + " ."
+torch.manual_seed(0)  # the model of the section "A tiny decoder"
+model = TinyDecoder(len(VOCAB), 512, 64, num_layers=4, num_heads=4).eval()
+calls = []  # per call of the model: layer 0's weights of head 0, (L, S)
+hook = model.blocks[0].attn.register_forward_hook(
+    lambda module, inputs, output: calls.append(output[1][0, 0])
+)
+picture_cache = KVCache(model.num_layers)
+picture_tokens = torch.tensor([[VOCAB.index(ch) for ch in "the "]])
+# the prompt first: 4 positions at once
+logits = model(picture_tokens, picture_cache)
+for _ in range(3):  # then one generated token at a time
+    new = logits[:, -1:].argmax(dim=-1)  # (B, 1): the greedy choice
+    picture_tokens = torch.cat([picture_tokens, new], dim=1)
+    logits = model(new, picture_cache)
+hook.remove()
+del hook  # a handle, not data to keep
+T_pic = picture_tokens.shape[1]
+picture_weights = torch.zeros(T_pic, T_pic)  # row t: query t's weights
+computed = torch.zeros(T_pic, T_pic, dtype=torch.bool)  # hatched: not computed
+row = 0
+for w in calls:
+    L_call, S_call = w.shape  # queries of this call, keys so far
+    picture_weights[row : row + L_call, :S_call] = w
+    visible = causal_mask(L_call, S_call, lower_right=True)
+    computed[row : row + L_call, :S_call] = visible
+    row += L_call
+chars = ["␣" if VOCAB[i] == " " else VOCAB[i] for i in picture_tokens[0]]
+fig, ax = canvas(10, 5.8)
+keys = grid(ax, picture_cache.keys[0][0, 0, :, :6], 1.9, 1.4, cell=0.5)
+note(ax, keys.center[0], 0.5, "cached keys")
+note(ax, keys.center[0], 0.95, "(layer 0, head 0)", fontsize=10)
+box = grid(
+    ax, picture_weights, 5.4, 1.4, cmap="viridis", mask=computed, cell=0.5
+)
+note(ax, box.center[0], 0.5, "weights each call")
+note(ax, box.center[0], 0.95, "computes", fontsize=10)
+for t, ch in enumerate(chars):
+    note(ax, 9.2, 1.65 + 0.5 * t, ch)  # the query's token
+    note(ax, box.x + 0.25 + 0.5 * t, 5.2, ch, fontsize=10)  # the key's
+row = 0
+for n, w in enumerate(calls):
+    rows = w.shape[0]
+    outline(
+        ax, Box(keys.x, 1.4 + 0.5 * row, keys.width, 0.5 * rows), width=1.5
+    )
+    outline(
+        ax,
+        Box(box.x, 1.4 + 0.5 * row, 0.5 * w.shape[1], 0.5 * rows),
+        width=1.5,
+    )
+    step = "prompt" if n == 0 else f"step {n}"
+    note(ax, 1.75, 1.4 + 0.5 * (row + rows / 2), step, ha="right", fontsize=10)
+    row += rows
+figure_to_svg(
+    fig,
+    alt="Left, the cached keys of layer 0, head 0, one row per position: the "
+    "prompt's 4 rows, written by the first call, then one row more at each of "
+    "3 steps. Right, the weights each call computes: the prompt's 4 by 4 "
+    "causal block at once, then one row per step over every key so far: "
+    + ", ".join(
+        f"step {n}: 1 query × {w.shape[1]} keys"
+        for n, w in enumerate(calls[1:], 1)
+    ),
+)
+
+# %% [markdown]
+# The first call runs the prompt: it computes 4 keys (and 4 values, not drawn)
+# and the prompt's 4 by 4 block of causal weights. Each later step runs one new token:
+# it appends one key and one value to the cache, and computes one row of weights, its
+# query against every key so far. The rows already in the cache never change, and no
+# row of weights is ever computed twice. Without the cache, every step would recompute
+# every row on the right.
 
 # %%
-import string
 import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 import torch.nn.functional as F
 
-from attn_ref.cache import KVCache
-from attn_ref.decoder import (
-    TinyDecoder,
-    decoding_flops,
-    generate,
-    kv_cache_bytes,
-)
+from attn_ref.decoder import decoding_flops, generate, kv_cache_bytes
 from attn_ref.functional import scaled_dot_product_attention
-from attn_ref.masks import causal_mask
 from attn_ref.measure import cpu_time_ms
 from attn_ref.multihead import MultiHeadAttention, repeat_kv_heads
-from attn_ref.plotting import figure_to_svg
 
-torch.set_grad_enabled(False)  # generation only: no gradients
-torch.set_num_threads(
-    1
-)  # one thread: results that do not depend on how many cores the machine has
+torch.set_num_threads(1)  # results that do not depend on the machine's cores
 
 # %% [markdown]
 # ## A tiny decoder
@@ -197,7 +275,7 @@ print(
 # `FlopCounterMode`, which counts the operations of every matrix product that actually
 # runs, for random model shapes and lengths.
 
-# %%
+# %% tags=["plot"]
 C = model.blocks[0].attn.embed_dim
 print("    t  without cache  with cache  ratio  attention's share without")
 for t in (16, 64, 256, 512):
@@ -231,7 +309,7 @@ for t in (16, 64, 256, 512):
 # tokens, up to float rounding.
 
 
-# %% tags=["measured"]
+# %% tags=["plot", "measured"]
 lengths = [8, 16, 32, 64, 128, 256, 512]
 longest = torch.randint(
     0, len(VOCAB), (1, lengths[-1]), generator=torch.Generator().manual_seed(0)
@@ -275,7 +353,7 @@ print(
 )
 
 # %% tags=["plot", "measured"]
-fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")
 ax.loglog(lengths, timings[:, 0], "o-", label="without cache")
 ax.loglog(lengths, timings[:, 1], "s-", label="with cache")
 ax.set_xticks(lengths, lengths)
@@ -304,99 +382,6 @@ figure_to_svg(
 # it also appends to the cache, which copies it (`KVCache` concatenates). The cache pays
 # off once the arithmetic it saves outweighs that fixed cost: for long texts, and in big
 # models, whose matrix products are large.
-#
-# ## The alignment trap
-#
-# With a cache, attention has fewer queries than keys: $L$ new queries against
-# $S$ keys, of which the first $S - L$ were cached. The new queries are the *last*
-# $L$ positions. A causal mask must therefore be aligned to the bottom-right
-# corner of the $(L, S)$ score matrix.
-#
-# PyTorch's `is_causal=True` aligns it to the top-left corner instead: query $i$ sees
-# keys $0, \dots, i$, whatever $S$ is. Its documentation says so ("the upper left causal
-# bias"). For the usual single new query ($L = 1$), that means it sees key 0 and nothing
-# else. Changing this default was proposed in PyTorch's
-# [issue #108108](https://github.com/pytorch/pytorch/issues/108108), open at the time of
-# writing. PyTorch offers a bottom-right mask as a separate object instead:
-# `torch.nn.attention.bias.causal_lower_right(L, S)`, documented as equivalent to
-# `torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)`.
-#
-# Below, one new query attends to six keys in every head, first with `is_causal=True`.
-
-# %%
-g = torch.Generator().manual_seed(1)
-S, H, d_k = 6, 2, 8
-query = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
-# S keys and values: S - 1 cached, then the new token's
-keys, values = torch.randn(2, 1, H, S, d_k, generator=g)
-trap = F.scaled_dot_product_attention(query, keys, values, is_causal=True)
-# attn_ref returns the weights too
-_, trap_weights = scaled_dot_product_attention(
-    query, keys, values, is_causal=True
-)
-print(
-    "is_causal=True, weights of head 0:",
-    trap_weights[0, 0, 0].numpy().round(3),
-)
-print(
-    "the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1])
-)
-
-# %% [markdown]
-# The query sees only key 0, and its output is value 0. The right answer for a single
-# new query needs no mask at all: the new token is the last position, so it may see
-# every key.
-
-# %%
-right = F.scaled_dot_product_attention(query, keys, values)  # no mask
-_, right_weights = scaled_dot_product_attention(query, keys, values)
-print(
-    "no mask, weights of head 0:       ",
-    right_weights[0, 0, 0].numpy().round(3),
-)
-print(f"largest |wrong - right| output: {(trap - right).abs().max():.2f}")
-
-# %% [markdown]
-# For a chunk of $L > 1$ new queries, the mask must be bottom-right aligned. Here are
-# both masks for three new tokens after three cached ones, and the outputs they give.
-
-# %%
-L = 3
-lower_right = causal_mask(L, S, lower_right=True)
-print("top-left, as is_causal=True:")
-print(causal_mask(L, S).int().numpy())
-print("bottom-right, causal_mask(L, S, lower_right=True):")
-print(lower_right.int().numpy())
-chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
-theirs = F.scaled_dot_product_attention(
-    chunk, keys, values, attn_mask=lower_right
-)
-wrong = F.scaled_dot_product_attention(chunk, keys, values, is_causal=True)
-print(
-    "largest |is_causal=True - bottom-right| output: "
-    f"{(wrong - theirs).abs().max():.2f}"
-)
-
-# %% [markdown]
-# The bottom-right mask is the one `causal_lower_right(L, S)` documents. This page does
-# not import it: importing `torch.nn.attention.bias` loads PyTorch's compiler
-# (`torch._dynamo`), which would slow down building this page. The site's tests check
-# that it gives the same outputs as `attn_ref.masks.causal_mask(L, S, lower_right=True)`.
-#
-# `attn_ref.MultiHeadAttention` refuses `is_causal=True` once its cache holds keys,
-# and says what to pass instead:
-
-# %%
-layer = MultiHeadAttention(embed_dim=8, num_heads=2)
-layer_cache = KVCache(num_layers=1)
-x = torch.randn(1, 4, 8, generator=g)
-layer(
-    x, x, x, is_causal=True, cache=layer_cache
-)  # the first call: the cache is empty, top-left is right
-try:
-    layer(x[:, :1], x[:, :1], x[:, :1], is_causal=True, cache=layer_cache)
-except ValueError as error:
-    print(textwrap.fill(str(error), width=79))
 
 # %% [markdown]
 # ## What the cache costs
@@ -405,7 +390,10 @@ except ValueError as error:
 # position, so a cache takes
 #
 # $$
-# 2 \times \text{layers} \times H_{kv} \times d_k \times \text{tokens} \times \text{bytes per number}
+# \begin{aligned}
+# &2 \times \text{layers} \times H_{kv} \times d_k \\
+# &\quad \times \text{tokens} \times \text{bytes per number}
+# \end{aligned}
 # $$
 #
 # bytes for one sequence. First, the formula against a real cache: the tiny model's,
@@ -440,7 +428,7 @@ print(
 # of $W$ positions: position $i$ overwrites position $i \bmod W$, and "the size of the
 # cache stops increasing" (its paper, section 2).
 
-# %%
+# %% tags=["plot"]
 # name: (layers, key/value heads H_kv, head size d_k, context length, window
 # or None)
 models = {
@@ -522,7 +510,8 @@ print(
 # PyTorch's function on the same projections; and as ordinary multi-head attention on
 # key and value heads repeated, each once for every query head in its group.
 
-# %%
+# %% tags=["plot"]
+g = torch.Generator().manual_seed(1)
 x = torch.randn(2, 5, 32, generator=g)  # (B, T, C)
 ours, _ = gqa(x, x, x, is_causal=True)
 
@@ -567,7 +556,7 @@ print(
 # heads. Each fills a cache with the same text of 64 tokens, then generates with and
 # without a cache.
 
-# %%
+# %% tags=["plot"]
 text = torch.randint(0, len(VOCAB), (1, 64), generator=g)
 print("H_kv  cache bytes  formula  MHA / this  identical tokens")
 cache_sizes = {}
@@ -624,6 +613,121 @@ for kv_heads in (8, 2, 1):
 #
 # </details>
 #
+#
+# ## Common pitfalls
+#
+# <a id="the-alignment-trap"></a>**The alignment trap: a causal mask aligned to the top
+# left.** With a cache, attention has fewer
+# queries than keys: $L$ new queries against $S$ keys, of which the first $S - L$ were
+# cached. The new queries are the *last* $L$ positions. A causal mask must therefore be
+# aligned to the bottom-right corner of the $(L, S)$ score matrix.
+#
+# A common mistake keeps `is_causal=True`, as in training. PyTorch's `is_causal=True`
+# aligns the mask to the top-left corner: query $i$ sees keys $0, \dots, i$, whatever
+# $S$ is. Its documentation says so ("the upper left causal bias"). For the usual single
+# new query ($L = 1$), that means it sees key 0 and nothing else. Changing this default
+# was proposed in PyTorch's
+# [issue #108108](https://github.com/pytorch/pytorch/issues/108108), open at the time of
+# writing. PyTorch offers a bottom-right mask as a separate object instead:
+# `torch.nn.attention.bias.causal_lower_right(L, S)`, documented as equivalent to
+# `torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)`.
+#
+# Below, one new query attends to six keys in every head, first with `is_causal=True`.
+
+# %%
+g = torch.Generator().manual_seed(1)
+S, H, d_k = 6, 2, 8
+query = torch.randn(1, H, 1, d_k, generator=g)  # one new query per head
+# S keys and values: S - 1 cached, then the new token's
+keys, values = torch.randn(2, 1, H, S, d_k, generator=g)
+trap = F.scaled_dot_product_attention(query, keys, values, is_causal=True)
+# attn_ref returns the weights too
+_, trap_weights = scaled_dot_product_attention(
+    query, keys, values, is_causal=True
+)
+print(
+    "is_causal=True, weights of head 0:",
+    trap_weights[0, 0, 0].numpy().round(3),
+)
+print(
+    "the output is value 0, unchanged:", torch.allclose(trap, values[:, :, :1])
+)
+
+# %% [markdown]
+# The query sees only key 0, and its output is value 0. The right answer for a single
+# new query needs no mask at all: the new token is the last position, so it may see
+# every key.
+
+# %%
+right = F.scaled_dot_product_attention(query, keys, values)  # no mask
+_, right_weights = scaled_dot_product_attention(query, keys, values)
+print(
+    "no mask, weights of head 0:       ",
+    right_weights[0, 0, 0].numpy().round(3),
+)
+print(f"largest |wrong - right| output: {(trap - right).abs().max():.2f}")
+
+# %% [markdown]
+# For a chunk of $L > 1$ new queries, the mask must be bottom-right aligned. Here are
+# both masks for three new tokens after three cached ones, and the outputs they give.
+
+# %%
+L = 3
+lower_right = causal_mask(L, S, lower_right=True)
+print("top-left, as is_causal=True:")
+print(causal_mask(L, S).int().numpy())
+print("bottom-right, causal_mask(L, S, lower_right=True):")
+print(lower_right.int().numpy())
+chunk = torch.randn(1, H, L, d_k, generator=g)  # three new queries
+theirs = F.scaled_dot_product_attention(
+    chunk, keys, values, attn_mask=lower_right
+)
+wrong = F.scaled_dot_product_attention(chunk, keys, values, is_causal=True)
+print(
+    "largest |is_causal=True - bottom-right| output: "
+    f"{(wrong - theirs).abs().max():.2f}"
+)
+
+# %% [markdown]
+# The bottom-right mask is the one `causal_lower_right(L, S)` documents. This page does
+# not import it: importing `torch.nn.attention.bias` loads PyTorch's compiler
+# (`torch._dynamo`), which would slow down building this page. The site's tests check
+# that it gives the same outputs as `attn_ref.masks.causal_mask(L, S, lower_right=True)`.
+#
+# `attn_ref.MultiHeadAttention` refuses `is_causal=True` once its cache holds keys,
+# and says what to pass instead:
+
+# %%
+layer = MultiHeadAttention(embed_dim=8, num_heads=2)
+layer_cache = KVCache(num_layers=1)
+tokens4 = torch.randn(1, 4, 8, generator=g)  # (B, T, C)
+# the first call: the cache is empty, so top-left is right
+layer(tokens4, tokens4, tokens4, is_causal=True, cache=layer_cache)
+one = tokens4[:, :1]  # (B, 1, C): one more token
+try:
+    layer(one, one, one, is_causal=True, cache=layer_cache)
+except ValueError as error:
+    print(textwrap.fill(str(error), width=79))
+
+# %% [markdown]
+# **Grouping the heads in the wrong order.** `repeat_kv_heads` repeats each key/value
+# head for *consecutive* query heads (`repeat_interleave`): query head $h$ reads
+# key/value head $\lfloor h / (H / H_{kv}) \rfloor$. A common mistake tiles the heads
+# instead (`repeat`, which gives the order 0, 1, 0, 1, ...). The shapes are right and
+# nothing fails, but each query head reads another head's keys and values, and the
+# result no longer matches PyTorch's `enable_gqa=True`. The fix is
+# `repeat_interleave`, or `enable_gqa=True` itself.
+
+# %%
+tiled_k, tiled_v = (
+    k.repeat(1, group, 1, 1),
+    v.repeat(1, group, 1, 1),
+)  # (B, H_kv, T, d_k) -> (B, H, T, d_k)
+tiled = F.scaled_dot_product_attention(q, tiled_k, tiled_v, is_causal=True)
+print("tiled matches enable_gqa:", torch.allclose(tiled, heads, atol=1e-6))
+print(f"largest difference: {(tiled - heads).abs().max():.2f}")
+
+# %% [markdown]
 # ## Summary
 #
 # - Causal attention never lets an early position see a later one. So the keys and
@@ -669,22 +773,7 @@ print(
 )
 
 # %% [markdown]
-# **3. The wrong grouping.** `repeat_kv_heads` repeats each key/value head for
-# *consecutive* query heads (`repeat_interleave`). Tile the heads instead
-# (`repeat`, which gives the order 0, 1, 0, 1, ...) and show that the result no
-# longer matches PyTorch's `enable_gqa=True`.
-
-# %% tags=["solution"]
-tiled_k, tiled_v = (
-    k.repeat(1, group, 1, 1),
-    v.repeat(1, group, 1, 1),
-)  # (B, H_kv, T, d_k) -> (B, H, T, d_k)
-tiled = F.scaled_dot_product_attention(q, tiled_k, tiled_v, is_causal=True)
-print("tiled matches enable_gqa:", torch.allclose(tiled, heads, atol=1e-6))
-print(f"largest difference: {(tiled - heads).abs().max():.2f}")
-
-# %% [markdown]
-# **4. A sliding window.** With a window of $W$, position $i$ attends only to
+# **3. A sliding window.** With a window of $W$, position $i$ attends only to
 # positions $i - W + 1, \dots, i$. Then a cache never needs more than the last $W$
 # keys and values of each layer. Show it for one attention layer: one new query
 # attending to the last $W$ of $S$ keys, with no mask, gives the same output as
@@ -737,3 +826,6 @@ print("same output:", torch.allclose(full_window, bounded, atol=1e-6))
 #   (`is_causal`, `enable_gqa`), [`causal_lower_right`](https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.bias.causal_lower_right.html),
 #   and [issue #108108](https://github.com/pytorch/pytorch/issues/108108) on the
 #   alignment of `is_causal`.
+#
+# Next: [Serving attention: many requests at once](serving_batches.md) keeps the caches
+# of many requests in one pool of blocks, and batches their steps.

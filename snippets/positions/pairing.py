@@ -1,3 +1,4 @@
+# --8<-- [start:layouts]
 # Two ways to pair features: equal up to a permutation, wrong mixed.
 import torch
 
@@ -12,6 +13,9 @@ paper = apply_rotary(x)  # pairs (0, 1), (2, 3), ...
 neox = apply_rotary(x[:, perm], interleaved=False)  # pairs (i, i + 4)
 same = torch.allclose(neox, paper[:, perm], atol=1e-6)
 print("half-split of permuted x == permuted interleaved:", same)
+# --8<-- [end:layouts]
+
+# --8<-- [start:mixed]
 
 # Projections trained with the paper's pairing, run with the other one.
 C = 16
@@ -34,3 +38,4 @@ print(f"largest change of a weight when mixed: {change:.2f}")
 fixed = weights(X @ W_Q[:, perm], X @ W_K[:, perm], interleaved=False)
 same = torch.allclose(fixed, right, atol=1e-6)
 print("permuted W_Q, W_K with half-split:", same)
+# --8<-- [end:mixed]

@@ -1,4 +1,4 @@
-# --8<-- [start:decay]
+# --8<-- [start:compute]
 # How a score changes with distance, for q = k = all ones.
 import torch
 
@@ -18,9 +18,8 @@ sizes = turns.cumsum(dim=-1).abs()  # (len(r), d_k/2): |S_1|, ..., |S_{d_k/2}|
 mean_size = sizes.mean(dim=-1)  # (len(r),): the paper's "relative upper bound"
 # Its bound: |score| <= max_i |h_{i+1} - h_i| * sum_j |S_j|,
 # with h_i = z_q,i conj(z_k,i) and h_{d_k/2} = 0.
-z = torch.complex(
-    ones[0, 0::2], ones[0, 1::2]
-)  # (d_k/2,): the pairs of q = k as complex numbers
+# the pairs of q = k as complex numbers: (d_k/2,)
+z = torch.complex(ones[0, 0::2], ones[0, 1::2])
 h = torch.cat([z * z.conj(), torch.zeros(1, dtype=z.dtype)])  # (d_k/2 + 1,)
 bound = (h[1:] - h[:-1]).abs().max() * sizes.sum(dim=-1)  # (len(r),)
 
@@ -29,7 +28,9 @@ g = torch.Generator().manual_seed(0)
 q, k = torch.randn(2, d_k, generator=g, dtype=torch.float64)
 rand = (q * apply_rotary(k.expand(len(r), d_k), r)).sum(dim=-1)
 rand = rand / (q.norm() * k.norm())  # cosine of the angle
+# --8<-- [end:compute]
 
+# --8<-- [start:decay]
 for dist in (0, 10, 100, 1000):
     print(
         f"r = {dist:4}: score {scores[dist].item():7.2f}"

@@ -26,7 +26,7 @@ from tests.support.backward_reference import (
     subnormal_gap,
 )
 from tests.support.reference import EPS64, as64, attention, causal, softmax
-from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
 FOUR = half_unit(4)
 ARENA_MIB = 1.0  # what Python's arenas may add to one peak_memory measurement (its docstring)
@@ -90,6 +90,22 @@ def test_by_hand_equals_autograd_and_the_chain_rule(tutorial, values):
     np.testing.assert_allclose(values["D_from_weights"].numpy(), D, rtol=1e-12)
     np.testing.assert_allclose(values["D_from_output"].numpy(), D, rtol=1e-12)
     assert_printed(tutorial, [*D, *D], atol=FOUR)
+
+
+def test_the_opening_picture_draws_the_gradients_of_the_example(values):
+    """The picture above the first code: each matrix, for the inputs the section "The gradients of
+    attention" differentiates, from the chain rule in float64."""
+    q, k, v, d_out = (as64(values[name]) for name in ("q_few", "k_few", "v_few", "d_out_few"))
+    _, P = attention(q, k, v)
+    dQ, dK, dV = reference_gradients(q, k, v, d_out)
+    dP = d_out @ v.T
+    D = (P * dP).sum(axis=-1, keepdims=True)  # rowsum(P dP): the same number as rowsum(dO O)
+    expected = {"S": q @ k.T / math.sqrt(3), "dP": dP, "D": D, "dS": P * (dP - D)}
+    expected |= {"dQ": dQ, "dK": dK, "dV": dV}
+    flow = values["flow"]
+    assert flow.keys() == expected.keys()
+    for name, matrix in expected.items():
+        np.testing.assert_allclose(as64(flow[name]), matrix, rtol=1e-10, atol=1e-14, err_msg=name)
 
 
 def test_gradcheck_passes_and_pytorch_agrees_in_every_case(tutorial, values):
@@ -175,22 +191,33 @@ def test_the_two_passes_visit_the_tiles_in_their_orders_and_skip_the_same(tutori
     ]
     forward = sorted(blocks)  # queries outside: row by row
     backward = sorted(blocks, key=lambda t: (t[1], t[0]))  # keys outside: column by column
-    for name, order in (("forward", forward), ("backward", backward)):
-        grid = [["·"] * 4 for _ in range(4)]
-        for number, (i, j) in enumerate(order, start=1):
-            grid[i][j] = str(number)
-        assert values["orders"][name] == grid
+    for state, order in ((values["forward16"], forward), (values["state16"], backward)):
+        assert [(s.rows.start // 4, s.cols.start // 4) for s in state.trace] == order
     skipped = 16 - len(blocks)
     assert skipped == 4 * 3 // 2  # n(n - 1)/2 tiles above the diagonal
     for state in (values["forward16"], values["state16"]):
         assert (state.tiles_computed, state.tiles_skipped) == (len(blocks), skipped)
-    lines = [
-        " ".join(f"{m:>2}" for m in a) + "    " + " ".join(f"{m:>2}" for m in b)
-        for a, b in zip(values["orders"]["forward"], values["orders"]["backward"], strict=True)
-    ]
-    printed = "\n".join(printed_by_cell(tutorial))
-    assert all(line in printed for line in lines)
     assert_printed(tutorial, [len(blocks), skipped, len(blocks), skipped], gaps=True)
+
+
+def test_the_opened_tile_is_recomputed_from_the_log_sum_exp_and_D(tutorial, values):
+    """The picture's tile of queries 8-11 and keys 4-7: its weights are those of attention over all
+    16 keys, its dS is P (dP - D) with D = rowsum(dO O), both in float64 from the inputs."""
+    q, k, v, d_out = (as64(values[name]) for name in ("q16", "k16", "v16", "d_out16"))
+    out, P = attention(q, k, v, allowed=causal(16))
+    D = (d_out * out).sum(axis=-1)
+    rows, cols = slice(8, 12), slice(4, 8)
+    opened = values["opened"]
+    assert (opened.rows, opened.cols) == (range(8, 12), range(4, 8))
+    np.testing.assert_allclose(as64(opened.weights), P[rows, cols], rtol=1e-12)
+    np.testing.assert_allclose(as64(values["D16"]), D, rtol=1e-12, atol=1e-15)
+    dS = P[rows, cols] * (d_out[rows] @ v[cols].T - D[rows, None])
+    np.testing.assert_allclose(as64(opened.grad_scores), dS, rtol=1e-10, atol=1e-14)
+    (figure,) = [d for d in displayed(tutorial, "image/svg+xml") if "the framed tile" in d]
+    for weight in P[rows, cols].ravel():
+        assert f">{weight:.2f}<" in figure
+    for d in D[rows]:
+        assert f">{d:.1f}<" in figure
 
 
 def test_flash_gradients_equal_the_standard_ones(tutorial, values):
@@ -331,23 +358,48 @@ def test_dropout_regenerates_the_forward_mask(tutorial, values):
     assert_printed(tutorial, [gap_out, values["gap_d"]], rtol=sci_rtol(1), gaps=True)
 
 
-def test_the_closing_note_repeats_the_measurements(tutorial, values):
-    naive = dict(zip(values["naive_lengths"], values["naive_mib"], strict=True))
-    expected, atol, rtol = [], [], []
-    for T, p in zip(values["flash_lengths"], values["flash_mib"], strict=True):
-        row = [T, naive[T], p] if T in naive else [T, p]
-        expected += row
-        atol += [0] + [half_unit(2)] * (len(row) - 1)
-    expected += [values["naive_slope"], values["flash_slope"], len(values["sweep_cases"])]
-    atol += [half_unit(2), half_unit(2), 0]
-    rtol += [0] * len(expected)
-    for dtype in values["dtypes"]:
-        expected.append(max(row[2] for row in values["sweep"] if row[1] == str(dtype)))
-        atol.append(0)
-        rtol.append(sci_rtol(1))
-    cells = [text for text in printed_by_cell(tutorial) if "peak MiB" in text and "slopes" in text]
-    assert len(cells) == 1  # the closing note, printed once
-    assert_printed(tutorial, expected, atol=atol, rtol=rtol, gaps=True, texts=cells)
+# --- common pitfalls ----------------------------------------------------------------------------
+
+
+def test_pitfall_leaving_out_D(tutorial, values):
+    q, k, v, d_out = (as64(values[name]) for name in ("q_few", "k_few", "v_few", "d_out_few"))
+    _, P = attention(q, k, v)
+    dQ, dK, _ = reference_gradients(q, k, v, d_out)
+    dS = P * (d_out @ v.T)  # the chain rule through exp alone
+    wrong = [np.abs(dS.sum(axis=-1)).max()]  # a row of dS should sum to zero
+    wrong += [np.abs(dS @ k / math.sqrt(3) - dQ).max(), np.abs(dS.T @ q / math.sqrt(3) - dK).max()]
+    d_term = {name: [float(x) for x in row] for name, row in values["d_term"].items()}
+    np.testing.assert_allclose(d_term["P * dP"], wrong, rtol=1e-10)
+    assert min(wrong) > 0.1
+    assert max(d_term["P * (dP - D)"]) < 1e-14
+    assert_printed(tutorial, wrong, rtol=sci_rtol(1))
+
+
+def test_pitfall_dS_on_the_wrong_side(tutorial, values):
+    q, k, v, d_out = (as64(values[name]) for name in ("q5", "k5", "v5", "d_out5"))
+    _, P = attention(q, k, v)
+    dS = P * (d_out @ v.T - (d_out * (P @ v)).sum(axis=-1, keepdims=True))
+    dK = reference_gradients(q, k, v, d_out)[1]
+    np.testing.assert_allclose(as64(values["dk_right"]), dK, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(as64(values["dk_wrong"]), dS @ q / math.sqrt(3), rtol=1e-10, atol=1e-14)
+    gap = np.abs(dS @ q / math.sqrt(3) - dK).max()
+    assert gap > 0.1
+    assert_printed(tutorial, [5, 3, 5, 3, gap], atol=[0, 0, 0, 0, half_unit(2)], gaps=True)
+
+
+def test_pitfall_a_log_sum_exp_of_minus_infinity(tutorial, values):
+    q, k, v, d_out = (as64(values[name]) for name in ("q_n", "k_n", "v_n", "d_out_n"))
+    sees = values["sees"].numpy()
+    assert not sees[1].any() and sees[0].any() and sees[2].any()
+    lse = as64(values["fwd_n"].logsumexp)
+    assert lse[1] == -np.inf
+    scores = q @ k.T / math.sqrt(2)
+    seen = np.exp(np.where(sees, scores, -np.inf))[[0, 2]]  # the queries that see a key
+    np.testing.assert_allclose(lse[[0, 2]], np.log(seen.sum(-1)))
+    # read as +inf: the weights of query 1 are zero, and dV is the reference's
+    np.testing.assert_allclose(as64(values["dv_n"]), reference_gradients(q, k, v, d_out, sees)[2], rtol=1e-12)
+    assert_printed(tutorial, [np.nan] * 3 + [v.size], gaps=True)  # as stored: every entry of dV is nan
+    assert_printed(tutorial, [0.0] * 3 + [0], gaps=True)
 
 
 # --- exercises ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from tests.support.reference import as64, attention, causal, softmax
-from tests.support.shown import assert_printed, half_unit, numbers_of, printed_by_cell, sci_rtol
+from tests.support.shown import assert_printed, displayed, half_unit, numbers_of, printed_by_cell, sci_rtol
 
 FOUR = half_unit(4)
 ARENA_MIB = 1.0  # what Python's arenas may add to one peak_memory measurement (its docstring)
@@ -64,27 +64,55 @@ def test_online_softmax_does_not_overflow_where_exp_does(tutorial, values):
     assert_printed(tutorial, [math.log(np.finfo(np.float32).max)], atol=half_unit(2))
 
 
+def _running_state(scores: np.ndarray, visible: np.ndarray, upto: int) -> tuple[np.ndarray, np.ndarray]:
+    """m and ℓ of each row over the keys 0..upto-1 it may see, in float64."""
+    s = np.where(visible[:, :upto], scores[:, :upto], -np.inf)
+    m = s.max(axis=1)
+    return m, np.exp(s - m[:, None]).sum(axis=1)
+
+
 def test_the_trace_of_the_tiles_is_attention_over_the_keys_read_so_far(tutorial, values):
-    q, k, v = (as64(values[name]) for name in ("q_small", "k_small", "v_small"))
-    scores = q @ k.T / math.sqrt(q.shape[-1])
-    steps = values["state_small"].trace
-    assert [(s.cols.start, s.cols[-1]) for s in steps] == [(0, 1), (2, 3), (4, 5)]  # two keys a tile
-    previous_m = np.full(2, -np.inf)
+    """8 causal tokens in tiles of 2: every tile of the trace holds the running m, ℓ and output of
+    attention over the keys read so far; the block of queries 4 and 5 prints them."""
+    q, k, v = (as64(values[name]) for name in ("q8", "k8", "v8"))
+    scores, visible = q @ k.T / math.sqrt(2), causal(8)
+    steps = values["state8"].trace
+    computed = {(s.rows.start, s.cols.start) for s in steps}
+    assert computed == {(i, j) for i in range(0, 8, 2) for j in range(0, i + 1, 2)}  # 10 of 16
     for step in steps:
-        seen = slice(0, step.cols[-1] + 1)  # keys read so far
-        m = scores[:, seen].max(axis=1)
-        ell = np.exp(scores[:, seen] - m[:, None]).sum(axis=1)
-        output = attention(q, k[seen], v[seen])[0]
-        np.testing.assert_allclose(as64(step.scores), scores[:, step.cols], atol=1e-6)
+        rows, upto = slice(step.rows.start, step.rows.stop), step.cols.stop
+        m, ell = _running_state(scores[rows], visible[rows], upto)
+        previous_m = (
+            _running_state(scores[rows], visible[rows], step.cols.start)[0] if step.cols.start else -np.inf
+        )
+        output = attention(q[rows], k[:upto], v[:upto], allowed=visible[rows, :upto])[0]
         np.testing.assert_allclose(as64(step.row_max), m, atol=1e-6)
         np.testing.assert_allclose(as64(step.rescale), np.exp(previous_m - m), atol=1e-6)
-        np.testing.assert_allclose(as64(step.row_sum), ell, atol=1e-6)
+        np.testing.assert_allclose(as64(step.row_sum), ell, rtol=1e-6)
         np.testing.assert_allclose(as64(step.output), output, atol=1e-6)
-        shown = [*scores[:, step.cols].ravel(), *m, *np.exp(previous_m - m), *ell, *output.ravel()]
-        assert_printed(tutorial, shown, atol=FOUR + 1e-6, gaps=True)
-        previous_m = m
-    error = np.abs(as64(values["out_small"]) - attention(q, k, v)[0]).max()
+        if step.rows.start == 4:
+            shown = [*m, *np.exp(previous_m - m), *ell, *output.ravel()]
+            assert_printed(tutorial, shown, atol=FOUR + 1e-6, gaps=True)
+    expected = attention(q, k, v, allowed=visible)[0]
+    error = np.abs(as64(values["out8"]) - expected).max()
     assert error < 1e-6
+
+
+def test_the_opening_picture_draws_query_4_from_the_same_numbers(tutorial, values):
+    """The picture above the first code: query 4's running m, ℓ and rescale after each of its three
+    tiles, from the inputs the section "Tiled attention" prints, written in the figure."""
+    q, k = as64(values["q8"]), as64(values["k8"])
+    scores, visible = (q @ k.T / math.sqrt(2))[4:5], causal(8)[4:5]
+    expected, previous = [], -np.inf
+    for upto in (2, 4, 6):  # the block of queries 4, 5 computes three tiles and skips the fourth
+        m, ell = _running_state(scores, visible, upto)
+        expected.append((m[0], ell[0], np.exp(previous - m[0])))
+        previous = m[0]
+    np.testing.assert_allclose(values["picture_steps"], expected, rtol=1e-6)
+    (figure,) = [d for d in displayed(tutorial, "image/svg+xml") if "query 4, tile by tile" in d]
+    for m, ell, _ in expected:
+        assert f">{m:.2f}<" in figure and f">{ell:.2f}<" in figure
+    assert f">×{expected[1][2]:.2f}<" in figure
 
 
 def test_tiled_equals_pytorch_with_masks_causal_and_gradients(tutorial, values):
@@ -107,16 +135,14 @@ def test_tiled_equals_pytorch_with_masks_causal_and_gradients(tutorial, values):
 
 
 def test_causal_map_skips_exactly_the_tiles_above_the_diagonal(tutorial, values):
-    n_blocks = values["n_blocks"]
-    expected = [["■"] * i + ["◩"] + ["·"] * (n_blocks - 1 - i) for i in range(n_blocks)]
-    assert values["grid"] == expected
-    rows = [
-        line
-        for text in printed_by_cell(tutorial)
-        for line in text.splitlines()
-        if line and set(line) <= set("■◩· ")
+    n_blocks, (block, _) = values["n_blocks"], values["state_grid"].block_size
+    steps = values["state_grid"].trace
+    # row by row, each block of queries up to the diagonal: the order the picture numbers
+    assert [(s.rows.start // block, s.cols.start // block) for s in steps] == [
+        (i, j) for i in range(n_blocks) for j in range(i + 1)
     ]
-    assert rows == [" ".join(marks) for marks in expected]
+    (figure,) = [d for d in displayed(tutorial, "image/svg+xml") if "rows: blocks of queries" in d]
+    assert f">{len(steps)}<" in figure and f">{len(steps) + 1}<" not in figure
     shown = []
     for n in (2, 8, 64):
         skipped = int((~causal(n)).sum())
@@ -222,6 +248,40 @@ def test_cpu_timings_print_what_was_measured(tutorial, values):
     timings = values["timings"]  # the machine's: the page orders none of them
     assert len(timings) == 4 and all(ms > 0 for ms in timings.values())
     assert_printed(tutorial, list(timings.values()), atol=half_unit(1), gaps=True)
+
+
+def test_pitfall_forgetting_to_rescale_the_output(tutorial, values):
+    """Without the rescale of O the output is off by far more than rounding; with it, it is attention."""
+    q, k, v = (as64(values[name]) for name in ("q8", "k8", "v8"))
+    expected = attention(q, k, v)[0]
+    wrong, right = (as64(values["one_pass_outputs"][r]) for r in (False, True))
+    np.testing.assert_allclose(right, expected, atol=1e-6)
+    # the loop written out: O keeps every tile's terms at its own maximum, while ℓ is rescaled
+    scores = q @ k.T / math.sqrt(2)
+    m_final = scores.max(axis=1)
+    out = np.zeros_like(expected)
+    for j in range(0, 8, 2):
+        m_j = scores[:, : j + 2].max(axis=1)
+        out += np.exp(scores[:, j : j + 2] - m_j[:, None]) @ v[j : j + 2]
+    out /= np.exp(scores - m_final[:, None]).sum(axis=1)[:, None]
+    np.testing.assert_allclose(wrong, out, atol=1e-5)
+    gap = np.abs(wrong - expected).max()
+    assert gap > 0.1
+    assert_printed(tutorial, [gap, np.abs(right - expected).max()], rtol=[sci_rtol(1), 0.0], atol=[0.0, 1e-6])
+
+
+def test_pitfall_skipping_by_the_top_left_test_under_a_bottom_right_mask(tutorial, values):
+    visible = causal(6, 10, lower_right=True)
+    blocks = [(i, j) for i in range(0, 6, 2) for j in range(0, 10, 4)]
+    top_left = sum(j > i + 1 for i, j in blocks)  # first key after the last query, as if L = S
+    empty = sum(not visible[i : i + 2, j : j + 4].any() for i, j in blocks)
+    hides_visible = sum(j > i + 1 and visible[i : i + 2, j : j + 4].any() for i, j in blocks)
+    assert (top_left, empty, hides_visible) == (5, 2, 3)
+    skipping = values["skipping"]
+    assert skipping["top-left test"][0] == top_left and skipping["shifted by S - L"][0] == empty
+    assert skipping["top-left test"][1] > 0.1 and skipping["shifted by S - L"][1] < 1e-5
+    assert_printed(tutorial, [top_left, float(skipping["top-left test"][1])], rtol=[0, sci_rtol(1)])
+    assert_printed(tutorial, [empty, float(skipping["shifted by S - L"][1])], rtol=[0, sci_rtol(1)])
 
 
 def test_exercise_merging_two_halves(tutorial, values):

@@ -89,3 +89,31 @@ def test_with_positions_dog_depends_on_where_it_sits(values, printed):
     assert printed_flags(printed)[2] is False
     # What is printed: the largest difference, to two decimals.
     assert_printed_in_order(printed, [decimals(values["gap"], 2)])
+
+
+def test_the_picture_draws_the_four_outputs_and_frames_dog(figure, values):
+    """Four grids, top without positions and bottom with: each is the snippet's own attention of its
+    sentence (within float32 rounding of float64), drawn on one colour scale, with the row of 'dog'
+    framed."""
+    E, W_Q, W_K, W_V = (as64(values[name]) for name in ("E", "W_Q", "W_K", "W_V"))
+    PE = as64(values["PE"])
+    ids_a, ids_b, i, j = sentences(values)
+    (ax,) = figure.axes
+    images = ax.images
+    assert len(images) == 4
+    expected = []
+    for with_pe in (False, True):
+        for ids in (ids_a, ids_b):
+            X = E[ids] + (PE if with_pe else 0)
+            expected.append(attend(X, EPS32 * np.abs(X) if with_pe else np.zeros_like(X), W_Q, W_K, W_V))
+    for image, (out, error) in zip(images, expected, strict=True):
+        assert (np.abs(image.get_array() - out) <= error).all()
+    largest = max(np.abs(out).max() + error.max() for out, error in expected)
+    for image in images:
+        low, high = image.get_clim()
+        assert low == -high and abs(high - largest) <= 2 * max(e.max() for _, e in expected) + 1e-6
+    frames = [p for p in ax.patches if not p.get_fill()]
+    framed_rows = [
+        round((p.get_y() - image.get_extent()[3]) / 0.45) for p, image in zip(frames, images, strict=True)
+    ]
+    assert framed_rows == [i, j, i, j]  # dog: first in 'dog bites man', last in 'man bites dog'

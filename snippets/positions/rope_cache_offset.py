@@ -1,4 +1,5 @@
-# Exercise: decode one token at a time with a KV cache and RoPE.
+# --8<-- [start:decode]
+# A common mistake: decode with a KV cache and RoPE, every new query at 0.
 import torch
 
 from attn_ref import apply_rotary
@@ -21,7 +22,10 @@ for t in range(T):
     q_0 = apply_rotary(Q[t : t + 1])  # bug: position 0 for every token
     forgot.append((q_0 @ keys.T)[0])
 
+# --8<-- [end:decode]
 
+
+# --8<-- [start:compare]
 def largest_difference(rows):
     diffs = [row - full[t, : t + 1] for t, row in enumerate(rows)]
     return max(diff.abs().max().item() for diff in diffs)
@@ -30,3 +34,4 @@ def largest_difference(rows):
 right, wrong = largest_difference(rows), largest_difference(forgot)
 print(f"with the offset, largest difference: {right:.1e}")
 print(f"forgetting it, largest difference: {wrong:.2f}")
+# --8<-- [end:compare]
