@@ -124,8 +124,8 @@ def grid(
             or 1.
         decimals: Write each value in its cell with this many decimals (``None``: no numbers).
             Each number is black or white, whichever stands out from its cell's colour.
-        mask: ``(rows, columns)`` booleans, ``False`` where the cell is masked: drawn hatched
-            in grey, with no colour and no number.
+        mask: ``(rows, columns)`` booleans (``(columns,)`` for a vector), ``False`` where the
+            cell is masked: drawn hatched in grey, with no colour and no number.
         label: A name written above the grid.
         cell: The side of one cell, in canvas cells.
         labels: ``(rows, columns)`` words to write in the cells instead of their values, such as
@@ -163,6 +163,8 @@ def grid(
         raise ValueError(f"values must have shape (rows, columns) or (columns,), got {np.shape(values)}")
     rows, columns = v.shape
     allowed = np.ones_like(v, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if allowed.ndim == 1 and np.ndim(values) == 1:  # a vector's mask, as one row too
+        allowed = allowed[None, :]
     if allowed.shape != v.shape:
         raise ValueError(f"mask has shape {allowed.shape}, expected the values' {v.shape}")
     if cell <= 0:
