@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.support.reference import causal
 from attn_ref.plotting import PLOT_MIME
+from tests.support.reference import causal
 from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
 
@@ -124,7 +124,18 @@ def test_the_opening_picture_is_the_pool(tutorial):
     assert words[:16] == [str(n) for b in range(8) for n in (b, users[b])]
     assert words[16:21] == ["block", "pool", "users", "block", "tables"]
     assert words[21:27] == ["a", "a", "c+d", "a", "c", "d"]
-    assert words[27:] == ["0", "1", "3", "a: 9 positions", "2", "4", "c: 5 positions", "2", "5", "d: 7 positions"]
+    assert words[27:] == [
+        "0",
+        "1",
+        "3",
+        "a: 9 positions",
+        "2",
+        "4",
+        "c: 5 positions",
+        "2",
+        "5",
+        "d: 7 positions",
+    ]
     assert "blocks [6, 7] are free" in first and "block 2 is shared by c and d" in first
 
 
