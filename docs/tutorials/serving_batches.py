@@ -573,7 +573,7 @@ print(
 
 # %% tags=["plot"]
 fig, axes = plt.subplots(
-    3, 1, figsize=(5.6, 7.2), sharex=True, layout="constrained"
+    3, 1, figsize=(4.5, 7.2), sharex=True, layout="constrained"
 )
 for ax, static in zip(axes[:2], (False, True), strict=True):
     run = schedules[static]
