@@ -110,6 +110,7 @@ def grid(
     mask: ArrayLike | None = None,
     label: str | None = None,
     cell: float = 1.0,
+    labels: ArrayLike | None = None,
 ) -> Box:
     """Draw a matrix (or a vector, as one row) as a grid of coloured cells, top left at (x, y).
 
@@ -130,6 +131,9 @@ def grid(
             cell is masked: drawn hatched in grey, with no colour and no number.
         label: A name written above the grid.
         cell: The side of one cell, in canvas cells.
+        labels: ``(rows, columns)`` words to write in the cells instead of their values, such as
+            the ids of blocks coloured by their owner (``""``: nothing); masked cells get none.
+            Each word is black or white, whichever stands out from its cell's colour.
 
     Returns:
         The `Box` the grid fills.
@@ -146,6 +150,13 @@ def grid(
         >>> _ = grid(ax, weights, x=3, y=1, cmap="viridis", mask=causal)
         >>> len([p for p in ax.patches if p.get_hatch()])  # the masked cell
         1
+
+        Categories, each a colour of ``tab10``, with words in their cells:
+
+        >>> owners = [[0.5, 1.5, 0.5]]  # cells of owner 0, 1, 0: colours 0, 1, 0 of ten
+        >>> _ = grid(ax, owners, x=0, y=3, cmap="tab10", vmax=10, labels=[["4", "7", "2"]])
+        >>> [t.get_text() for t in ax.texts][-3:]
+        ['4', '7', '2']
         >>> plt.close(fig)
     """
     v = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=float)
@@ -161,6 +172,13 @@ def grid(
         raise ValueError(f"mask has shape {allowed.shape}, expected the values' {v.shape}")
     if cell <= 0:
         raise ValueError(f"cell must be positive, got {cell}")
+    if labels is not None:
+        if decimals is not None:
+            raise ValueError("give decimals (write the values) or labels (write words), not both")
+        words = np.asarray(labels, dtype=object)
+        if words.size != v.size:
+            raise ValueError(f"labels has {words.size} entries, expected one per cell of {v.shape}")
+        words = words.reshape(v.shape)
     signed = cmap == SIGNED
     if vmax is None:
         vmax = float(np.abs(v[allowed]).max()) if signed and allowed.any() else 1.0
@@ -186,14 +204,17 @@ def grid(
         ax.plot([x + k * cell] * 2, [y, y + height], color=EDGE, lw=0.6, zorder=2)
     for k in range(rows + 1):
         ax.plot([x, x + width], [y + k * cell] * 2, color=EDGE, lw=0.6, zorder=2)
-    if decimals is not None:
+    if decimals is not None or labels is not None:
         for i, j in zip(*np.nonzero(allowed), strict=True):
+            text = f"{v[i, j]:.{decimals}f}" if labels is None else str(words[i, j])
+            if not text:
+                continue
             r, g, b, _ = image.cmap(image.norm(v[i, j]))
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
             ax.text(
                 x + (j + 0.5) * cell,
                 y + (i + 0.5) * cell,
-                f"{v[i, j]:.{decimals}f}",
+                text,
                 ha="center",
                 va="center",
                 color=ink,

@@ -507,14 +507,17 @@ def test_recall_model_is_one_head_over_summed_pair_embeddings(attention):
     q = E_k[queries.numpy()] @ weights_of(model.q_proj)
     k, v = memory @ weights_of(model.k_proj), memory @ weights_of(model.v_proj)
     if attention == "softmax":
-        read, _ = reference.attention(q, k, v)
+        read, weights = reference.attention(q, k, v)
     else:
-        read, _ = linear_np(q, k, v, causal=False)
+        read, weights = linear_np(q, k, v, causal=False)
     expected = read @ weights_of(model.head) + model.head.bias.detach().numpy()
     # Embedding sums, projections of 6 and 3 terms, a mix of 5, the head's 6: values below 10.
     tol = tolerance(EPS64, 2 + 6 + 3 + 5 + 6, 10.0)
     with torch.no_grad():
         np.testing.assert_allclose(model(keys, values, queries).numpy(), expected, rtol=0, atol=tol)
+        shown = model.attention_weights(keys, values, queries).numpy()  # (B, Q, N)
+    np.testing.assert_allclose(shown, weights, rtol=0, atol=tol)
+    np.testing.assert_allclose(shown.sum(axis=-1), 1.0, rtol=0, atol=tol)
 
 
 def test_both_recall_models_have_the_same_parameters():

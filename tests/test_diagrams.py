@@ -52,6 +52,17 @@ def test_a_row_takes_the_mask_of_a_row(ax):
     assert ax.images[0].get_array().mask.tolist() == [[False, True, False]]
 
 
+def test_words_in_cells_stand_out_and_skip_masked_and_empty_cells(ax):
+    """Categories coloured by a qualitative map, each cell named by a word (a block's id, say)."""
+    mask = [[True, True, False, True]]
+    grid(ax, [[0.5, 1.5, 2.5, 7.5]], x=0, y=0, cmap="tab10", vmax=10, mask=mask, labels=["a", "b", "c", ""])
+    assert [t.get_text() for t in ax.texts] == ["a", "b"]  # c is masked, the last is empty
+    (image,) = ax.images
+    assert image.get_cmap().name == "tab10" and image.get_clim() == (0.0, 10.0)
+    # white on tab10's blue (category 0), black on its orange (category 1)
+    assert [t.get_color() for t in ax.texts] == ["white", "black"]
+
+
 def test_boxes_give_the_edges_that_place_the_next_piece():
     box = Box(1, 2, 4, 2)
     assert (box.left, box.right, box.top, box.bottom, box.center) == ((1, 3), (5, 3), (3, 2), (3, 4), (3, 3))
@@ -70,6 +81,10 @@ def test_bad_input_is_refused_by_name(ax):
         grid(ax, np.zeros((2, 2, 2)), 0, 0)
     with pytest.raises(ValueError, match=r"mask has shape \(1, 2\), expected the values' \(2, 2\)"):
         grid(ax, np.zeros((2, 2)), 0, 0, mask=[[True, False]])
+    with pytest.raises(ValueError, match=r"labels has 3 entries, expected one per cell of \(2, 2\)"):
+        grid(ax, np.zeros((2, 2)), 0, 0, labels=["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"give decimals .* or labels .*, not both"):
+        grid(ax, np.zeros((1, 2)), 0, 0, decimals=1, labels=["a", "b"])
     with pytest.raises(ValueError, match="cell must be positive, got 0"):
         grid(ax, np.zeros((2, 2)), 0, 0, cell=0)
     with pytest.raises(ValueError, match="width and height must be positive, got 0 and 3"):

@@ -450,6 +450,22 @@ def test_arithmetic_intensity_by_hand(L, S, heads, b):
 
 
 @SOME
+@given(st.integers(1, 200), st.integers(0, 200), st.sampled_from([(8, 8), (32, 8)]))
+def test_causal_intensity_counts_the_pairs_a_bottom_right_mask_lets_through(L, extra, heads):
+    H, H_kv = heads
+    S, d = L + extra, 64
+    pairs = int(np.tril(np.ones((L, S), dtype=bool), k=S - L).sum())  # query i sees keys j <= S - L + i
+    read = 2 * (H * L * d + 2 * H_kv * S * d)
+    assert attention_intensity(L, S, H, H_kv, d, causal=True) == pytest.approx(
+        2 * H * pairs * d / read, rel=1e-12
+    )
+    if L == 1:  # one decoding step sees every key: the mask changes nothing
+        assert attention_intensity(1, S, H, H_kv, d, causal=True) == attention_intensity(1, S, H, H_kv, d)
+    with pytest.raises(ValueError, match=rf"a causal mask needs L <= S .*, got L={S + 1}, S={S}"):
+        attention_intensity(S + 1, S, H, H_kv, d, causal=True)
+
+
+@SOME
 @given(st.integers(1, 40), st.integers(1, 3), st.integers(1, 8), st.integers(0, 2**31 - 1))
 def test_split_k_equals_sdpa(S, L, splits, seed):
     splits = min(splits, S)

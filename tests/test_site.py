@@ -1,5 +1,6 @@
 """The site builds strictly, offline, with every tutorial downloadable."""
 
+import ast
 import re
 
 import jupytext
@@ -117,6 +118,43 @@ def test_cells_that_measure_are_tagged(executed_tutorials):
         for cell in tutorial.code_cells:
             if re.search(r"cpu_time_ms\(|peak_memory\(", cell.source):
                 assert "measured" in cell.metadata.get("tags", []), (name, cell.source[:60])
+
+
+def _shows_a_value_by_name(cell_source: str) -> bool:
+    """The cell ends with a bare name or a part of one (``weights``, ``pool.tables["a"]``): its value
+    is what the cell is there to show. A call (``pool.tables["c"].pop()``) is there for what it does,
+    and its return value, shown, is an accident."""
+    last = ast.parse(cell_source).body[-1]
+    if not isinstance(last, ast.Expr):
+        return False
+    shown = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
+    return all(isinstance(e, ast.Name | ast.Attribute | ast.Subscript) for e in shown) and not any(
+        isinstance(node, ast.Call) for node in ast.walk(last)
+    )
+
+
+def test_no_cell_shows_a_value_it_did_not_mean_to_show(executed_tutorials):
+    """A cell's result is shown on the page under its code. A plot, a table or Markdown is shown on
+    purpose; a plain value only when the cell ends by naming it. A method called for its effect on
+    the last line (``list.pop()``, ``cache.reserve(...)``) would show its return value, a stray
+    number under the cell."""
+    stray = []
+    for name, tutorial in executed_tutorials.items():
+        for cell in tutorial.code_cells:
+            for output in cell.outputs:
+                if output.output_type != "execute_result" or set(output.data) - {"text/plain"}:
+                    continue  # a plot, a table, Markdown: shown on purpose
+                if not _shows_a_value_by_name(cell.source):
+                    stray.append((name, cell.source.strip().splitlines()[-1], output.data["text/plain"]))
+    assert stray == []
+
+
+def test_the_stray_value_check_tells_a_name_from_a_call():
+    assert _shows_a_value_by_name("weights = f(x)\nweights")
+    assert _shows_a_value_by_name('pool.tables["a"]')
+    assert not _shows_a_value_by_name('pool.tables["c"].pop()')
+    assert not _shows_a_value_by_name('cache.reserve("a", 6)')
+    assert not _shows_a_value_by_name("x = 1")
 
 
 def test_no_page_is_heavier_than_the_budget(built_site):

@@ -80,6 +80,27 @@ class AssociativeRecall(nn.Module):
         Returns:
             ``(B, Q, num_values)`` scores (logits).
         """
+        read, _ = self._attend(keys, values, queries)
+        return self.head(read)  # (B, Q, num_values)
+
+    def attention_weights(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
+        """The head's weights: how much each query reads from each pair, ``(B, Q, N)``.
+
+        Each row sums to one. A model that recalls well puts most of a query's weight on
+        the pair with its key.
+
+        Examples:
+            >>> _ = torch.manual_seed(0)
+            >>> model = AssociativeRecall(8, 8, embed_dim=16, head_dim=4, attention="linear")
+            >>> keys, values = torch.tensor([[3, 5, 1]]), torch.tensor([[0, 7, 2]])
+            >>> w = model.attention_weights(keys, values, queries=torch.tensor([[5]]))
+            >>> w.shape, round(w.sum().item(), 6)
+            (torch.Size([1, 1, 3]), 1.0)
+        """
+        return self._attend(keys, values, queries)[1]
+
+    def _attend(self, keys: Tensor, values: Tensor, queries: Tensor) -> tuple[Tensor, Tensor]:
+        """What each query reads, ``(B, Q, C)``, and its weights, ``(B, Q, N)``."""
         _validate.token_ids("keys", keys, min_length=1)
         _validate.token_ids("values", values)
         _validate.token_ids("queries", queries, min_length=1)
@@ -92,7 +113,5 @@ class AssociativeRecall(nn.Module):
         q = self.q_proj(self.key_embed(queries))  # (B, Q, d_k)
         k, v = self.k_proj(memory), self.v_proj(memory)  # (B, N, d_k), (B, N, C)
         if self.attention == "softmax":
-            read, _ = scaled_dot_product_attention(q, k, v)  # (B, Q, C)
-        else:
-            read, _ = linear_attention(q, k, v)  # (B, Q, C)
-        return self.head(read)  # (B, Q, num_values)
+            return scaled_dot_product_attention(q, k, v)  # (B, Q, C), (B, Q, N)
+        return linear_attention(q, k, v)  # (B, Q, C), (B, Q, N)

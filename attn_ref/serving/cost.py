@@ -21,15 +21,26 @@ __all__ = ["attention_intensity", "merge_partials", "split_k_attention"]
 
 
 def attention_intensity(
-    L: int, S: int, num_heads: int, num_kv_heads: int, head_dim: int, bytes_per_number: int = 2
+    L: int,
+    S: int,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    bytes_per_number: int = 2,
+    causal: bool = False,
 ) -> float:
     r"""Multiply-adds per byte read, for one sequence's attention of ``L`` queries over ``S`` keys.
 
-    $Q K^\top$ and $A V$ take $2 H L S d_k$ multiply-adds. The bytes read are
-    those of $Q$ (``H L d_k`` numbers) and of $K$ and $V$ (``2 H_kv S d_k``).
+    Each (query, key) pair a query meets costs $2 d_k$ multiply-adds per head, one
+    $d_k$ for its score in $Q K^\top$ and one for its share of $A V$. Without a mask
+    there are $L S$ pairs; with a causal mask aligned to the bottom-right corner (the
+    queries are the last $L$ of $S$ positions), query $i$ meets $S - L + i + 1$ keys,
+    $P = L (S - L) + L (L + 1) / 2$ pairs in all: about half of $L S$ for a prefill
+    ($L = S$), all of it for one decoding step ($L = 1$). The bytes read are those of
+    $Q$ (``H L d_k`` numbers) and of $K$ and $V$ (``2 H_kv S d_k``), mask or not.
 
     $$
-    I = \frac{2 H L S d_k}{b\,(H L d_k + 2 H_{kv} S d_k)}
+    I = \frac{2 H P d_k}{b\,(H L d_k + 2 H_{kv} S d_k)}
     $$
 
     For one decoding step ($L = 1$) and $S \gg H / H_{kv}$ this is about
@@ -43,6 +54,7 @@ def attention_intensity(
         num_kv_heads: ``H_kv``.
         head_dim: ``d_k``.
         bytes_per_number: ``b``: 2 for 16-bit numbers.
+        causal: Count only the pairs a bottom-right causal mask lets through; needs ``L <= S``.
 
     Returns:
         Multiply-adds per byte.
@@ -51,15 +63,20 @@ def attention_intensity(
         >>> heads = dict(num_heads=32, num_kv_heads=32, head_dim=128)
         >>> attention_intensity(1, 4096, **heads)  # about 1/2
         0.4999389722934212
-        >>> attention_intensity(4096, 4096, **heads)  # T / 3
+        >>> attention_intensity(4096, 4096, **heads)  # every pair: T / 3
         1365.3333333333333
+        >>> attention_intensity(4096, 4096, **heads, causal=True)  # (T + 1) / 6
+        682.8333333333334
     """
     for name, n in (("L", L), ("S", S), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
         _validate.count(name, n)
     _validate.count("head_dim", head_dim)
     _validate.count("bytes_per_number", bytes_per_number)
     _validate.divides("num_kv_heads", num_kv_heads, "num_heads", num_heads)
-    macs = 2 * num_heads * L * S * head_dim
+    if causal and L > S:
+        raise ValueError(f"a causal mask needs L <= S (the queries are the last L keys), got L={L}, S={S}")
+    pairs = L * (S - L) + L * (L + 1) // 2 if causal else L * S
+    macs = 2 * num_heads * pairs * head_dim
     read = bytes_per_number * (num_heads * L * head_dim + 2 * num_kv_heads * S * head_dim)
     return macs / read
 

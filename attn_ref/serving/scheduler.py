@@ -69,8 +69,9 @@ def serve(
        dry, it *preempts* the request admitted last: releases its blocks and
        puts it back at the front of the queue, to recompute its tokens later.
 
-    With ``static=True`` it admits only when no request is running: the whole
-    batch waits for its longest request (static batching). With
+    With ``static=True`` it admits only when no request is running (static
+    batching): a finished request still gives its blocks back at once, but
+    the requests waiting to start wait for the batch's longest request. With
     ``share_prefix=n``, a request whose first ``n`` prompt tokens equal an
     earlier running request's starts by sharing that request's blocks
     (`PagedKVCache.fork`) and feeds only the rest of its prompt.

@@ -4,7 +4,7 @@
 # A key/value cache keeps one key and one value per key/value head, for every token
 # and every layer. The [KV cache page](kv_cache.md) measured that cost and cut it with
 # multi-query and grouped-query attention: fewer key/value heads, fewer numbers. Today's
-# models go further, in three directions. This page builds each one in
+# models go further, in three directions, and this page builds each one in
 # `attn_ref.compression`, checks it, and measures it on the same inputs:
 #
 # - **Multi-head latent attention** (DeepSeek-V2, 2024) caches one small latent per
@@ -13,15 +13,18 @@
 # - **Linear attention** (Katharopoulos et al., 2020) replaces the softmax by a feature
 #   map, and the growing cache by a state of fixed size.
 #
-# Each gives something up. The last sections put the bytes of every method in one
-# table, beside what each costs.
-#
-# The page assumes the [KV cache](kv_cache.md) page and rotary position embeddings
+# It assumes the [KV cache](kv_cache.md) page and rotary position embeddings
 # ([positions](../concepts/positions.md)). Shapes follow the site's
 # [notation](../notation.md): `(B, T, C)` for tokens, `(B, H, T, d_k)` for heads,
 # $L$ new queries and $S$ keys. Tokens are row vectors, so a projection is $x W$.
+#
+# The picture is where the page ends up: the bytes one layer of DeepSeek-V2's shape
+# (128 heads of 128, 16-bit numbers) caches per token after 32,768 tokens, for each
+# method, on a log scale, with what it stores. Each gives something up for its bytes;
+# [One table](#one-table) says what, and checks every bar against a real cache
+# object. (The picture's folded code also holds the page's imports.)
 
-# %%
+# %% tags=["plot"]
 import copy
 import time
 
@@ -37,16 +40,74 @@ from attn_ref.compression import (
     MultiHeadLatentAttention,
     QuantizedKVCache,
     SlidingWindowCache,
+    elu_feature_map,
     linear_attention,
     linear_attention_recurrent,
     quantize,
 )
 from attn_ref.functional import scaled_dot_product_attention
-from attn_ref.plotting import figure_to_svg
+from attn_ref.plotting import attention_heatmap, figure_to_svg
 
-torch.set_num_threads(
-    1
-)  # one thread: results that do not depend on the machine
+# one thread: results that do not depend on the machine
+torch.set_num_threads(1)
+
+H_t, d_t, G_t = 128, 128, 32  # heads, head size, group of a per-channel scale
+T_table, W_table = 32_768, 4_096  # tokens, and the sliding window
+BYTES = 2  # 16-bit numbers
+
+
+def quantized_bytes(T, bits, kv_heads=H_t):
+    """Codes, values' scales per token, keys' per channel, the residual."""
+    grouped = (
+        T // G_t * G_t
+    )  # keys in complete groups; the rest wait in 16 bits
+    # every value's code, and the grouped keys'
+    codes = kv_heads * d_t * (T + grouped) * bits // 8
+    value_scales = 2 * kv_heads * T * BYTES  # a scale and a zero, per token
+    key_scales = 2 * kv_heads * d_t * (T // G_t) * BYTES  # per channel, group
+    residual = kv_heads * d_t * (T - grouped) * BYTES
+    return codes + value_scales + key_scales + residual
+
+
+formulas = {  # method -> bytes per layer after T tokens
+    "MHA, 128 heads": lambda T: 2 * H_t * d_t * T * BYTES,
+    "GQA, 8 heads": lambda T: 2 * 8 * d_t * T * BYTES,
+    "MQA, 1 head": lambda T: 2 * 1 * d_t * T * BYTES,
+    "MLA, d_c + d_R = 576": lambda T: (512 + 64) * T * BYTES,
+    "MHA, int8": lambda T: quantized_bytes(T, 8),
+    "MHA, int4": lambda T: quantized_bytes(T, 4),
+    "MHA, int2": lambda T: quantized_bytes(T, 2),
+    "MHA, window 4,096": lambda T: 2 * H_t * d_t * min(T, W_table) * BYTES,
+    "linear attention": lambda T: H_t * (d_t * d_t + d_t) * BYTES,
+}
+stores = {  # method -> what it keeps per token, as the picture says it
+    "MHA, 128 heads": "MHA: a key and a value, 128 heads",
+    "GQA, 8 heads": "GQA: a key and a value, 8 heads",
+    "MQA, 1 head": "MQA: a key and a value, 1 head",
+    "MLA, d_c + d_R = 576": "MLA: a latent of 512, a rotary key of 64",
+    "MHA, int8": "MHA in 8 bits, with scales",
+    "MHA, int4": "MHA in 4 bits, with scales",
+    "MHA, int2": "MHA in 2 bits, with scales",
+    "MHA, window 4,096": "MHA, the last 4,096 tokens only",
+    "linear attention": "linear: a 128 × 128 state per head",
+}
+per_token = {m: f(T_table) / T_table for m, f in formulas.items()}
+fig, ax = plt.subplots(figsize=(4.5, 6.4), layout="constrained")
+rows = np.arange(len(per_token))
+ax.barh(rows, list(per_token.values()), height=0.35, color="C0")
+for row, (method, size) in zip(rows, per_token.items(), strict=True):
+    ax.text(1, row - 0.3, stores[method], va="bottom", fontsize=10)
+    ax.text(size * 1.15, row, f"{size:,.0f}", va="center", fontsize=10)
+ax.set_xscale("log")
+ax.set(xlim=(1, 2e6), ylim=(len(rows) - 0.5, -0.9), yticks=[])
+ax.set_xlabel("bytes per token, one layer")
+figure_to_svg(
+    fig,
+    alt="Horizontal bars, log scale, of the bytes one layer caches per token"
+    " at 32,768 tokens: "
+    + "; ".join(f"{m} {b:,.0f}" for m, b in per_token.items())
+    + ".",
+)
 
 # %% [markdown]
 # ## Multi-head latent attention
@@ -58,7 +119,11 @@ torch.set_num_threads(
 # (DeepSeek-V2, section 2.1.2):
 #
 # $$
-# c_t = h_t W_{DKV}, \qquad k^C_{t,i} = c_t W_{UK,i}, \qquad v_{t,i} = c_t W_{UV,i}.
+# \begin{aligned}
+# c_t &= h_t W_{DKV}, \\
+# k^C_{t,i} &= c_t W_{UK,i}, \\
+# v_{t,i} &= c_t W_{UV,i}.
+# \end{aligned}
 # $$
 #
 # The keys and values of all heads are functions of $c_t$. So the cache can keep $c_t$
@@ -97,10 +162,10 @@ y = mla(x, cache=cache)  # (B, T, C)
 print("output:", tuple(y.shape))
 print("cached latents:", tuple(cache.latents[0].shape))
 print("cached rotary keys:", tuple(cache.rope_keys[0].shape))
+
+# %%
 H, d_c, d_rope = mla.num_heads, mla.kv_lora_rank, mla.qk_rope_head_dim
-d_key = (
-    mla.qk_nope_head_dim + d_rope
-)  # its own part and the shared rotary part
+d_key = mla.qk_nope_head_dim + d_rope  # a head's own part and the rotary one
 latent_numbers = d_c + d_rope  # per token and layer
 head_numbers = H * (d_key + mla.v_head_dim)  # every head's key and value
 print(f"numbers per token: {latent_numbers} cached")
@@ -111,8 +176,8 @@ print(
 )
 
 # %% [markdown]
-# The heads read many more numbers per token than the cache holds, as counted above.
-# The saving grows with the number of heads, since the latent does not depend on them.
+# The heads read many more numbers per token than the cache holds. The saving grows
+# with the number of heads, since the latent does not depend on them.
 #
 # ## Absorbing the up-projections
 #
@@ -123,8 +188,11 @@ print(
 # positions is
 #
 # $$
-# q^C_{t,i} \cdot k^C_{j,i} = q^C_{t,i} \, \bigl(c_j W_{UK,i}\bigr)^\top
-# = \bigl(q^C_{t,i} W_{UK,i}^\top\bigr) \, c_j^\top ,
+# \begin{aligned}
+# q^C_{t,i} \cdot k^C_{j,i}
+# &= q^C_{t,i} \, \bigl(c_j W_{UK,i}\bigr)^\top \\
+# &= \bigl(q^C_{t,i} W_{UK,i}^\top\bigr) \, c_j^\top ,
+# \end{aligned}
 # $$
 #
 # and $q^C_{t,i}$ is itself the query latent times $W_{UQ,i}$. So one matrix per head,
@@ -133,8 +201,10 @@ print(
 # its rows of the output projection:
 #
 # $$
-# \Bigl(\sum_j a_{tj} \, c_j W_{UV,i}\Bigr) W_{O,i}
-# = \Bigl(\sum_j a_{tj} \, c_j\Bigr) \bigl(W_{UV,i} W_{O,i}\bigr).
+# \begin{aligned}
+# &\Bigl(\sum_j a_{tj} \, c_j W_{UV,i}\Bigr) W_{O,i} \\
+# &\quad = \Bigl(\sum_j a_{tj} \, c_j\Bigr) \bigl(W_{UV,i} W_{O,i}\bigr).
+# \end{aligned}
 # $$
 #
 # Attention then mixes the latents themselves, and $W_{UV,i} W_{O,i}$ maps the result
@@ -146,12 +216,8 @@ print(
 
 # %%
 query_weight, output_weight = mla.absorbed_weights()
-print(
-    "absorbed query projection:",
-    tuple(query_weight.shape),
-    "(H, query latent, d_c)",
-)
-print("absorbed output projection:", tuple(output_weight.shape), "(H, d_c, C)")
+print("absorbed query projection:", tuple(query_weight.shape))
+print("absorbed output projection:", tuple(output_weight.shape))
 absorbed = mla(x, absorbed=True)
 gap32 = (absorbed - y).abs().max()
 print(f"largest |absorbed - plain| output, float32: {gap32:.1e}")
@@ -161,10 +227,11 @@ print(f"the same in float64: {gap64:.1e}")
 print(f"largest |output|: {y.abs().max():.2f}")
 
 # %% [markdown]
-# The two forms agree to the rounding of each precision: far below the size of the
-# outputs in float32, and smaller still in float64. They multiply the same matrices in
-# another order, and float arithmetic rounds each order differently. The test suite
-# checks the agreement on random shapes and weights.
+# The shapes are `(H, query latent, d_c)` and `(H, d_c, C)`. The two forms agree to
+# the rounding of each precision: far below the size of the outputs in float32, and
+# smaller still in float64. They multiply the same matrices in another order, and float
+# arithmetic rounds each order differently. The test suite checks the agreement on
+# random shapes and weights.
 #
 # Now generation. The cell feeds the ten tokens one at a time, each attending to the
 # latent cache in the absorbed form, and compares with the plain form run on all ten
@@ -175,9 +242,7 @@ decode = LatentCache(num_layers=1)
 steps = [mla(x[:, t : t + 1], cache=decode, absorbed=True) for t in range(10)]
 stepwise = torch.cat(steps, dim=1)  # ten (B, 1, C) -> (B, T, C)
 decode_gap = (stepwise - y).abs().max()
-print(
-    f"largest |one at a time, absorbed - all at once, plain|: {decode_gap:.1e}"
-)
+print(f"largest |one at a time, absorbed - all at once|: {decode_gap:.1e}")
 print(f"the cache holds {decode.length} positions in {decode.nbytes} bytes")
 
 # %% [markdown]
@@ -192,16 +257,13 @@ print(f"the cache holds {decode.length} positions in {decode.nbytes} bytes")
 # not obey a commutative law" (section 2.1.3).
 #
 # What does absorbing save? The cell counts the multiply-adds of one new token against
-# $S$ cached tokens, in one layer of DeepSeek-V2's shape (read from its configuration
-# file below). A product of shapes $(a, b)$ and $(b, c)$ counts $2abc$ operations.
+# $S = 4{,}096$ cached tokens, in one layer of DeepSeek-V2's shape (read from its
+# configuration file below). A product of shapes $(a, b)$ and $(b, c)$ counts $2abc$
+# operations.
 
-# %%
-C_v2, H_v2, d_c_v2, d_q_v2 = (
-    5120,
-    128,
-    512,
-    1536,
-)  # width, heads, the two latents
+# %% tags=["plot"]
+C_v2, H_v2 = 5120, 128  # width, heads
+d_c_v2, d_q_v2 = 512, 1536  # the two latents
 d_n_v2, d_rope_v2, d_v_v2 = 128, 64, 128  # a head's key parts and value
 S_count = 4096
 
@@ -212,9 +274,7 @@ def plain_flops(S):  # up-project S latents to keys and values, then attend
     return up + attend
 
 
-def absorbed_flops(
-    S,
-):  # absorbed query, attend to the latents, absorbed output
+def absorbed_flops(S):  # absorbed query, attend to latents, absorbed output
     query = 2 * H_v2 * d_q_v2 * d_c_v2
     attend = 2 * H_v2 * S * (d_c_v2 + d_rope_v2) + 2 * H_v2 * S * d_c_v2
     return query + attend + 2 * H_v2 * d_c_v2 * C_v2
@@ -232,22 +292,22 @@ print(f"plain / absorbed: {plain_count / absorbed_count:.1f}")
 # $d_\text{nope} + d_R$), and the ratio printed is what that trade is worth at this
 # length. DeepSeek's own inference code has both forms: "naive" caches every head's keys
 # and values, a cache as large as multi-head attention's, and "absorb" caches the
-# latents and rotary keys (see the References). The shared
-# projections above do not count in the sums: $W_{UQ,i} W_{UK,i}^\top$ and
-# $W_{UV,i} W_{O,i}$ are computed once, not per token.
+# latents and rotary keys (see the References). The shared projections do not count in
+# the sums: $W_{UQ,i} W_{UK,i}^\top$ and $W_{UV,i} W_{O,i}$ are computed once, not per
+# token.
 #
 # ## The cache of real models
 #
 # DeepSeek publishes the shapes of its models in configuration files (see the
-# References). The cell reads the fields that set the cache: the layers, the heads and
+# References). The table reads the fields that set the cache: the layers, the heads and
 # MLA's sizes. Beside them are models of similar size that cache ordinary keys and
 # values, from their own published shapes, and DeepSeek-V2's shape with multi-head,
 # grouped-query (8 groups, as in the paper's ablation) and multi-query attention
 # instead of MLA, the comparison of the paper's Table 1. Every figure after the
-# configurations is a count made here. Every number is counted at 16 bits, as on the
-# KV cache page; 131,072 tokens is the 128K context of DeepSeek-V2 and of Llama 3.1.
+# configurations is a count made here, at 16 bits a number, as on the KV cache page;
+# 131,072 tokens is the 128K context of DeepSeek-V2 and of Llama 3.1.
 
-# %%
+# %% tags=["plot"]
 # inference/configs/config_236B.json and config_671B.json (References)
 deepseek = {
     "DeepSeek-V2": {
@@ -329,10 +389,9 @@ small = torch.randn(4, 8, generator=g)  # (T, d): four tokens of eight channels
 small[:, 2] += 20  # channel 2 is large in every token
 print("largest error of each channel, 4 bits:")
 for per in ("token", "channel"):
-    error = (
-        quantize(small, bits=4, per=per).dequantize() - small
-    ).abs()  # (T, d)
-    print(f"per {per:<8}", error.amax(dim=0).numpy().round(3))
+    stored = quantize(small, bits=4, per=per).dequantize()  # (T, d)
+    error = (stored - small).abs().amax(dim=0)  # (d,): per channel
+    print(f"per {per:<8}", error.numpy().round(3))
 
 # %% [markdown]
 # Per token, every channel pays for channel 2's range. Per channel, each pays for its
@@ -345,21 +404,14 @@ for per in ("token", "channel"):
 # comes from storing the keys, not from the attention they produce. Each cache is a
 # `QuantizedKVCache`, with groups of 32 tokens per channel as in KIVI's example.
 # Attention then runs in float64, so that what is measured is the cache's error, not
-# float32's rounding. Two errors, against the same attention over the float32 keys and
-# values:
-#
-# - **weights**: the share of attention that moves to other keys, half the sum of
-#   $\lvert \hat a_{ij} - a_{ij} \rvert$ over the keys, averaged over the queries;
-# - **output**: the error of the outputs relative to their size,
-#   $\lVert \hat O - O \rVert / \lVert O \rVert$.
+# float32's rounding.
 
 # %%
 g = torch.Generator().manual_seed(4)
 L_q, S_q, d_q = 64, 512, 64
 queries = torch.randn(1, 1, L_q, d_q, generator=g)  # (B, H, L, d_k)
-keys, values = torch.randn(
-    2, 1, 1, S_q, d_q, generator=g
-)  # (B, H, S, d_k) each
+# (B, H, S, d_k) each
+keys, values = torch.randn(2, 1, 1, S_q, d_q, generator=g)
 outlier_channels = torch.randperm(d_q, generator=g)[:4]
 stretch = torch.ones(d_q)
 stretch[outlier_channels] = 10.0
@@ -367,35 +419,37 @@ inputs = {  # name: (queries, keys)
     "plain": (queries, keys),
     "outliers": (queries / stretch, keys * stretch),
 }
-print("outlier channels:", sorted(outlier_channels.tolist()))
-score_gap = (
-    (queries @ keys.mT - (queries / stretch) @ (keys * stretch).mT).abs().max()
-)
-print(
-    f"largest change of a score between the two sets, float32: {score_gap:.1e}"
-)
 
 
 def quantized_attention(q, k, v, bits, key_per, value_per):
     """Attention over keys and values read back from a quantized cache."""
     cache = QuantizedKVCache(1, bits, key_per, value_per, group_size=32)
-    k_hat, v_hat = cache.update(
-        0, k, v
-    )  # (B, H, S, d_k), float32, dequantized
-    return scaled_dot_product_attention(
-        q.double(), k_hat.double(), v_hat.double()
-    )
+    k_hat, v_hat = cache.update(0, k, v)  # (B, H, S, d_k), dequantized
+    q, k_hat, v_hat = q.double(), k_hat.double(), v_hat.double()
+    return scaled_dot_product_attention(q, k_hat, v_hat)
 
 
+# %% [markdown]
+# Two errors, against the same attention over the float32 keys and values:
+#
+# - **weights**: the share of attention that moves to other keys, half the sum of
+#   $\lvert \hat a_{ij} - a_{ij} \rvert$ over the keys, averaged over the queries;
+# - **output**: the error of the outputs relative to their size,
+#   $\lVert \hat O - O \rVert / \lVert O \rVert$.
+
+# %% tags=["plot"]
+print("outlier channels:", sorted(outlier_channels.tolist()))
+score_gap = (
+    (queries @ keys.mT - (queries / stretch) @ (keys * stretch).mT).abs().max()
+)
+print(f"largest change of a score between the two sets: {score_gap:.1e}")
 # (bits, key_per, value_per, inputs) -> (weights moved, output error)
 errors = {}
 for name, (q, k) in inputs.items():
-    in_float64 = (
-        q.double(),
-        k.double(),
-        values.double(),
-    )  # (B, H, L or S, d_k)
-    exact, exact_weights = scaled_dot_product_attention(*in_float64)
+    # (B, H, L or S, d_k) each, in float64
+    exact, exact_weights = scaled_dot_product_attention(
+        q.double(), k.double(), values.double()
+    )
     for bits in (8, 4, 2):
         for key_per in ("token", "channel"):
             for value_per in ("token", "channel"):
@@ -438,7 +492,7 @@ for bits in (8, 4, 2):
 # The plot shows the weights' column on a log scale.
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.6), layout="constrained")
 styles = {"plain": "--", "outliers": "-"}
 markers = {"token": "o", "channel": "s"}
 for name in inputs:
@@ -453,7 +507,7 @@ ax.invert_xaxis()
 ax.set_xlabel("bits per number")
 ax.set_ylabel("attention moved (mean)")
 ax.set_title("Quantized keys: weight error")
-ax.legend()
+ax.legend(fontsize=10, loc="lower right")
 figure_to_svg(
     fig,
     alt="Log plot of the attention weight moved by quantized keys against 8, "
@@ -479,10 +533,8 @@ for bits in (8, 4, 2):
     quantized16.update(0, k16, v16)
     cache_bytes[bits] = quantized16.nbytes / S_q
 print("bits  bytes per token  saved against 16 bits")
-for bits, per_token in cache_bytes.items():
-    print(
-        f"{bits:>4} {per_token:>16g} {1 - per_token / cache_bytes[16]:>21.1%}"
-    )
+for bits, size in cache_bytes.items():
+    print(f"{bits:>4} {size:>16g} {1 - size / cache_bytes[16]:>21.1%}")
 
 # %% [markdown]
 # The scales cost the same at every width, so they weigh more as the codes shrink.
@@ -499,18 +551,21 @@ for bits, per_token in cache_bytes.items():
 # as $f(x) = \operatorname{elu}(x) + 1$. Then
 #
 # $$
-# o_i = \frac{\sum_{j \le i} f(q_i) \cdot f(k_j) \, v_j}
-#            {\sum_{j \le i} f(q_i) \cdot f(k_j)}
-#     = \frac{f(q_i) \, S_i}{f(q_i) \cdot z_i},
-# \qquad S_i = \sum_{j \le i} f(k_j)^\top v_j, \quad z_i = \sum_{j \le i} f(k_j).
+# \begin{aligned}
+# o_i &= \frac{\sum_{j \le i} f(q_i) \cdot f(k_j) \, v_j}
+#             {\sum_{j \le i} f(q_i) \cdot f(k_j)}
+#      = \frac{f(q_i) \, S_i}{f(q_i) \cdot z_i}, \\
+# S_i &= \sum_{j \le i} f(k_j)^\top v_j, \qquad
+# z_i = \sum_{j \le i} f(k_j).
+# \end{aligned}
 # $$
 #
-# The left side is the *quadratic form*: an $(L, S)$ matrix of weights, like softmax
+# The middle is the *quadratic form*: an $(L, S)$ matrix of weights, like softmax
 # attention's. The right side is the *recurrent form*. $S_i$ (the paper's letter, not
 # a number of keys) is a $d_k \times d_v$ matrix and $z_i$ a vector, each updated once
 # per token, so generating a token needs them and nothing else (the paper's title:
-# "Transformers are RNNs").
-# `linear_attention` computes the left side, `linear_attention_recurrent` the right.
+# "Transformers are RNNs"). `linear_attention` computes the quadratic form,
+# `linear_attention_recurrent` the recurrent one.
 
 # %%
 g = torch.Generator().manual_seed(5)
@@ -521,9 +576,8 @@ q64, k64, v64 = (
 quadratic, lin_weights = linear_attention(q64, k64, v64, is_causal=True)
 recurrent, lin_state = linear_attention_recurrent(q64, k64, v64)
 print("quadratic form's weights:", tuple(lin_weights.shape), "(B, H, T, T)")
-print(
-    "recurrent form's state:", tuple(lin_state.state.shape), "(B, H, d_k, d_v)"
-)
+state_shape = tuple(lin_state.state.shape)
+print("recurrent form's state:", state_shape, "(B, H, d_k, d_v)")
 print("and normalizer:", tuple(lin_state.normalizer.shape), "(B, H, d_k)")
 lin_gap64 = (recurrent - quadratic).abs().max()
 q32, k32, v32 = q64.float(), k64.float(), v64.float()
@@ -575,34 +629,44 @@ for T, (kv_bytes, state_bytes) in memory.items():
 # $e^{q \cdot k / \sqrt{d_k}}$ or $f(q) \cdot f(k)$.
 #
 # Both train on the same batches: 150 steps of Adam, 32 contexts of 1 to 64 pairs with
-# 8 queries each, keys drawn without repeats from 64. Each kind trains from three
+# 8 queries each, keys drawn without repeats from 64. Each kind trains from four
 # seeds. Then each model answers 512 fresh contexts at each number of pairs.
 
 # %%
 NUM_KEYS = NUM_VALUES = 64
 PAIRS = (1, 2, 4, 8, 16, 32, 64)
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2, 3)
 
 
 def recall_batch(g, batch, num_pairs, num_queries):
     """Contexts of distinct keys, random values; queries among the keys."""
-    keys = torch.rand(batch, NUM_KEYS, generator=g).argsort(dim=-1)[
-        :, :num_pairs
-    ]
+    order = torch.rand(batch, NUM_KEYS, generator=g).argsort(dim=-1)
+    keys = order[:, :num_pairs]  # (B, N): distinct keys
     values = torch.randint(0, NUM_VALUES, (batch, num_pairs), generator=g)
     which = torch.randint(0, num_pairs, (batch, num_queries), generator=g)
     return keys, values, keys.gather(1, which), values.gather(1, which)
 
 
+# %% [markdown]
+# <details class="example">
+# <summary>Training the eight models, and their accuracy on fresh contexts</summary>
+#
+# `train` runs the 150 steps of Adam for one kind and seed; the batches depend on the
+# seed only, so both kinds see the same ones. `accuracy` draws 512 fresh contexts of a
+# given number of pairs, the same for every model, and counts the right answers.
+#
+# </details>
+
+
+# %% tags=["deeper"]
 def train(attention, seed, steps=150):
     torch.manual_seed(seed)
     model = AssociativeRecall(
         NUM_KEYS, NUM_VALUES, 32, 16, attention=attention
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(
-        100 + seed
-    )  # the same batches for both kinds
+    # the same batches for both kinds
+    g = torch.Generator().manual_seed(100 + seed)
     for _ in range(steps):
         num_pairs = int(torch.randint(1, max(PAIRS) + 1, (1,), generator=g))
         keys, values, queries, answers = recall_batch(g, 32, num_pairs, 8)
@@ -616,14 +680,14 @@ def train(attention, seed, steps=150):
 
 @torch.no_grad()
 def accuracy(model, num_pairs):
-    g = torch.Generator().manual_seed(
-        10_000 + num_pairs
-    )  # fresh, the same for all
+    # fresh contexts, the same for every model
+    g = torch.Generator().manual_seed(10_000 + num_pairs)
     keys, values, queries, answers = recall_batch(g, 512, num_pairs, 8)
     right = model(keys, values, queries).argmax(dim=-1) == answers  # (B, Q)
     return right.float().mean().item()
 
 
+# %% tags=["plot"]
 started = time.process_time()
 models = {
     kind: [train(kind, seed) for seed in SEEDS]
@@ -634,13 +698,13 @@ recall = {  # kind -> (seeds, pairs) accuracies
     kind: np.array([[accuracy(model, n) for n in PAIRS] for model in trained])
     for kind, trained in models.items()
 }
-print("pairs  softmax (lowest of 3 seeds)  linear (highest of 3 seeds)")
+print("accuracy on 4,096 fresh queries, seeds 0 to 3")
+print(f"{'pairs':>5}  {'softmax':<19}    linear")
 for i, n in enumerate(PAIRS):
-    lowest, highest = (
-        recall["softmax"][:, i].min(),
-        recall["linear"][:, i].max(),
-    )
-    print(f"{n:>5} {lowest:>28.3f} {highest:>28.3f}")
+    cells = [
+        " ".join(f"{a:.2f}" for a in recall[kind][:, i]) for kind in recall
+    ]
+    print(f"{n:>5}  {cells[0]}    {cells[1]}")
 print(f"chance: {1 / NUM_VALUES:.3f}")
 
 # %% tags=["measured"]
@@ -648,7 +712,7 @@ trained = len(SEEDS) * len(models)
 print(f"training the {trained} models took {train_seconds:.1f} s of CPU time")
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.6), layout="constrained")
 for kind, marker in (("softmax", "o"), ("linear", "s")):
     mean = recall[kind].mean(axis=0)
     spread = [mean - recall[kind].min(axis=0), recall[kind].max(axis=0) - mean]
@@ -667,7 +731,7 @@ ax.legend()
 figure_to_svg(
     fig,
     alt="Recall accuracy against the number of key-value pairs, 1 to 64, "
-    "mean of three seeds with their range: softmax attention stays near 1 at "
+    "mean of four seeds with their range: softmax attention stays near 1 at "
     "every count; linear attention falls as the pairs grow.",
 )
 
@@ -678,67 +742,98 @@ figure_to_svg(
 # model might gain from longer training; but its state has a limit of its own. The
 # state is one $16 \times 32$ matrix, written to by every pair. Reading it with a query
 # returns the value of the matching pair plus a share of every other pair, weighted by
-# $f(q) \cdot f(k_j)$. With a positive $f$, two feature vectors have a dot
-# product of zero only if they use disjoint coordinates, so at most 16 keys can avoid
-# each other entirely; with 64 keys in play, every read mixes in other pairs. The
-# softmax model keeps every pair's key and value, and its exponential can make the
-# other pairs' weights as small as it needs.
+# $f(q) \cdot f(k_j)$.
 #
-# Zoology found the same divide in larger models: "to solve AR on longer and longer
-# sequences, gated-convolutions needed more and more dimensionality (and, thus, FLOPs)
-# while attention did not" (its authors' blog post). Their follow-up, Based (Arora et
-# al., 2024), identifies "a key tradeoff between a model's state size and recall
-# ability" in models with a fixed-size state, and builds on linear attention to move
-# along it.
+# With $f = \operatorname{elu} + 1$ that share is never zero. $\operatorname{elu}(x) +
+# 1$ is $e^x > 0$ below zero and $x + 1 \ge 1$ above, so every coordinate of every
+# feature vector is strictly positive, and so is the dot product of any two: no two
+# keys are ever orthogonal, and every pair interferes with every read. The picture
+# shows it on one context of 16 pairs, read with each of its 16 keys, for the seed-0
+# models: the weight each query puts on each pair, on one colour scale (dark purple
+# 0, yellow 1). The softmax model puts nearly all of it on the diagonal, its own pair;
+# the linear model spreads it over all of them. The cell below the picture computes,
+# for every linear model, the smallest $f(q) \cdot f(k)$ over every query key and
+# every possible pair, and both kinds' mean weight on the right pair.
+
+# %% tags=["plot"]
+g = torch.Generator().manual_seed(20_000)
+keys16, values16, _, _ = recall_batch(g, 1, 16, 1)  # one context of 16 pairs
+fig, axes = plt.subplots(2, 1, figsize=(4.5, 7.6), layout="constrained")
+for ax, kind in zip(axes, ("softmax", "linear"), strict=True):
+    with torch.no_grad():
+        w = models[kind][0].attention_weights(keys16, values16, keys16)
+    attention_heatmap(w[0], ax=ax, title=kind, vmax=1.0, annotate=False)
+    ax.set(xlabel="pair read", ylabel="query (its own pair's index)")
+    ax.set_xticks(range(0, 16, 3), range(0, 16, 3))
+    ax.set_yticks(range(0, 16, 3), range(0, 16, 3))
+figure_to_svg(
+    fig,
+    alt="Two 16 by 16 heatmaps of the weights the seed-0 models put on each"
+    " of 16 pairs when queried with each pair's key, on one scale from 0 to"
+    " 1: the softmax model's diagonal is near 1 and the rest near 0; the"
+    " linear model's weights are spread over every pair, none near 1.",
+)
+
+# %% tags=["plot"]
+all_pairs = torch.cartesian_prod(
+    torch.arange(64), torch.arange(64)
+)  # (4096, 2)
+smallest = []  # per linear model: min f(q) . f(k) over every query and pair
+for model in models["linear"]:
+    with torch.no_grad():
+        q_all = model.q_proj(model.key_embed.weight)  # (64 keys, d_k)
+        embedded = model.key_embed(all_pairs[:, 0]) + model.value_embed(
+            all_pairs[:, 1]
+        )  # (4096, C): every possible pair
+        k_all = model.k_proj(embedded)  # (4096, d_k)
+        similar = elu_feature_map(q_all) @ elu_feature_map(k_all).T
+    smallest.append(similar.min().item())
+print("smallest f(q) . f(k), each linear model:", np.round(smallest, 3))
+on_own = {}  # (kind, pairs) -> mean weight on the right pair, over seeds
+for kind, trained in models.items():
+    for n in (16, 64):
+        g = torch.Generator().manual_seed(30_000 + n)
+        keys_n, values_n, _, _ = recall_batch(g, 64, n, 1)  # (64, n)
+        with torch.no_grad():
+            w = [
+                m.attention_weights(keys_n, values_n, keys_n) for m in trained
+            ]
+        on_own[kind, n] = (
+            torch.stack(w).diagonal(dim1=-2, dim2=-1).mean().item()
+        )
+print("mean weight a query puts on its own pair:")
+for (kind, n), share in on_own.items():
+    print(f"  {kind:<8} {n:>2} pairs: {share:.3f}")
+
+# %% [markdown]
+# Every similarity is positive, in every linear model; with 64 pairs a linear model's
+# query reads only a small share from its own pair, where a softmax model's reads
+# nearly all of it. The softmax model keeps every pair's key and value,
+# and its exponential can make the other pairs' weights as small as it needs.
+#
+# The trade between a fixed state and recall has a name in the literature. Based
+# (Arora et al., 2024) identifies "a key tradeoff between a model's state size and
+# recall ability": models that "maintain a fixed-size recurrent state" (H3, Mamba,
+# RWKV) "struggle at recall". It combines linear attention with a small sliding window
+# of softmax attention, and "by varying BASED window size and linear attention feature
+# dimension", dials the state size along that trade-off. The same authors' earlier
+# Zoology (Arora et al., 2023) measured it for *gated convolutions* (Hyena, H3, RWKV),
+# not linear attention: "a 70M parameter attention model outperforms a 1.4 billion
+# parameter gated-convolution model on associative recall", and on synthetic recall,
+# "to solve AR on longer and longer sequences, gated-convolutions needed more and more
+# dimensionality (and, thus, FLOPs) while attention did not".
 #
 # ## One table
 #
-# The cell below computes the bytes of every method for one layer of DeepSeek-V2's
-# attention: 128 heads of width 128, and for MLA its own latent. Numbers are 16-bit;
-# a quantized cache stores keys per channel in groups of 32 and values per token;
-# the sliding window keeps 4,096 positions, Mistral 7B's window; linear attention keeps
-# one state per head. Growing caches are listed by bytes per token. The window and the
-# state stop growing, so their bytes per token are their total divided by the tokens,
-# here at $T$ = 32,768.
-#
-# Each formula is then checked against a real cache object of the same shape, filled
-# with 64 tokens. Its window is 48, so that the window's cap takes effect.
+# The picture at the top of the page, as a table, with what each method gives up. It
+# is one layer of DeepSeek-V2's attention: 128 heads of width 128, and for MLA its own
+# latent. Numbers are 16-bit; a quantized cache stores keys per channel in groups of 32
+# and values per token; the sliding window keeps 4,096 positions, Mistral 7B's window;
+# linear attention keeps one state per head. Growing caches are listed by bytes per
+# token. The window and the state stop growing, so their bytes per token are their
+# total divided by the tokens, here at $T$ = 32,768.
 
 # %%
-H_t, d_t, G_t = 128, 128, 32  # heads, head size, group of a per-channel scale
-T_table, W_table = 32_768, 4_096  # tokens, and the sliding window
-BYTES = 2  # 16-bit numbers
-
-
-def quantized_bytes(T, bits, kv_heads=H_t):
-    """Codes, values' scales per token, keys' per channel, the residual."""
-    grouped = (
-        T // G_t * G_t
-    )  # keys in complete groups; the others wait in 16 bits
-    codes = (
-        kv_heads * d_t * (T + grouped) * bits // 8
-    )  # every value, the grouped keys
-    value_scales = (
-        2 * kv_heads * T * BYTES
-    )  # a scale and a zero per token and head
-    key_scales = (
-        2 * kv_heads * d_t * (T // G_t) * BYTES
-    )  # per channel and group
-    residual = kv_heads * d_t * (T - grouped) * BYTES
-    return codes + value_scales + key_scales + residual
-
-
-formulas = {  # method -> bytes per layer after T tokens
-    "MHA, 128 heads": lambda T: 2 * H_t * d_t * T * BYTES,
-    "GQA, 8 heads": lambda T: 2 * 8 * d_t * T * BYTES,
-    "MQA, 1 head": lambda T: 2 * 1 * d_t * T * BYTES,
-    "MLA, d_c + d_R = 576": lambda T: (512 + 64) * T * BYTES,
-    "MHA, int8": lambda T: quantized_bytes(T, 8),
-    "MHA, int4": lambda T: quantized_bytes(T, 4),
-    "MHA, int2": lambda T: quantized_bytes(T, 2),
-    "MHA, window 4,096": lambda T: 2 * H_t * d_t * min(T, W_table) * BYTES,
-    "linear attention": lambda T: H_t * (d_t * d_t + d_t) * BYTES,
-}
 gives_up = {
     "MHA, 128 heads": "nothing: the baseline",
     "GQA, 8 heads": "16 query heads share a key",
@@ -753,15 +848,16 @@ gives_up = {
 print(f"{'method':<22} {'bytes/token':>11} {'MiB at T':>9}  gives up")
 for method, formula in formulas.items():
     total = formula(T_table)
-    per_token = total / T_table
     mib = total / 2**20
-    print(f"{method:<22} {per_token:>11,.0f} {mib:>9.2f}  {gives_up[method]}")
+    print(
+        f"{method:<22} {total / T_table:>11,.0f} {mib:>9.2f}  {gives_up[method]}"
+    )
 
 # %% [markdown]
 # The check: each real cache, 64 tokens, one layer of this shape, bytes counted by the
 # object itself. The window is 48 here, so the formula for the window uses 48 too.
 
-# %%
+# %% tags=["plot"]
 T_check, W_check = 64, 48
 g = torch.Generator().manual_seed(7)
 
@@ -779,10 +875,8 @@ for method, kv_heads in growing.items():
 objects["MLA, d_c + d_R = 576"] = LatentCache(num_layers=1)
 latents_check, rope_check = random16(1, T_check, 512), random16(1, T_check, 64)
 objects["MLA, d_c + d_R = 576"].update(0, latents_check, rope_check)
-k_check, v_check = (
-    random16(1, H_t, T_check, d_t),
-    random16(1, H_t, T_check, d_t),
-)
+# (B, H, T, d_k) each
+k_check, v_check = (random16(1, H_t, T_check, d_t) for _ in range(2))
 for bits in (8, 4, 2):
     quantized_check = QuantizedKVCache(num_layers=1, bits=bits, group_size=G_t)
     quantized_check.update(0, k_check, v_check)
@@ -793,9 +887,7 @@ for start in range(0, T_check, 16):  # 16 tokens at a time
     objects["MHA, window 4,096"].update(
         0, k_check[:, :, chunk], v_check[:, :, chunk]
     )
-_, linear_state = linear_attention_recurrent(
-    k_check, k_check, v_check
-)  # (B, H, T, d)
+_, linear_state = linear_attention_recurrent(k_check, k_check, v_check)
 objects["linear attention"] = linear_state
 checked = {}
 for method, formula in formulas.items():
@@ -812,9 +904,8 @@ print(
     all(a == b for a, b in checked.values()),
 )
 int2_total = formulas["MHA, int2"](T_table)
-int2_scales = (
-    int2_total - 2 * H_t * d_t * T_table * 2 // 8
-)  # all but the 2-bit codes
+# all but the 2-bit codes
+int2_scales = int2_total - 2 * H_t * d_t * T_table * 2 // 8
 share = int2_scales / int2_total
 print(f"scales and zero points at 2 bits: {share:.0%} of the bytes")
 
@@ -852,35 +943,34 @@ print(f"scales and zero points at 2 bits: {share:.0%} of the bytes")
 #   fall.
 # - **Linear attention** has a quadratic and a recurrent form with the same output; the
 #   recurrent one keeps a state of fixed size. A one-layer model with it recalls fewer
-#   pairs as the pairs grow, where the same model with softmax attention does not.
+#   pairs as the pairs grow, where the same model with softmax attention does not: with
+#   a positive feature map, every pair interferes with every read.
 #
-# The closing figures, as this build computed them: the table's bytes per token; the
-# errors of quantized keys with outlier channels, stored per token or per channel
-# (values per token); and the recall accuracies, mean of the three seeds.
-
-# %%
-print("bytes per token per layer, T = 32,768:")
-for method, formula in formulas.items():
-    print(f"  {method:<22} {formula(T_table) / T_table:>11,.0f}")
-print("outlier keys, values per token:  attention moved   output error")
-print("                    keys per:     token  channel    token  channel")
-for bits in (8, 4, 2):
-    moved_t, out_t = errors[
-        bits, "token", "token", "outliers"
-    ]  # keys per token
-    moved_c, out_c = errors[
-        bits, "channel", "token", "outliers"
-    ]  # keys per channel
-    cells = f"{moved_t:>8.4f} {moved_c:>8.4f} {out_t:>8.4f} {out_c:>8.4f}"
-    print(f"  {bits} bits {cells:>56}")
-print("recall accuracy:  " + " ".join(f"{n:>5}" for n in PAIRS) + "  pairs")
-for kind in ("softmax", "linear"):
-    print(
-        f"  {kind:<15}"
-        + " ".join(f"{a:>5.2f}" for a in recall[kind].mean(axis=0))
-    )
-
-# %% [markdown]
+# ## Common pitfalls
+#
+# **1. "Quantize every cache per token, as the values are."** Keys have outlier
+# channels, and a large channel widens every token's grid. The [quantization
+# table](#a-quantized-cache) printed the symptom: with outliers, keys stored per token
+# move several times more attention than keys stored per channel, at every width.
+# Quantize the keys per channel and the values per token, as KIVI does.
+#
+# **2. "A 2-bit cache is an eighth of a 16-bit one."** Every group of codes also keeps
+# a 16-bit scale and zero point. The [bytes per token](#a-quantized-cache) printed
+# for 2 bits are well above an eighth of those for 16, and at the table's shape the
+# scales and zero points are about a quarter of the 2-bit cache. Count them, or use
+# larger groups (exercise 3).
+#
+# **3. "A fixed-size state always takes less memory than a cache."** It takes less
+# only past a break-even length. The [memory cell](#linear-attention) printed the
+# symptom: at 16 tokens the linear state of 4 heads of 32 outweighs the whole KV cache
+# of the same tokens. Compare at the lengths you serve (exercise 4 finds the
+# break-even at DeepSeek-V2's shape).
+#
+# **4. "Linear attention's keys can avoid each other, like orthogonal vectors."** With a
+# positive feature map no dot product is zero. The cell under the picture of the
+# weights printed the smallest similarity of every linear model, positive, and the
+# small share a query reads from its own pair at 64 pairs.
+#
 # ## Exercises
 #
 # **1. A smaller latent model.** DeepSeek-V2-Lite (`config_16B.json`, in the same
@@ -914,20 +1004,15 @@ from attn_ref.positional import apply_rotary
 
 T_x = x.shape[1]
 q_latent_in = mla.q_down(x)  # (B, T, query latent)
-q_all = (
-    mla.q_up(q_latent_in).view(1, T_x, H, d_key).transpose(1, 2)
-)  # (B, H, T, d_key)
+# (B, T, H * d_key) -> (B, H, T, d_key)
+q_all = mla.q_up(q_latent_in).view(1, T_x, H, d_key).transpose(1, 2)
 q_rot = apply_rotary(q_all[..., mla.qk_nope_head_dim :], torch.arange(T_x))
-q_abs = torch.einsum(
-    "blr,hrc->bhlc", q_latent_in, query_weight
-)  # (B, H, T, d_c)
-latents, rope_keys = (
-    cache.latents[0],
-    cache.rope_keys[0],
-)  # (B, S, d_c), (B, S, d_R)
-one_key = torch.cat([latents, rope_keys], dim=-1)[
-    :, None
-]  # (B, 1, S, d_c + d_R)
+# (B, T, query latent) @ (H, query latent, d_c) -> (B, H, T, d_c)
+q_abs = torch.einsum("blr,hrc->bhlc", q_latent_in, query_weight)
+# (B, S, d_c), (B, S, d_R)
+latents, rope_keys = cache.latents[0], cache.rope_keys[0]
+# (B, 1, S, d_c + d_R): one key head
+one_key = torch.cat([latents, rope_keys], dim=-1)[:, None]
 heads_mqa = F.scaled_dot_product_attention(
     torch.cat([q_abs, q_rot], dim=-1),
     one_key,
@@ -964,14 +1049,11 @@ for group in (32, 128):
 # heads? Use the table's `formulas`.
 
 # %% tags=["solution"]
-state_bytes = formulas["linear attention"](
-    1
-)  # the same for any number of tokens
+state_bytes = formulas["linear attention"](1)  # the same at any length
 for method in ("MHA, 128 heads", "GQA, 8 heads"):
     per_token_bytes = formulas[method](1)
-    tokens = (
-        state_bytes // per_token_bytes + 1
-    )  # the first T with a larger cache
+    # the first T with a larger cache
+    tokens = state_bytes // per_token_bytes + 1
     print(f"{method}: larger than the state from {tokens:,} tokens on")
 
 # %% [markdown]
@@ -987,9 +1069,8 @@ for start in range(0, 64, 16):
         q64[..., chunk, :], k64[..., chunk, :], v64[..., chunk, :], carried
     )
     parts.append(part)
-four_calls = torch.cat(
-    parts, dim=-2
-)  # four (B, H, 16, d_v) -> (B, H, 64, d_v)
+# four (B, H, 16, d_v) -> (B, H, 64, d_v)
+four_calls = torch.cat(parts, dim=-2)
 gap = (four_calls - recurrent).abs().max()
 print(f"largest |four calls - one call|: {gap:.1e}")
 print("tokens in the state:", carried.length)
@@ -1029,14 +1110,17 @@ print("tokens in the state:", carried.length)
 #   feature map `elu(x) + 1` and the recurrent form's state.
 # - Simran Arora, Sabri Eyuboglu, Aman Timalsina, Isys Johnson, Michael Poli, James Zou,
 #   Atri Rudra, Christopher Ré. [Zoology: Measuring and Improving Recall in Efficient
-#   Language Models](https://arxiv.org/abs/2312.04927). 2023. Multi-query associative
-#   recall; the quoted finding is from the authors'
-#   [blog post](https://hazyresearch.stanford.edu/blog/2023-12-11-zoology1-analysis), and
-#   the code is [HazyResearch/zoology](https://github.com/HazyResearch/zoology).
+#   Language Models](https://arxiv.org/abs/2312.04927). ICLR 2024. Multi-query
+#   associative recall, and gated convolutions against attention (its abstract: "a 70M
+#   parameter attention model outperforms a 1.4 billion parameter gated-convolution
+#   model on associative recall"); the finding on longer sequences is from the authors'
+#   [blog post](https://hazyresearch.stanford.edu/blog/2023-12-11-zoology1-analysis),
+#   and the code is [HazyResearch/zoology](https://github.com/HazyResearch/zoology).
 # - Simran Arora, Sabri Eyuboglu, Michael Zhang, Aman Timalsina, Silas Alberti, Dylan
 #   Zinsley, James Zou, Atri Rudra, Christopher Ré. [Simple linear attention language
 #   models balance the recall-throughput tradeoff](https://arxiv.org/abs/2402.18668).
-#   2024. Based: the state size against recall, a sliding window with linear attention.
+#   ICML 2024. Based: "a key tradeoff between a model's state size and recall
+#   ability" (its abstract), and a sliding window beside linear attention.
 # - Albert Q. Jiang et al. [Mistral 7B](https://arxiv.org/abs/2310.06825). 2023. The
 #   window of 4,096; its reference code's
 #   [README](https://github.com/mistralai/mistral-src) describes the rolling buffer and
@@ -1047,3 +1131,6 @@ print("tokens in the state:", carried.length)
 #   [`sku_list.py`](https://github.com/meta-llama/llama-models/blob/main/models/llama3_1/api/sku_list.py)
 #   in meta-llama/llama-models (`n_layers`, `n_kv_heads`, and `dim / n_heads`), with
 #   `CONTEXT_LENGTH = 131072`.
+#
+# Next: [Attention bugs seen in the wild](../practice/bugs.md) collects mistakes that
+# real projects shipped, each with the check that catches it.

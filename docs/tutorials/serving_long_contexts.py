@@ -9,25 +9,37 @@
 # mask* that lets tiled attention skip the tiles a mask leaves empty. Last, it counts
 # why one decoding step is limited by memory rather than arithmetic, and splits the
 # keys of one step across workers, as Flash-Decoding does.
-# [Common mistakes](#common-mistakes), at the end, quotes two that are easy to make.
 #
 # It assumes the KV cache ([Generating text with a KV cache](kv_cache.md)), tiled
 # attention and the online softmax ([Attention without the T×T
 # matrix](efficient_attention.md)), and the serving page. Shapes follow the site's
 # [notation](../notation.md).
+#
+# The picture is the page's first idea. Each row is a query, each column a key; a
+# coloured cell is a key the query sees. With a window of 4 and 2 attention sinks,
+# query $i$ sees itself and the 3 keys before it (orange), and the first 2 positions
+# (blue), whatever $i$ is. So a cache of 6 slots is enough: the bottom row is the
+# buffer when query 10 arrives. Its window rolls through slots 2 to 5, and position 10
+# has just overwritten position 6, which no later query sees. (The picture's folded
+# code also holds the page's imports.)
 
-# %%
+# %% tags=["plot"]
 import itertools
 import math
 import textwrap
 import warnings
 
+import matplotlib.pyplot as plt
+import numpy as np
 import torch
 import torch.nn.functional as F
+from matplotlib.colors import ListedColormap
 from torch.nn.attention import flex_attention as torch_flex
 
 from attn_ref.decoder import TinyDecoder, kv_cache_bytes
+from attn_ref.diagrams import canvas, grid, note
 from attn_ref.masks import sliding_window_mask
+from attn_ref.plotting import figure_to_svg
 from attn_ref.serving import (
     Request,
     attention,
@@ -54,6 +66,43 @@ def wrap(text):
     return textwrap.fill(text, width=79, subsequent_indent="    ")
 
 
+TAB10 = {"cmap": "tab10", "vmax": 10}  # value i + 0.5: tab10's i-th colour
+T_pic, W_pic, sinks_pic = 11, 4, 2
+positions = torch.arange(T_pic)
+sink_mask = sliding_window_mask(positions, positions, W_pic, sinks_pic)
+is_sink = positions < sinks_pic  # (T,)
+colours = torch.where(is_sink, 0.5, 1.5).expand(T_pic, T_pic)  # blue, orange
+# the rolling buffer: position p in slot p (a sink) or sinks + (p - sinks) % W
+buffer = {}
+for p in range(T_pic):
+    slot = p if p < sinks_pic else sinks_pic + (p - sinks_pic) % W_pic
+    buffer[slot] = p
+held = [buffer[slot] for slot in range(sinks_pic + W_pic)]
+fig, ax = canvas(10.5, 14.4)
+note(ax, 1.4, 0.4, "key position", ha="left", fontsize=10)
+note(ax, 0.3, 5.9, "query position", rotation=90, fontsize=10)
+for j in range(T_pic):
+    note(ax, 1.4 + 0.8 * j + 0.4, 1.0, str(j), fontsize=10)
+    note(ax, 1.0, 1.3 + 0.8 * j + 0.4, str(j), fontsize=10)
+grid(ax, colours, 1.4, 1.3, **TAB10, mask=sink_mask, cell=0.8)
+note(
+    ax, 0.2, 11.2, f"the buffer at query {T_pic - 1}, slot by slot:", ha="left"
+)
+held_colours = [0.5 if p < sinks_pic else 1.5 for p in held]
+grid(ax, held_colours, 1.4, 11.8, **TAB10, labels=held, cell=0.8)
+for slot in range(sinks_pic + W_pic):
+    note(ax, 1.8 + 0.8 * slot, 13.1, str(slot), fontsize=10)
+note(ax, 1.0, 13.1, "slot", ha="right", fontsize=10)
+figure_to_svg(
+    fig,
+    alt=f"An {T_pic} by {T_pic} mask, row = query, column = key: each query"
+    f" sees the first {sinks_pic} positions (blue, the sinks) and itself"
+    f" with the {W_pic - 1} positions before it (orange, the window); every"
+    " other cell hatched. Below, the rolling buffer of"
+    f" {sinks_pic + W_pic} slots when query {T_pic - 1} arrives: it holds"
+    f" positions {held}.",
+)
+
 # %% [markdown]
 # ## A sliding window in a rolling buffer
 #
@@ -64,22 +113,20 @@ def wrap(text):
 # $i \bmod W$, overwriting a position no later query may see. The cache stops growing.
 #
 # `attn_ref.serving.generate_windowed` decodes one request this way, every layer's cache
-# a buffer of $W$ slots. The reference decodes without any cache: at every step it runs
-# the whole text again, with the window written as an explicit `(T, T)` mask
-# (`attn_ref.masks.sliding_window_mask`).
-
-# %%
-torch.manual_seed(0)
-model = TinyDecoder(
-    vocab_size=48,
-    context_length=128,
-    embed_dim=32,
-    num_layers=2,
-    num_heads=4,
-)
-model.eval()
+# a buffer of $W$ slots. The reference, `masked_generate`, decodes without any cache:
+# at every step it runs the whole text again, with the window written as an explicit
+# `(T, T)` mask (`attn_ref.masks.sliding_window_mask`).
+#
+# <details class="example">
+# <summary>The reference: <code>masked_generate</code>, no cache, a window mask</summary>
+#
+# Greedy decoding that runs the whole text at every step, through
+# `attn_ref.serving.run_decoder`, with attention under the window mask (and sinks).
+#
+# </details>
 
 
+# %% tags=["deeper"]
 def masked_generate(request, window, num_sinks=0):
     """Greedy decoding, no cache: the whole text at each step, window mask."""
     tokens = list(request.prompt)
@@ -98,6 +145,23 @@ def masked_generate(request, window, num_sinks=0):
     return torch.tensor(tokens[len(request.prompt) :])
 
 
+# %% [markdown]
+# The model is the serving page's `TinyDecoder`, with room for 128 positions. A request
+# of 24 prompt tokens and 64 new ones is decoded with a window of 16, its prompt fed in
+# chunks of 10.
+
+# %%
+torch.manual_seed(0)
+model = TinyDecoder(
+    vocab_size=48,
+    context_length=128,
+    embed_dim=32,
+    num_layers=2,
+    num_heads=4,
+)
+model.eval()
+
+# %%
 g = torch.Generator().manual_seed(1)
 request = Request(tuple(torch.randint(0, 48, (24,), generator=g).tolist()), 64)
 W = 16
@@ -119,9 +183,9 @@ print(
 
 # %% [markdown]
 # The buffer gives the window mask's tokens, with a cache of $W$ slots per layer for a
-# text several times longer. The prompt went in chunks of 10 tokens, so a chunk can
-# overwrite slots that its own later queries no longer need. The last line checks that
-# the window matters: without it the model chooses other tokens.
+# text several times longer. A chunk of the prompt can overwrite slots that its own
+# later queries no longer need. The last line checks that the window matters: without
+# it the model chooses other tokens.
 #
 # What the buffer saves, for Mistral 7B's shape (32 layers, 8 key/value heads of 128,
 # 16-bit numbers; see the [KV cache page](kv_cache.md) for the sources):
@@ -148,17 +212,9 @@ for tokens in (4_096, 32_768, 131_072):
 # that evicting them from a window cache breaks the model. Their StreamingLLM keeps
 # the keys and values of a few first tokens, the *attention sinks*, beside the window:
 # "with just 4 initial tokens sufficing". The mask is the window's, plus the first
-# columns. Here, 2 sinks and a window of 4:
-
-# %%
-positions = torch.arange(10)
-sink_mask = sliding_window_mask(positions, positions, window=4, num_sinks=2)
-print(sink_mask.int().numpy())
-
-# %% [markdown]
-# In the buffer, the first `num_sinks` slots hold the sinks for good, and the window
-# rolls through the others. Decoding with 4 sinks and a window of 12 gives the tokens
-# of that mask:
+# columns, as in the picture at the top. In the buffer, the first `num_sinks` slots
+# hold the sinks for good, and the window rolls through the others. Decoding with 4
+# sinks and a window of 12 gives the tokens of that mask:
 
 # %%
 sunk, _, sink_slots = generate_windowed(model, request, window=12, num_sinks=4)
@@ -201,21 +257,13 @@ print(create_block_mask(causal, 1, 1, 6, 6, block_size=2).kinds[0, 0].numpy())
 
 # %% [markdown]
 # Six masks and score changes, on one sequence of 256 positions with 4 heads of 16, in
-# tiles of 32 by 32:
-#
-# - **causal**;
-# - **sliding window** of 48 positions;
-# - **document**: four packed documents, causal within each;
-# - **prefix-LM**: the first 64 positions (the prefix) see each other both ways, the
-#   rest is causal;
-# - **ALiBi**, causal: a score gets $m_h \cdot (j - i)$ added, a penalty growing with
-#   the distance, with slope $m_h = 2^{-8(h+1)/H}$ for head $h$ (see the page on
-#   [positions](../concepts/positions.md));
-# - **soft-capping**, causal: a score $s$ becomes $c \tanh(s / c)$, with $c = 2$, so no
-#   score exceeds $c$ in size.
-#
-# Each runs through `attn_ref`'s reference and through PyTorch's own
-# `torch.nn.attention.flex_attention.flex_attention`, run eagerly on the CPU.
+# tiles of 32 by 32: **causal**; a **sliding window** of 48 positions; a **document**
+# mask over four packed documents, causal within each; a **prefix-LM**, whose first 64
+# positions (the prefix) see each other both ways, the rest causal; **ALiBi**, causal,
+# where a score gets $m_h \cdot (j - i)$ added, a penalty growing with the distance,
+# with slope $m_h = 2^{-8(h+1)/H}$ for head $h$ (see the page on
+# [positions](../concepts/positions.md)); and **soft-capping**, causal, where a score
+# $s$ becomes $c \tanh(s / c)$, with $c = 2$, so no score exceeds $c$ in size.
 
 # %%
 L = 256
@@ -244,6 +292,14 @@ def soft_cap(score, b, h, q_idx, kv_idx):
     return 2.0 * torch.tanh(score / 2.0)
 
 
+# %% [markdown]
+# Each runs through `attn_ref`'s reference and through PyTorch's own
+# `torch.nn.attention.flex_attention.flex_attention`, run eagerly on the CPU, on the
+# same random queries, keys and values. For each, the table gives the share of tiles
+# of each kind, the share skipped, the largest difference between the two outputs,
+# and whether PyTorch's `BlockMask` counts the same tiles as ours.
+
+# %% tags=["plot"]
 g = torch.Generator().manual_seed(2)
 # (B, H, L, d_k) each
 q, k, v = (2 * torch.randn(1, 4, L, 16, generator=g) for _ in range(3))
@@ -264,6 +320,7 @@ def compare(mask_mod, score_mod):
         q, k, v, score_mod, block_mask=theirs_mask
     )
     kinds = ours_mask.kinds[0, 0]  # (query blocks, key blocks)
+    rows, cols = torch.arange(L)[:, None], torch.arange(L)[None, :]
     # PyTorch counts, per block of queries, its partial tiles and its full ones
     agree = all(
         torch.equal((kinds == kind).sum(-1), counts[0, 0])  # (query blocks,)
@@ -274,6 +331,8 @@ def compare(mask_mod, score_mod):
     )
     tiles = state.tiles_computed + state.tiles_skipped
     return {
+        "kinds": kinds,
+        "seen": mask_mod(0, 0, rows, cols),  # (L, L)
         "fractions": [ours_mask.fraction(kind) for kind in (0, 1, 2)],
         "skipped": state.tiles_skipped / tiles,
         "error": (ours - theirs).abs().max().item(),
@@ -309,11 +368,45 @@ print(f"largest |attn_ref - flex_attention| over the six: {largest:.1e}")
 # The outputs agree with PyTorch's to float32 rounding, and so do the block masks:
 # PyTorch's `BlockMask` stores, per block of queries, the number of partial tiles
 # (`kv_num_blocks`) and of full ones (`full_kv_num_blocks`), and they match ours.
-# The skipped share is the empty share: nearly half the tiles for causal
-# attention, most of them for the sliding window and the document mask, and fewer for
-# the prefix-LM, whose prefix columns are visible to every query. A score change
-# skips nothing by itself; ALiBi and soft-capping skip what their causal mask
-# skips.
+#
+# The picture shows the tiles of the four masks (ALiBi and soft-capping have the causal
+# mask's). Each panel is the $256 \times 256$ score matrix in tiles of 32. A grey tile
+# is empty and skipped; a green tile is full and needs no mask; a partial tile is
+# computed, its visible entries dark blue and its masked ones pale blue.
+
+# %% tags=["plot"]
+TILE_COLOURS = ListedColormap(["0.6", "#aec7e8", "#1f77b4", "#2ca02c"])
+fig, axes = plt.subplots(2, 2, figsize=(4.5, 4.8), layout="constrained")
+pictured = ["causal", "sliding window", "document", "prefix-LM"]
+for ax, name in zip(axes.flat, pictured, strict=True):
+    kinds = flex_results[name]["kinds"]  # (8, 8): 0 empty, 1 partial, 2 full
+    kind = kinds.repeat_interleave(32, 0).repeat_interleave(32, 1)  # (L, L)
+    seen = flex_results[name]["seen"]  # (L, L)
+    # 0 skipped, 1 masked in a partial tile, 2 seen in it, 3 in a full tile
+    shade = torch.where(
+        kind == 1, 1 + seen.int(), torch.where(kind == 2, 3, 0)
+    )
+    ax.imshow(shade, cmap=TILE_COLOURS, vmin=-0.5, vmax=3.5)
+    ax.set_xticks(np.arange(32, L, 32) - 0.5, minor=True)
+    ax.set_yticks(np.arange(32, L, 32) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", lw=0.8)
+    ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+    skipped = flex_results[name]["skipped"]
+    ax.set_title(f"{name}\n{skipped:.0%} skipped", fontsize=11)
+figure_to_svg(
+    fig,
+    alt="Four 256 by 256 score matrices in 8 by 8 tiles, causal, sliding"
+    " window, document and prefix-LM, each tile grey when skipped, green when"
+    " full, and blue when partial, pale blue where masked. Shares skipped: "
+    + ", ".join(f"{n} {flex_results[n]['skipped']:.0%}" for n in pictured)
+    + ".",
+)
+
+# %% [markdown]
+# The skipped share is the empty share: nearly half the tiles for causal attention,
+# most of them for the sliding window and the document mask, and fewer for the
+# prefix-LM, whose prefix columns are visible to every query. A score change skips
+# nothing by itself; ALiBi and soft-capping skip what their causal mask skips.
 #
 # A mask function has a fixed signature. One with the wrong one is refused when the
 # block mask is made, before any attention runs:
@@ -342,31 +435,40 @@ except TypeError as error:
 # A GPU does many multiply-adds for every byte it reads from memory; work that does too
 # few per byte waits on memory instead. The number that decides is the *arithmetic
 # intensity*, multiply-adds per byte read. For attention over one sequence, $L$
-# queries against $S$ keys in $H$ heads of size $d_k$ do $2 H L S d_k$ multiply-adds
-# ($Q K^\top$, then the weights times $V$) and read $b (H L d_k + 2 H_{kv} S d_k)$
-# bytes, for $b$ bytes per number (`attn_ref.serving.attention_intensity`). The table
-# compares a prefill of $T$ tokens ($L = S = T$) with one decoding step after $T$
-# tokens ($L = 1$, $S = T$), for the 7B-class shape with 32 and with 8 key/value heads.
+# queries against $S$ keys in $H$ heads of size $d_k$ do $2 H d_k$ multiply-adds for
+# every (query, key) pair a query meets ($Q K^\top$, then the weights times $V$), and
+# read $b (H L d_k + 2 H_{kv} S d_k)$ bytes, for $b$ bytes per number
+# (`attn_ref.serving.attention_intensity`).
+#
+# Without a mask the pairs are all $L S$. A causal prefill of $T$ tokens meets only
+# $T (T + 1) / 2$ of its $T^2$ pairs, about half, for the same bytes. The table
+# compares a prefill of $T$ tokens ($L = S = T$), counted both ways, with one decoding
+# step after $T$ tokens ($L = 1$, $S = T$: every key, mask or not), for the 7B-class
+# shape with 32 and with 8 key/value heads.
 
 # %%
-print(f"{'T':>7}  prefill (H_kv=32)  decode (H_kv=32)  decode (H_kv=8)")
-intensities = {}
+columns = ("every pair", "causal", "H_kv = 32", "H_kv = 8")
+print(f"{'':7} {'prefill, H_kv = 32':^23} {'decode, one step':^23}")
+print(f"{'T':>7}", *(f"{name:>11}" for name in columns))
+intensities = {}  # T -> (prefill, causal prefill, decode 32, decode 8)
 for T in (512, 4_096, 32_768):
     intensities[T] = (
         attention_intensity(T, T, 32, 32, 128),
+        attention_intensity(T, T, 32, 32, 128, causal=True),
         attention_intensity(1, T, 32, 32, 128),
         attention_intensity(1, T, 32, 8, 128),
     )
-    print(f"{T:>7,}", *(f"{x:>16.2f}" for x in intensities[T]))
+    print(f"{T:>7,}", *(f"{x:>11.2f}" for x in intensities[T]))
 
 # %% [markdown]
-# A prefill does more work per byte the longer the prompt: every key is used by every
-# query. A decoding step reads every key and value of the cache to use each one for a
-# single query per head: about $H / (H_{kv} b)$ multiply-adds per byte, whatever the
-# length. Grouped-query attention raises it by the group size, since every key read
-# then serves a whole group of query heads. Batching more requests does not help
-# attention, unlike the weight matrices: each request reads its own cache. That is why
-# the memory a cache takes and the time a step takes grow together.
+# A prefill does more work per byte the longer the prompt: every key is used by many
+# queries, and the causal mask halves that work without changing the trend. A
+# decoding step reads every key and value of the cache to use each one for a single
+# query per head: about $H / (H_{kv} b)$ multiply-adds per byte, whatever the length.
+# Grouped-query attention raises it by the group size, since every key read then
+# serves a whole group of query heads. Batching more requests does not help attention,
+# unlike the weight matrices: each request reads its own cache. That is why the memory
+# a cache takes and the time a step takes grow together.
 #
 # ## Split-K decoding
 #
@@ -383,7 +485,7 @@ for T in (512, 4_096, 32_768):
 #
 # each part weighted by its share of the softmax's denominator
 # (`attn_ref.serving.merge_partials`). `attn_ref.serving.split_k_attention` splits a
-# step's keys over 1 to 8 workers; the result is compared with PyTorch's
+# step's 1,000 keys over 1 to 8 workers; the result is compared with PyTorch's
 # `scaled_dot_product_attention`.
 
 # %%
@@ -408,8 +510,36 @@ print(
 # %% [markdown]
 # Every split count gives SDPA's output to float32 rounding. A plain average of the
 # parts is wrong: the parts' softmaxes have different denominators, and the
-# log-sum-exps carry them.
-#
+# log-sum-exps carry them. The picture shows the weights of the 8 parts of one query
+# (the first head of the first sequence), $e^{\lambda_i - \lambda}$, against the
+# $1/8$ a plain average gives each; yellow marks the largest share.
+
+# %% tags=["plot"]
+scores = q1 @ keys.transpose(-2, -1) / math.sqrt(64)  # (B, H, 1, S)
+bounds = [round(1000 * i / 8) for i in range(9)]
+parts = list(itertools.pairwise(bounds))  # (start, stop) of each worker's keys
+lses = torch.stack([scores[..., a:b].logsumexp(-1) for a, b in parts])
+shares = (lses - lses.logsumexp(dim=0)).exp()  # (8, B, H, 1)
+first = shares[:, 0, 0, 0]  # (8,): the first head of the first sequence
+top = first.max().item()
+fig, ax = canvas(10, 5.2)
+weight_words = r"each worker's merge weight, $e^{\lambda_i - \lambda}$"
+note(ax, 0.2, 0.5, weight_words, ha="left")
+for i in range(8):
+    note(ax, 1.5 + i, 1.2, str(i), fontsize=10)
+note(ax, 0.8, 1.2, "worker", ha="right", fontsize=10)
+grid(ax, first, 1, 1.6, cmap="viridis", vmax=top, decimals=2)
+note(ax, 0.2, 3.4, "a plain average: 1/8 each", ha="left")
+grid(ax, torch.full((8,), 1 / 8), 1, 3.8, cmap="viridis", vmax=top, decimals=2)
+figure_to_svg(
+    fig,
+    alt="Two rows of 8 cells, one per worker. Top: the merge weight of each"
+    " part, from "
+    f"{first.min():.2f} to {top:.2f}, summing to 1. Bottom: 0.12 each, the"
+    " plain average's weight 1/8.",
+)
+
+# %% [markdown]
 # ## Summary
 #
 # - A sliding window of $W$ needs only the last $W$ keys: a rolling buffer of $W$
@@ -422,22 +552,13 @@ print(
 #   limited by memory. Split-K spreads its keys across workers and merges the parts
 #   with their log-sum-exps.
 #
-# The page's tile figures, as this build computed them:
-
-# %%
-print("mask            tiles skipped  |attn_ref - flex_attention|")
-for name, r in flex_results.items():
-    print(f"{name:<15} {r['skipped']:>13.1%} {r['error']:>27.1e}")
-print(f"largest difference from flex_attention: {largest:.1e}")
-
-# %% [markdown]
-# ## Common mistakes
+# ## Common pitfalls
 #
 # **1. `partial.mean(dim=0)` to merge split-K's parts.** A plain average gives each
 # worker the same weight, but each part's softmax has its own denominator. The
 # parts must be weighted by $e^{\lambda_i - \lambda}$, from their log-sum-exps.
 # [Split-K decoding](#split-k-decoding) printed how far the average lands from
-# SDPA's output.
+# SDPA's output, and pictured the weights it ignores.
 #
 # **2. `q_idx - kv_idx <= W` for a window of $W$.** Read as "positions between
 # $i - W$ and $i$", the window has $W + 1$ keys, one more than a rolling buffer of
@@ -456,6 +577,10 @@ for rule, count in keys_seen.items():
     print(f"q_idx - kv_idx {rule:<2} W: {count} keys; the buffer holds {W}")
 
 # %% [markdown]
+# **3. Counting a prefill's work as $L S$ pairs.** With a causal mask a prefill meets
+# about half its pairs; counting all of them doubles its multiply-adds and its
+# intensity. The [table](#decoding-is-limited-by-memory) prints both counts.
+#
 # ## Exercises
 #
 # **1. Sinks only.** With no window to speak of (window 1) and 4 sinks, each query
@@ -500,10 +625,7 @@ for n in (1, 4, 16, 64):
 
 # %% tags=["solution"]
 _, partial = split_k_attention(q1, keys, values, num_splits=8)
-scores = q1 @ keys.transpose(-2, -1) / math.sqrt(64)  # (B, H, 1, S)
-bounds = [round(1000 * i / 8) for i in range(9)]
-splits = itertools.pairwise(bounds)  # (start, stop) of each worker's keys
-lses = torch.stack([scores[..., a:b].logsumexp(-1) for a, b in splits])
+# lses: the 8 parts' log-sum-exps, from the picture of split-K above
 pairs = [
     merge_partials(partial[i : i + 2], lses[i : i + 2]) for i in range(0, 8, 2)
 ]
@@ -541,3 +663,6 @@ print(
 # - Ofir Press, Noah A. Smith, Mike Lewis. [Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation](https://arxiv.org/abs/2108.12409).
 #   2022. ALiBi and its head slopes.
+#
+# Next: [Fewer bytes per token](cache_compression.md) keeps every token but stores
+# less for each: a latent, fewer bits, or a state of fixed size.

@@ -91,6 +91,10 @@ for attend in (attention_add, attention_d2l, attention_fixed):
         blocked = (ws * ~masks).abs().max().item()  # on blocked keys
         off_sum = (ws.sum(dim=-1) - sees.float()).abs().max().item()
         worst[name] = max(blocked, off_sum)
-    verdict = "passes" if worst[name] < tolerance else "FAILS"
-    print(f"{name}: largest violation {worst[name]:.2g}, {verdict}")
 # --8<-- [end:check]
+
+# --8<-- [start:verdict]
+for name, violation in worst.items():
+    verdict = "passes" if violation < tolerance else "FAILS"
+    print(f"{name}: largest violation {violation:.2g}, {verdict}")
+# --8<-- [end:verdict]

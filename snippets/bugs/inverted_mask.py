@@ -17,8 +17,6 @@ buggy = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # True: attend
 out, weights = attn_ref.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 same = torch.allclose(out, buggy, atol=1e-6)
 print("attn_ref's output is SDPA's:", same)
-print("buggy weights, row i = query i:")
-print(weights[0].numpy().round(3))
 print("buggy output of the last query:", buggy[0, -1, :4].numpy(), "...")
 # --8<-- [end:bug]
 
@@ -28,6 +26,23 @@ causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 fixed_is_causal = torch.allclose(fixed, causal, atol=1e-6)
 print("fixed, same as is_causal=True:", fixed_is_causal)
 # --8<-- [end:fix]
+
+# --8<-- [start:plot]
+import matplotlib.pyplot as plt
+
+from attn_ref.plotting import attention_heatmap
+
+_, causal_weights = attn_ref.scaled_dot_product_attention(
+    q, k, v, attn_mask=~mask
+)
+fig, axes = plt.subplots(2, 1, figsize=(4.4, 6.4), layout="constrained")
+panels = {
+    "the triu mask as attn_mask (bug)": (weights[0], mask),
+    "~mask, the causal mask (fix)": (causal_weights[0], ~mask),
+}
+for ax, (title, (w, seen)) in zip(axes, panels.items(), strict=True):
+    attention_heatmap(w, ax=ax, title=title, vmax=1.0, mask=seen)
+# --8<-- [end:plot]
 
 # --8<-- [start:check]
 # The check: changing a token changes no earlier output (20 random sequences).
@@ -63,7 +78,10 @@ with torch.no_grad():
             changed[name, j] = y
             moved = layer(y)[:, :j] - layer(x)[:, :j]
             worst[name] = max(worst[name], moved.abs().max().item())
-        verdict = "passes" if worst[name] < tolerance else "FAILS"
-        label = f"{name}: earlier outputs moved by"
-        print(label, f"{worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]
+
+# --8<-- [start:verdict]
+for name, violation in worst.items():
+    verdict = "passes" if violation < tolerance else "FAILS"
+    print(f"{name}: earlier outputs moved by {violation:.1e}, {verdict}")
+# --8<-- [end:verdict]

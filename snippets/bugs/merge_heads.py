@@ -9,13 +9,27 @@ B, H, T, d_k = 1, 2, 4, 1
 # (B, H, T, d_k).
 labels = [[10.0 * h + t for t in range(T)] for h in range(H)]
 values = torch.tensor(labels).reshape(B, H, T, d_k)
-merged = values.reshape(B, T, H * d_k)
-print("reshaped to (B, T, H * d_k) directly, the bug; row t is token t:")
-print(merged[0].int().numpy())
-permuted = values.permute(0, 2, 1, 3).reshape(B, T, H * d_k)
-print("permuted to (B, T, H, d_k) first, the fix:")
-print(permuted[0].int().numpy())
+merged = values.reshape(B, T, H * d_k)  # the bug: straight to (B, T, C)
+permuted = values.permute(0, 2, 1, 3).reshape(B, T, H * d_k)  # the fix
 # --8<-- [end:bug]
+
+# --8<-- [start:plot]
+from attn_ref.diagrams import canvas, grid, note
+
+fig, ax = canvas(10, 6.6)
+panels = {"reshape only (bug)": merged, "permute first (fix)": permuted}
+for x, (title, rows) in zip((0.5, 5.5), panels.items(), strict=True):
+    outputs = rows[0]  # (T, H * d_k): 10 * head + token
+    token = outputs % 10  # the token each number came from
+    words = [
+        [f"h{int(n) // 10} t{int(n) % 10}" for n in row] for row in outputs
+    ]
+    note(ax, x + 2.2, 0.5, title)
+    grid(ax, token + 0.5, x + 1.2, 1.2, cmap="tab10", vmax=10, labels=words)
+    for t in range(T):
+        note(ax, x + 1, 1.7 + t, f"token {t}", ha="right", fontsize=10)
+note(ax, 5, 6.0, "colour: the token an output belongs to", fontsize=10)
+# --8<-- [end:plot]
 
 # --8<-- [start:check]
 # The check: shuffling the tokens shuffles the outputs the same way.
@@ -46,7 +60,11 @@ for fixed in (False, True):
     shuffled_after = multi_head_attention(x, fixed)[:, perm]
     name = "fixed" if fixed else "buggy"
     worst[name] = (shuffled_first - shuffled_after).abs().max().item()
-    verdict = "passes" if worst[name] < tolerance else "FAILS"
-    label = f"{name}: largest |f(shuffled x) - shuffled f(x)|"
-    print(label, f"{worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]
+
+# --8<-- [start:verdict]
+for name, violation in worst.items():
+    verdict = "passes" if violation < tolerance else "FAILS"
+    label = f"{name}: largest |f(shuffled x) - shuffled f(x)|"
+    print(label, f"{violation:.1e}, {verdict}")
+# --8<-- [end:verdict]

@@ -45,6 +45,10 @@ for fixed in (False, True):
     )
     name = "fixed" if fixed else "buggy"
     worst[name] = (after - before).abs().max().item()
-    verdict = "passes" if worst[name] < tolerance else "FAILS"
-    print(f"{name}: largest change of a score {worst[name]:.1e}, {verdict}")
 # --8<-- [end:check]
+
+# --8<-- [start:verdict]
+for name, violation in worst.items():
+    verdict = "passes" if violation < tolerance else "FAILS"
+    print(f"{name}: largest change of a score {violation:.1e}, {verdict}")
+# --8<-- [end:verdict]

@@ -32,6 +32,18 @@ for fixed in (False, True):
     print(f"  {name}:", weights[name][0, -1].numpy().round(3))
 # --8<-- [end:bug]
 
+# --8<-- [start:plot]
+import matplotlib.pyplot as plt
+
+from attn_ref.plotting import attention_heatmap
+
+causal = torch.tril(torch.ones(6, 6, dtype=torch.bool))  # hatched above
+fig, axes = plt.subplots(2, 1, figsize=(4.4, 7.0), layout="constrained")
+titles = {"buggy": "divided by sqrt(C)", "fixed": "divided by sqrt(d_k)"}
+for ax, (name, w) in zip(axes, weights.items(), strict=True):
+    attention_heatmap(w[0], ax=ax, title=titles[name], vmax=1.0, mask=causal)
+# --8<-- [end:plot]
+
 # --8<-- [start:check]
 # The check: agree with PyTorch's function, on 20 random sequences.
 g = torch.Generator().manual_seed(1)
@@ -42,8 +54,12 @@ tolerance, worst = 1e-5, {}
 for fixed in (False, True):
     name = "fixed" if fixed else "buggy"
     worst[name] = (head(xs, fixed)[0] - expected).abs().max().item()
-    verdict = "passes" if worst[name] < tolerance else "FAILS"
-    print(
-        f"{name}: largest difference from PyTorch {worst[name]:.1e}, {verdict}"
-    )
 # --8<-- [end:check]
+
+# --8<-- [start:verdict]
+for name, violation in worst.items():
+    verdict = "passes" if violation < tolerance else "FAILS"
+    print(
+        f"{name}: largest difference from PyTorch {violation:.1e}, {verdict}"
+    )
+# --8<-- [end:verdict]

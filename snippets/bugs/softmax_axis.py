@@ -14,9 +14,8 @@ def attention(q, k, v, fixed=False):
     return torch.einsum("bijh,bjhd->bihd", attn, v), attn  # (B, T, H, d_k)
 
 
-w = attention(q, k, v)[1][
-    0, :, :, 0
-]  # head 0; row i: query i, column j: key j
+# head 0; row i: query i, column j: key j
+w = attention(q, k, v)[1][0, :, :, 0]
 print("buggy weights of head 0:")
 print(w.numpy().round(3))
 print("row sums:   ", w.sum(dim=1).numpy().round(3))
@@ -31,9 +30,27 @@ tolerance, worst = 1e-5, {}
 for fixed in (False, True):
     attn = attention(qs, ks, vs, fixed)[1]  # (B, T, T, H)
     name = "fixed" if fixed else "buggy"
-    worst[name] = (
-        (attn.sum(dim=2) - 1).abs().max().item()
-    )  # sum over the keys j
-    verdict = "passes" if worst[name] < tolerance else "FAILS"
-    print(f"{name}: largest |row sum - 1| {worst[name]:.1e}, {verdict}")
+    # sum over the keys j
+    worst[name] = (attn.sum(dim=2) - 1).abs().max().item()
 # --8<-- [end:check]
+
+# --8<-- [start:verdict]
+for name, violation in worst.items():
+    verdict = "passes" if violation < tolerance else "FAILS"
+    print(f"{name}: largest |row sum - 1| {violation:.1e}, {verdict}")
+# --8<-- [end:verdict]
+
+# --8<-- [start:plot]
+import matplotlib.pyplot as plt
+
+from attn_ref.plotting import attention_heatmap
+
+w_fixed = attention(q, k, v, fixed=True)[1][0, :, :, 0]  # head 0, fixed
+fig, axes = plt.subplots(2, 1, figsize=(4.2, 6.4), layout="constrained")
+panels = {
+    "softmax over the queries (bug):\neach column sums to 1": w,
+    "softmax over the keys (fix):\neach row sums to 1": w_fixed,
+}
+for ax, (title, weights) in zip(axes, panels.items(), strict=True):
+    attention_heatmap(weights, ax=ax, title=title, vmax=1.0)
+# --8<-- [end:plot]

@@ -8,20 +8,31 @@ blocks saved by sharing against a count from the prefix's length.
 
 from __future__ import annotations
 
+import functools
+import re
+
 import numpy as np
 import pytest
 import torch
 
+from attn_ref.plotting import PLOT_MIME
 from tests.support.reference import causal
-from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
+from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
 
+@functools.cache
 @torch.no_grad()
-def greedy(model, request) -> list[int]:
-    tokens = list(request.prompt)
+def greedy_with_logits(model, request) -> tuple[list[int], torch.Tensor]:
+    """Greedy decoding as a loop of full forward passes: the new tokens, and each one's logits."""
+    tokens, rows = list(request.prompt), []
     for _ in range(request.max_new_tokens):
-        tokens.append(int(model(torch.tensor([tokens]))[0, -1].argmax()))
-    return tokens[len(request.prompt) :]
+        rows.append(model(torch.tensor([tokens]))[0, -1])
+        tokens.append(int(rows[-1].argmax()))
+    return tokens[len(request.prompt) :], torch.stack(rows)
+
+
+def greedy(model, request) -> list[int]:
+    return greedy_with_logits(model, request)[0]
 
 
 @torch.no_grad()
@@ -86,16 +97,46 @@ def test_padding_costs_positions_that_packing_does_not(tutorial, values):
     seq = np.repeat(np.arange(3), [3, 2, 4])
     pos = np.concatenate([np.arange(n) for n in (3, 2, 4)])
     mask = (seq[:, None] == seq[None, :]) & (pos[None, :] <= pos[:, None])
-    assert_printed(tutorial, mask.astype(int))
+    np.testing.assert_array_equal(values["doc_mask"].numpy(), mask)  # the picture's document mask
 
 
 def test_block_tables_and_free_list(tutorial, values):
     pool = values["pool"]
     # By hand: blocks are handed out 0, 1, 2, ...; a requests 6 (2 blocks), b 3 (1), a grows to 9
-    # (a third block); b's block returns to the free list and is the first c gets.
-    assert pool.tables == {"a": [0, 1, 3], "c": [2, 4]} and pool.free == [7, 6, 5]
-    assert pool.block_nbytes == 2 * 2 * 4 * 4 * 8 * 4  # K and V, 2 layers, H_kv 4, 4 slots, d_k 8, float32
-    assert_printed(tutorial, [pool.block_nbytes])
+    # (a third block); b's block returns to the free list and is the first c gets; d shares c's
+    # first block (its 4 positions are the shared prompt) and takes the next free block for its own.
+    tables = {"a": [0, 1, 3], "c": [2, 4], "d": [2, 5]}
+    assert pool.tables == tables and pool.free == [7, 6]
+    assert pool.ref_counts == [1, 1, 2, 1, 1, 1, 0, 0]
+    assert_printed(tutorial, [0, 1, 3, 2, 4, 2, 5, 7, 6])
+    assert_printed(tutorial, [1, 1, 2, 1, 1, 1, 0, 0])
+    assert_printed(tutorial, [6, 1, 2], gaps=True)  # position 6 of a: block table[6 // 4] = 1, slot 2
+    assert_printed(tutorial, [2 * 2 * 4 * 4 * 8 * 4])  # K and V, 2 layers, H_kv 4, 4 slots, d_k 8, float32
+
+
+def test_the_opening_picture_is_the_pool(tutorial):
+    """The picture draws the pool above, by hand: each block's id and users, the owners written in
+    the blocks they own (6 and 7 free, unnamed), then each block table and its request's length.
+    Read from the words drawn in the light SVG, in the order they are drawn."""
+    (first, *_) = displayed(tutorial, PLOT_MIME)
+    words = re.findall(r"<text[^>]*>([^<]*)</text>", first[: first.index("</svg>")])
+    users = [1, 1, 2, 1, 1, 1, 0, 0]
+    assert words[:16] == [str(n) for b in range(8) for n in (b, users[b])]
+    assert words[16:21] == ["block", "pool", "users", "block", "tables"]
+    assert words[21:27] == ["a", "a", "c+d", "a", "c", "d"]
+    assert words[27:] == [
+        "0",
+        "1",
+        "3",
+        "a: 9 positions",
+        "2",
+        "4",
+        "c: 5 positions",
+        "2",
+        "5",
+        "d: 7 positions",
+    ]
+    assert "blocks [6, 7] are free" in first and "block 2 is shared by c and d" in first
 
 
 def test_memory_waste_against_a_schedule_recomputed_by_hand(tutorial, values):
@@ -161,14 +202,52 @@ def test_continuous_batching(tutorial, values):
     # static: a request is admitted only into an empty batch
     for before, after in zip(static.steps, static.steps[1:], strict=False):
         assert not after["admitted"] or not set(before["running"]) - set(before["finished"])
+    # in both modes the blocks in use are those of the requests running (blocks of 4, no sharing):
+    # a request that finished holds none, even while its static batch drains
+    for run in (continuous, static):
+        for step in run.steps:
+            assert step["blocks"] == sum(-(-n // 4) for n in step["lengths"].values())
+            assert set(step["lengths"]) == set(step["running"])
     mean_wait = [
         np.mean([run.finished_at[i] - r.arrival for i, r in enumerate(stream)])
         for run in (continuous, static)
     ]
+    mean_blocks = [np.mean([s["blocks"] for s in run.steps]) for run in (continuous, static)]
+    mean_running = [np.mean([len(s["running"]) for s in run.steps]) for run in (continuous, static)]
     assert len(continuous.steps) < len(static.steps) and mean_wait[0] < mean_wait[1]
-    assert_printed(tutorial, [len(continuous.steps), mean_wait[0]], atol=[0, half_unit(1)], gaps=True)
-    assert_printed(tutorial, [len(static.steps), mean_wait[1]], atol=[0, half_unit(1)], gaps=True)
+    assert mean_blocks[1] < mean_blocks[0]  # "the freed blocks sit unused"
+    for k, run in enumerate((continuous, static)):
+        preempted = sum(len(s["preempted"]) for s in run.steps)
+        assert_printed(
+            tutorial,
+            [len(run.steps), mean_running[k], mean_blocks[k], mean_wait[k], preempted],
+            atol=[0, half_unit(1), half_unit(1), half_unit(1), 0],
+        )
     assert model.context_length == 96
+
+
+def test_batching_moves_the_logits_far_less_than_the_gap_between_the_best_two(tutorial, values):
+    """The Going deeper block's two numbers, recomputed from greedy decoding written out here: on
+    the page's requests the layouts move the logits by float rounding, and the smallest gap between
+    the two best logits is larger, so no token changes (which the other tests check directly)."""
+    model = values["model"]
+    runs = [
+        (values["batch"], values["paged"]),
+        (values["stream"], values["streamed"]),
+        (values["stream"], values["schedules"][False]),
+    ]
+    moved, margin = 0.0, float("inf")
+    for requests, run in runs:
+        for i, r in enumerate(requests):
+            _, logits = greedy_with_logits(model, r)
+            moved = max(moved, (run.logits[i] - logits).abs().max().item())
+            top2 = logits.topk(2, dim=-1).values
+            margin = min(margin, (top2[:, 0] - top2[:, 1]).min().item())
+    assert moved < 1e-5 and 10 * moved < margin
+    # what the page computed from its own decoding alone: the same up to float32 rounding
+    assert values["moved"] < 1e-5 and abs(values["margin"] - margin) < 1e-5
+    assert_printed(tutorial, [values["moved"]], rtol=sci_rtol(1))
+    assert_printed(tutorial, [values["margin"]], rtol=sci_rtol(1))
 
 
 def test_exercises(tutorial, values):
@@ -181,18 +260,31 @@ def test_exercises(tutorial, values):
 
 def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):
     """The True/False the page prints, in order, are what the tests above establish."""
-    assert verdicts(tutorial) == [True] * 4 + [True] * 4 + [True] * 4 + [True] * 4  # per request, then all
+    per_request = [True] * 4 * 3  # padded, packed, paged
+    alone = [True] * 3  # the stream, the shared prompt, continuous batching
+    pitfall = [True, False]  # the child's keys overwritten: by the mistake, not by release
+    assert verdicts(tutorial) == per_request + alone + pitfall + [True]  # exercise 4
 
 
-def test_a_released_request_gives_back_only_the_blocks_no_one_shares(tutorial, values):
-    demo = values["demo"]
-    # By hand: a pool of 4 hands out blocks 0, 1, ... from the end of its free list [3, 2, 1, 0];
-    # the parent's 6 positions take blocks 0 and 1, the child shares both, the parent leaves.
-    assert demo.tables == {"child": [0, 1]} and demo.free == [3, 2]
-    assert [demo.ref_counts[b] for b in (0, 1)] == [1, 1]
-    assert sorted(demo.free + demo.tables["child"]) == list(range(demo.num_blocks))
-    assert_printed(tutorial, [3, 2, 0, 1])
-    assert_printed(tutorial, [1, 1])
+def test_giving_back_shared_blocks_lets_a_new_request_overwrite_them(tutorial, values):
+    """By hand: a pool of 4 hands out blocks from the end of its free list [3, 2, 1, 0]. The
+    parent's 8 positions take blocks 0 and 1, and the child shares both. The mistake appends them
+    to the free list, [3, 2, 0, 1], so the new request takes 1, then 0: the child's. release keeps
+    them (the child still uses them), so the new request takes 2, then 3."""
+    from attn_ref.serving import PagedKVCache
+
+    for wrong in (True, False):
+        pool = PagedKVCache(num_layers=1, num_blocks=4, block_size=4, num_kv_heads=1, head_dim=1)
+        pool.reserve("parent", 8)
+        pool.fork("parent", "child")
+        if wrong:
+            pool.free.extend(pool.tables.pop("parent"))
+        else:
+            pool.release("parent")
+        pool.reserve("new", 8)
+        assert pool.tables["new"] == ([1, 0] if wrong else [2, 3])
+        assert pool.tables["child"] == [0, 1]
+    assert verdicts(tutorial)[-3:-1] == [True, False]  # as printed, before exercise 4's verdict
 
 
 def test_exercise_a_request_too_long_for_the_pool(tutorial, values):

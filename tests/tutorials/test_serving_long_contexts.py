@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
+from attn_ref.plotting import PLOT_MIME
 from tests.support.reference import EPS32
-from tests.support.shown import assert_printed, half_unit, verdicts
+from tests.support.shown import assert_printed, displayed, half_unit, verdicts
 
 
 def window_mask(T: int, window: int, sinks: int = 0) -> np.ndarray:
@@ -52,7 +54,18 @@ def test_rolling_buffer_and_sinks_give_the_masks_tokens(tutorial, values):
     assert values["sunk"].tolist() == masked_greedy(model, request, 12, sinks=4)
     assert values["sink_slots"] == 16
     assert values["only_sinks"].tolist() == masked_greedy(model, request, 1, sinks=4)  # exercise 1
-    assert_printed(tutorial, window_mask(10, 4, 2).astype(int))
+
+
+def test_the_opening_picture_is_the_mask_and_the_buffer_of_its_last_query(tutorial, values):
+    # The picture's mask: 11 positions, a window of 4, 2 sinks, written out in NumPy above.
+    np.testing.assert_array_equal(values["sink_mask"].numpy(), window_mask(11, 4, 2))
+    # By hand: slots 0 and 1 hold the sinks; position p >= 2 goes to slot 2 + (p - 2) % 4, so
+    # after position 10 the window's slots 2, 3, 4, 5 hold 10, 7, 8, 9 (10 overwrote 6).
+    assert values["held"] == [0, 1, 10, 7, 8, 9]
+    # and they are exactly the keys the last row of the mask lets query 10 see
+    assert sorted(values["held"]) == np.flatnonzero(window_mask(11, 4, 2)[10]).tolist()
+    (first, *_) = displayed(tutorial, PLOT_MIME)
+    assert "it holds positions [0, 1, 10, 7, 8, 9]" in first
 
 
 def test_mistral_cache_sizes_by_hand(tutorial, values):
@@ -97,6 +110,9 @@ def test_masks_as_functions(tutorial, values):
         tiles = mask.reshape(8, 32, 8, 32).transpose(0, 2, 1, 3)  # (block_q, block_k, 32, 32)
         empty = (~tiles.any(axis=(-2, -1))).mean()
         full = tiles.all(axis=(-2, -1)).mean()
+        # the kinds the picture draws: 0 empty, 2 full, 1 partial
+        kinds = np.where(~tiles.any(axis=(-2, -1)), 0, np.where(tiles.all(axis=(-2, -1)), 2, 1))
+        np.testing.assert_array_equal(results[name]["kinds"].numpy(), kinds)
         assert results[name]["skipped"] == empty
         assert results[name]["agree"]
         # both implementations are float32 sums of 256 terms: a few ulps per term, times the values
@@ -117,18 +133,28 @@ def test_masks_as_functions(tutorial, values):
     assert values["largest"] == max(r["error"] for r in results.values())
 
 
-def intensity(L, S, H_kv):
-    """Multiply-adds over bytes read (Q, K, V in 16 bits), 32 query heads of 128."""
-    return (2 * 32 * L * S * 128) / (2 * (32 * L * 128 + 2 * H_kv * S * 128))
+def intensity(L, S, H_kv, pairs=None):
+    """Multiply-adds over bytes read (Q, K, V in 16 bits), 32 query heads of 128: each (query, key)
+    pair costs d_k for its score and d_k for its share of the output, per head."""
+    pairs = L * S if pairs is None else pairs
+    return (2 * 32 * pairs * 128) / (2 * (32 * L * 128 + 2 * H_kv * S * 128))
 
 
 def test_intensity_by_hand(tutorial, values):
     rows = []
     for T in (512, 4096, 32768):
-        row = (intensity(T, T, 32), intensity(1, T, 32), intensity(1, T, 8))
-        assert values["intensities"][T] == row
+        causal_pairs = int(np.tril(np.ones((T, T), dtype=bool)).sum()) if T <= 4096 else T * (T + 1) // 2
+        assert causal_pairs == T * (T + 1) // 2
+        row = (
+            intensity(T, T, 32),
+            intensity(T, T, 32, causal_pairs),
+            intensity(1, T, 32),
+            intensity(1, T, 8),
+        )
+        assert values["intensities"][T] == pytest.approx(row, rel=1e-12)
+        assert 0.49 < row[1] / row[0] <= 0.51  # "about half"
         rows.append([T, *row])
-    assert_printed(tutorial, rows, atol=[0] + [half_unit(2)] * 3)
+    assert_printed(tutorial, rows, atol=[0] + [half_unit(2)] * 4)
     exercise = [intensity(n, 4096, 8) for n in (1, 4, 16, 64)]
     assert_printed(
         tutorial,
@@ -149,6 +175,19 @@ def test_split_k_equals_sdpa(tutorial, values):
     assert (naive - expected).abs().max().item() > 10 * bound  # averaging the parts is wrong
     assert (values["sdpa"].double() - expected).abs().max().item() < bound
     assert values["two_rounds"].sub(values["one_round"]).abs().max().item() < bound
+
+
+def test_the_split_k_picture_draws_each_parts_share_of_the_softmax(tutorial, values):
+    """The shares of the 8 parts of the first head's query, from its 1,000 scores in float64: the
+    exponentials summed over each part's 125 keys, over their sum over all keys."""
+    q, k = values["q1"][0, 0, 0].double().numpy(), values["keys"][0, 0].double().numpy()
+    scores = k @ q / math.sqrt(64)
+    weights = np.exp(scores - scores.max())
+    shares = np.array([weights[125 * i : 125 * (i + 1)].sum() for i in range(8)]) / weights.sum()
+    np.testing.assert_allclose(values["first"].double().numpy(), shares, rtol=0, atol=1e-5)
+    assert abs(values["first"].sum().item() - 1) < 1e-5 and shares.max() > 1.2 / 8  # not a plain 1/8
+    (*_, last) = displayed(tutorial, PLOT_MIME)
+    assert f"from {shares.min():.2f} to {shares.max():.2f}" in last
 
 
 def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):

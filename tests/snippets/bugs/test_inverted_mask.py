@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from tests.support import reference
-from tests.support.printed import assert_shows, rounded, rounded_significant
+from tests.support.printed import assert_shows, rounded_significant
 from tests.support.reference import causal
 from tests.support.worst_case_rounding import (
     assert_largest_difference,
@@ -31,7 +31,19 @@ def test_the_mask_and_the_buggy_weights(printed, values):
     fixed, _ = attention(exact(q), exact(k), exact(v), allowed=causal(T))
     assert fixed.holds(values["fixed"]) and fixed.holds(values["causal"])
     assert values["fixed_is_causal"] is True
-    assert_shows(printed, rounded(values["weights"][0], 3) + [(0.0, 0.0)] * 4)
+    assert_shows(printed, [(0.0, 0.0)] * 4)  # the last query's output: zeros
+
+
+def test_the_picture_shows_the_buggy_weights_above_the_causal_ones(figure, values):
+    """Each panel's numbers are its weights at two decimals, on the keys its mask lets a query see:
+    the bug's above the diagonal, the fix's on and below it (the exact weights, from above)."""
+    q, k, v = (values[name] for name in ("q", "k", "v"))
+    T = q.shape[1]
+    for ax, allowed in zip(figure.axes[:2], (~causal(T), causal(T)), strict=True):
+        _, weights = attention(exact(q), exact(k), exact(v), allowed=allowed)
+        shown = [float(t.get_text()) for t in ax.texts]
+        expected = weights.value[0][allowed]  # row by row, the cells a query sees
+        np.testing.assert_allclose(shown, expected, rtol=0, atol=0.005 + 1e-6)
 
 
 def _sdpa_layer(x, values, allowed):

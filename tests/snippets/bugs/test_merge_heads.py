@@ -22,7 +22,19 @@ def test_the_merged_rows(printed, values):
     fixed = [[labels[c // d_k][t] for c in range(H * d_k)] for t in range(T)]
     np.testing.assert_array_equal(values["merged"][0], buggy)
     np.testing.assert_array_equal(values["permuted"][0], fixed)
-    assert_shows(printed, [(label, 0.0) for label in np.ravel(buggy + fixed)])
+
+
+def test_the_picture_names_and_colours_each_output_by_its_token(figure):
+    """The cells, read in the order they are drawn (the bug's rows, then the fix's), name the head and
+    token each merged number came from, worked out above by hand; the colour is the token's."""
+    T, H = 4, 2
+    buggy = [[f"h{n // (T)} t{n % T}" for n in range(t * H, (t + 1) * H)] for t in range(T)]
+    fixed = [[f"h{h} t{t}" for h in range(H)] for t in range(T)]
+    (ax,) = figure.axes
+    words = [t.get_text() for t in ax.texts if t.get_text().startswith("h")]
+    assert words == [w for row in buggy + fixed for w in row]
+    colours = [image.get_array().ravel().tolist() for image in ax.images]
+    assert colours == [[int(w[-1]) + 0.5 for row in rows for w in row] for rows in (buggy, fixed)]
 
 
 def _multi_head(x, values, fixed: bool):

@@ -2,6 +2,8 @@
 float64 from the snippet's own inputs and weights, each float32 result within its rounding bound
 (tests/support/worst_case_rounding.py)."""
 
+import numpy as np
+
 from tests.support.printed import assert_shows, rounded, rounded_significant
 from tests.support.reference import causal
 from tests.support.worst_case_rounding import assert_largest_difference, attention, exact, matmul
@@ -55,3 +57,13 @@ def test_the_check_fails_on_the_bug_and_passes_on_the_fix(values):
     # The fix differs from PyTorch by rounding only (checked above), and the page promises that
     # this difference stays below its tolerance.
     assert fixed < tolerance
+
+
+def test_the_picture_shows_both_heads_weights(figure, values):
+    """Each panel writes its causal weights at two decimals: the bug's, then the fix's."""
+    x = values["x"]
+    allowed = causal(x.shape[1])
+    for ax, scale in zip(figure.axes[:2], _scales(values, x), strict=True):
+        weights = _head(x, values, scale)[1].value[0]
+        shown = [float(t.get_text()) for t in ax.texts]
+        np.testing.assert_allclose(shown, weights[allowed], rtol=0, atol=0.005 + 1e-6)

@@ -59,3 +59,13 @@ def test_the_check_fails_on_the_bug_and_passes_on_the_fix(values):
     assert ranges[0][0] > tolerance and buggy > tolerance
     # The page promises the fix passes.
     assert fixed < tolerance
+
+
+def test_the_picture_shows_columns_summing_to_one_above_rows_summing_to_one(figure, values):
+    """The numbers written in each panel are the weights of head 0 at two decimals: over the queries
+    (the bug) and over the keys (the fix), recomputed above in exact arithmetic."""
+    for ax, over, axis in zip(figure.axes[:2], ("queries", "keys"), (0, 1), strict=True):
+        weights = _weights(values["q"], values["k"], over=over).value[0, 0]  # (i, j)
+        shown = np.array([float(t.get_text()) for t in ax.texts]).reshape(weights.shape)
+        np.testing.assert_allclose(shown, weights, rtol=0, atol=0.005 + 1e-6)
+        np.testing.assert_allclose(weights.sum(axis=axis), 1.0, rtol=0, atol=1e-12)
