@@ -120,9 +120,7 @@ def test_delta_recall_reads_the_state_the_papers_recurrence_writes(attention):
     memory = E_k[keys[0].numpy()] + E_v[values[0].numpy()]  # (N, C)
     k = features_np(dense_np(model.k_proj, memory))
     beta, alpha = gates_np(model.gates, memory)
-    _, S = delta_rule_np(
-        k, k, dense_np(model.v_proj, memory), beta, alpha
-    )  # S: (C, d_k), the papers' layout
+    _, S = delta_rule_np(k, k, dense_np(model.v_proj, memory), beta, alpha)  # S: (C, d_k), the papers' layout
     q = features_np(dense_np(model.q_proj, E_k[queries[0].numpy()]))
     read = rms_norm_np(q @ S.T, as64(model.read_norm.weight), torch.finfo(torch.float64).eps)
     expected = dense_np(model.head, read)
