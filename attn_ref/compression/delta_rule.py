@@ -278,9 +278,10 @@ def delta_rule_chunked(
             tail = (log_gamma[..., -1:] - log_gamma).exp()  # (..., C): gamma_C / gamma_r
             gaps = log_gamma[..., :, None] - log_gamma[..., None, :]  # (..., C, C): log gamma_r / gamma_i
             decay = gaps.masked_fill(~below, float("-inf")).exp()  # (..., C, C): 0 above the diagonal
-        gram = (k @ k.transpose(-2, -1)) * decay  # (..., C, d_k) @ (..., d_k, C) -> (..., C, C)
-        system = torch.eye(C, dtype=k.dtype, device=k.device) + (b[..., :, None] * gram).tril(-1)
-        right = torch.cat([b[..., None] * v, (b * gamma)[..., None] * k], dim=-1)  # (..., C, d_v + d_k)
+        beta_k = b[..., None] * k  # (..., C, d_k): row i is beta_i k_i
+        A = ((beta_k @ k.transpose(-2, -1)) * decay).tril(-1)  # (..., C, C): beta_i Gamma_ij k_i . k_j, j < i
+        system = torch.eye(C, dtype=k.dtype, device=k.device) + A
+        right = torch.cat([b[..., None] * v, gamma[..., None] * beta_k], dim=-1)  # (..., C, d_v + d_k)
         solved = torch.linalg.solve_triangular(system, right, upper=False, unitriangular=True)
         u_tilde, w_tilde = solved.split([d_v, d_k], dim=-1)  # (..., C, d_v), (..., C, d_k)
         u = u_tilde - w_tilde @ S  # (..., C, d_k) @ (..., d_k, d_v) -> (..., C, d_v)
