@@ -107,6 +107,7 @@ from attn_ref.compression import (
 
 torch.set_num_threads(1)  # one thread: results that do not depend on the cores
 
+# %%
 k5, v5 = torch.cat([keys, k0]), torch.cat([values, v0])  # (T, d_k), (T, d_v)
 for b in (1.0, 0.5):
     beta = torch.full((5,), b, dtype=torch.float64)
@@ -142,8 +143,8 @@ for name, k in (("unit keys", unit), ("raw keys", raw)):
 print(f"largest |k|^2 of the raw keys: {(raw**2).sum(-1).max():.1f}")
 
 # %% [markdown]
-# The raw keys' squared lengths are near 16, so $1 - 0.5 \lVert k \rVert^2$ is near
-# $-7$: the state explodes. With unit keys it stays the size of the values.
+# The raw keys' squared lengths are 16 on average, so $1 - 0.5 \lVert k \rVert^2$ is
+# about $-7$: the state explodes. With unit keys it stays the size of the values.
 #
 # <details class="note">
 # <summary>Going deeper: letting β reach 2</summary>
@@ -226,25 +227,27 @@ Gamma = Gamma.masked_fill(~below, -math.inf).exp()  # 0 above the diagonal
 system_c = torch.eye(5, dtype=torch.float64) + (
     (beta_c[:, None] * k_c) @ k_c.T * Gamma
 ).tril(-1)
-fig, ax = canvas(11.6, 7.2, scale=0.42)
-grid(ax, Gamma, 0.3, 1.0, decimals=2, vmax=1, label="Γ: decay from i to r")
-grid(ax, system_c, 6.3, 1.0, decimals=2, vmax=1, label="I + A")
-note(ax, 2.8, 6.6, "token i →")
-note(ax, 8.8, 6.6, "u of token i →")
+fig, ax = canvas(11.6, 7.0, scale=0.42)
+grid(
+    ax, Gamma, 0.3, 1.0, decimals=2, vmax=1, mask=below, label="Γ"
+)  # hatched: 0
+grid(ax, system_c, 6.3, 1.0, decimals=2, vmax=1, mask=below, label="I + A")
+for x in (2.8, 8.8):
+    note(ax, x, 6.6, "row r, column i")
 figure_to_svg(
     fig,
-    alt="Two 5 by 5 matrices for a chunk of five tokens. Left, the decay "
-    "mask Gamma: 1 on the diagonal, 0.9 just below it, 0.81 below that, and "
-    "so on, zero above the diagonal. Right, the system I + A: ones on the "
-    "diagonal, small signed entries below it, zero above.",
+    alt="Two 5 by 5 matrices for a chunk of five tokens, hatched above "
+    "the diagonal. Left, the decay mask Gamma: 1 on the diagonal, 0.9 just "
+    "below it, 0.81 below that, and so on. Right, the system I + A: ones on "
+    "the diagonal and small entries of either sign below it.",
 )
 
 # %% [markdown]
 # Everything but one triangular solve is a product of $C \times d$ blocks, and only the
-# state passes from chunk to chunk. `delta_rule_chunked` does this. The cell compares it
-# with `delta_rule_recurrent` on 256 tokens of 2 sequences and 4 heads, gated and not, in
-# float64 and float32, chunks of 64: the outputs, the final states and the gradients of
-# every input (of a random weighted sum of the outputs).
+# state passes from chunk to chunk. `delta_rule_chunked` does this. The first cell runs
+# both forms on 256 tokens of 2 sequences and 4 heads, in chunks of 64. The folded cell
+# after it compares them, gated and not, in float64 and float32: the outputs, the final
+# states, and the gradients of every input (of a random weighted sum of the outputs).
 
 
 # %%
@@ -260,6 +263,13 @@ def draw(dtype, gated, seed=0):
     return [x.to(dtype).requires_grad_() for x in tensors]
 
 
+q, k, v, beta, log_alpha = draw(torch.float32, gated=True)
+slow, slow_state = delta_rule_recurrent(q, k, v, beta, log_alpha)
+fast, fast_state = delta_rule_chunked(q, k, v, beta, log_alpha, chunk_size=64)
+gap = (fast - slow).abs().max()
+print(f"float32, gated: largest |chunked - recurrent| {gap:.1e}")
+
+# %% tags=["plot"]
 gaps, sizes = {}, {}  # (dtype, gated) -> differences; largest output, gradient
 for dtype in (torch.float64, torch.float32):
     for gated in (False, True):
@@ -415,6 +425,8 @@ def train(kind, build):
 
 for kind, build in ONE_LAYER.items():
     train(kind, build)
+
+# %% tags=["plot"]
 recall = {  # kind -> (seeds, pairs) accuracies
     kind: np.array([[recall_accuracy(models[kind, s], n) for n in PAIRS]
                     for s in SEEDS])
@@ -442,25 +454,27 @@ for kind in ONE_LAYER:
 # state to forget, which is what the decay is for.
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")
+colours = {kind: f"C{i}" for i, kind in enumerate(ONE_LAYER)}  # as below
 for (kind, seed), history in losses.items():
-    if kind in ("DeltaNet", "Gated DeltaNet"):
+    if kind in ONE_LAYER:
         smooth = np.convolve(history, np.ones(10) / 10, mode="valid")
-        style = "-" if kind == "DeltaNet" else "--"
         steps = np.arange(10, STEPS + 1)  # the last step of each mean
-        ax.plot(steps, smooth, style, label=f"{kind} s{seed}")
+        label = kind if seed == 0 else None
+        ax.plot(steps, smooth, color=colours[kind], lw=1, label=label)
 ax.axhline(math.log(64), color="grey", linestyle=":")
 ax.axvline(150, color="grey", linewidth=0.8)
 ax.set_xlabel("training step (mean of the last 10)")
 ax.set_ylabel("loss")
-ax.legend(fontsize=8, ncols=2)
+ax.legend(fontsize=9)
 figure_to_svg(
     fig,
-    alt="Training loss of the three DeltaNet and three Gated DeltaNet "
-    "models, 10-step means, against the step, with a dotted line at ln 64 "
-    "and a vertical line at step 150. Each starts near ln 64, stays there "
-    "for a while, then falls; the models leave the plateau at different "
-    "steps.",
+    alt="Training loss of the twelve one-layer models, 10-step means, "
+    "against the step, one colour per kind, with a dotted line at ln 64 and "
+    "a vertical line at step 150. Every model starts near ln 64. Softmax "
+    "falls to near 0 within about 50 steps; linear attention leaves the "
+    "plateau next; the DeltaNet and Gated DeltaNet models stay on it "
+    "longest, one of each still falling steeply at step 150.",
 )
 
 # %% tags=["plot"]
@@ -704,7 +718,7 @@ all_full = 48 * 2 * 2 * 256 * 2
 print(f"hybrid: {kv_per_token:,} bytes per token + {states:,} bytes of state")
 print(f"48 full-attention layers: {all_full:,} bytes per token")
 break_even = states / (all_full - kv_per_token)
-print(f"the hybrid keeps less from {math.ceil(break_even):,} tokens on")
+print(f"equal at {break_even:,.0f} tokens; the hybrid is smaller after")
 
 # %% [markdown]
 # **2. Prefill in chunks, decode one token at a time.** Run the first 100 tokens of a
