@@ -449,8 +449,8 @@ for kind in ONE_LAYER:
 # arbitrary pairs of 32-wide values. But the delta rule falls more slowly. From 8 pairs
 # on, each DeltaNet and each Gated DeltaNet model recalls more than every linear-attention
 # model, on every seed; the margin is printed below. With a handful of pairs all of them
-# are near 1, and at 64 every one-layer model with a state is below one half. DeltaNet and Gated
-# DeltaNet are within each other's seed-to-seed range: nothing in this task asks the
+# are near 1, and at 64 every one-layer model with a state is below one half. The page
+# makes no claim between DeltaNet and Gated DeltaNet: nothing in this task asks the
 # state to forget, which is what the decay is for.
 
 # %% tags=["plot"]
@@ -498,8 +498,8 @@ print(
 
 # %% [markdown]
 # Every model starts near $\ln 64 \approx 4.16$. Softmax leaves it within a few dozen
-# steps; the delta-rule models sit there longest, and the slowest of them is still far
-# above its final loss at step 150. After 300 steps, the order between the kinds is the
+# steps, linear attention next; the delta-rule models leave it last, and the slowest of
+# them is still far above its final loss at step 150. After 300 steps, the order between the kinds is the
 # one in the table.
 #
 # ## Hybrids

@@ -137,13 +137,17 @@ print(f"every block: largest |ours - PyTorch causal| {every_gap:.1e}")
 print(f"tiles computed {state.tiles_computed}, skipped {state.tiles_skipped}")
 top2 = select_blocks(block_scores(q, k, 4), top_k=2, block_size=4)
 _, sparse_state = block_sparse_attention(q, k, v, top2, block_size=4)
-print(f"top 2: tiles computed {sparse_state.tiles_computed}")
-print(f"selected (query, block) pairs: {int(top2.sum())}")
+print(f"top 2, both heads: tiles computed {sparse_state.tiles_computed}")
+one = (0, 0)  # one sequence, one head
+_, one_state = block_sparse_attention(q[one], k[one], v[one], top2[one], 4)
+print(f"top 2, one head: tiles computed {one_state.tiles_computed},", end=" ")
+print(f"selected (query, block) pairs {int(top2[one].sum())}")
 
 # %% [markdown]
-# With tiles of one query by one block, the tiles computed are exactly the selected
-# pairs. Causal attention over 64 keys in blocks of 4 reads 1 to 16 blocks per query;
-# the top-2 selection at most 3.
+# With tiles of one query by one block, the tiles computed for one head are exactly its
+# selected pairs: at most 3 blocks per query, where causal attention reads up to 16.
+# With two heads in one call, a tile is computed when either head chose it (a pitfall
+# below comes back to this).
 #
 # ## A model to read
 #
@@ -371,10 +375,12 @@ print("dense loss:", ", ".join(f"{dense_loss[s]:.3f}" for s in SEEDS))
 #   the next one reads, in ways it never saw in training.
 #   MoBA and NSA train with the sparsity; DeepSeek-V3.2 trains its selector first and
 #   then the model with it.
-# - **Layer 0 is different.** Its heads spread their weight over recent tokens (the
-#   previous-token head of the induction circuit): their own block alone holds only a
-#   quarter or so (`top_k` = 0), and the mean keys keep less of it than of layer 1's.
-#   NSA always keeps the local blocks, and adds a sliding-window branch, for this.
+# - **Layer 0 is different.** Its heads put part of their weight on the previous token
+#   (the previous-token half of the induction circuit) and spread much of the rest
+#   thinly over the whole past. Their own block alone holds only a quarter or so of it
+#   (`top_k` = 0), and no block stands out, so the mean keys keep less of it than of
+#   layer 1's. NSA adds a sliding-window branch beside its selected blocks; exercise 1
+#   tries its fixed local block here.
 #
 # <details class="note">
 # <summary>Going deeper: NSA's three branches, and DeepSeek's lightning indexer</summary>
@@ -499,9 +505,10 @@ for top_k in TOP_K:
 # %% [markdown]
 # ## Exercises
 #
-# **1. NSA's local block.** Keep the block just before the own block as well, with
-# `top_k - 1` scored blocks, and compare layer 0's captured weight with plain top-k at
-# `top_k` = 2 and 4, for seed 0.
+# **1. NSA's local block.** NSA always keeps the blocks just before the query. Keep the
+# block before the own block, with `top_k - 1` scored blocks, and compare layer 0's
+# captured weight with plain top-k at `top_k` = 2 and 4, for seed 0. Does the fixed
+# local block help this model's first layer?
 
 # %% tags=["solution"]
 weights, qk = dense_queries_and_keys(models[0], tokens)
@@ -517,8 +524,9 @@ for top_k in (2, 4):
         local_kept[top_k, name] = (selection_density(c, BLOCK), kept)
         print(f"top_k {top_k} {name:>13}: density", end=" ")
         print(f"{local_kept[top_k, name][0]:.3f}, layer 0 kept {kept:.3f}")
-# At the same budget the local block keeps more of layer 0's weight: its
-# heads look at recent tokens, which a mean over four keys does not single out.
+# Not here: letting the scores choose keeps more of layer 0's weight, for a
+# slightly larger share of the tiles. This model's first layer puts little of
+# its weight on the few tokens just before the own block.
 
 # %% [markdown]
 # **2. One choice for both heads.** NSA sums the block scores of the heads that share
