@@ -139,3 +139,23 @@ def same_length(**vectors: Tensor) -> None:
     if len({len(v) for v in vectors.values()}) > 1:
         listed = ", ".join(f"{name} {tuple(v.shape)}" for name, v in vectors.items())
         raise ValueError(f"{' and '.join(vectors)} must have the same length; got {listed}")
+
+
+def log_decay(name: str, x: Tensor) -> Tensor:
+    """A log-decay: finite and ``<= 0`` everywhere, so that its exponential lies in ``(0, 1]``."""
+    bad = ~torch.isfinite(x) | (x > 0)
+    if bool(bad.any()):
+        raise ValueError(
+            f"{name} must be finite and <= 0 (the log of a decay in (0, 1]), got {x[bad].flatten()[0].item()}"
+        )
+    return x
+
+
+def boolean(name: str, x: object, *, min_ndim: int = 0) -> Tensor:
+    """A boolean tensor (a selection, a mask) of at least ``min_ndim`` dimensions."""
+    if not isinstance(x, Tensor) or x.dtype != torch.bool:
+        got = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a boolean torch.Tensor, got {got}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
+    return x

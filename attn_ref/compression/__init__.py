@@ -1,4 +1,4 @@
-r"""Fewer bytes per cached token: latent attention, quantized caches, windows and linear attention.
+r"""Fewer bytes per cached token: latent attention, quantized caches, windows, linear attention and the delta rule.
 
 A key/value cache keeps $2 H_{kv} d_k$ numbers per token and per layer
 (`attn_ref.KVCache`). Each module here keeps fewer, and gives something up for it:
@@ -17,12 +17,24 @@ A key/value cache keeps $2 H_{kv} d_k$ numbers per token and per layer
 - `attn_ref.compression.linear`: `linear_attention` replaces the softmax by a feature map
   (Katharopoulos et al., 2020); `linear_attention_recurrent` computes the same causal
   output token by token from a state of fixed size (`LinearAttentionState`).
+- `attn_ref.compression.delta_rule`: `delta_rule_recurrent` and `delta_rule_chunked` write
+  each token into a state of fixed size by the delta rule, correcting what the state returns
+  for its key (DeltaNet), with an optional decay per token (Gated DeltaNet); the two forms give
+  the same outputs; `delta_rule_multiply_adds` counts their work, `DeltaRuleState` holds the state.
 - `attn_ref.compression.recall`: `AssociativeRecall` is a one-layer model that recalls a
-  value from its key, with softmax or linear attention, to measure what the fixed state costs.
+  value from its key, with softmax or linear attention, to measure what the fixed state costs;
+  `DeltaRecall` writes its pairs by the delta rule, `RecallStack` stacks layers into hybrids;
+  `recall_batch`, `train_recall` and `recall_accuracy` are the task's data, training and score.
 
 Everything listed here is also importable from `attn_ref.compression` itself.
 """
 
+from attn_ref.compression.delta_rule import (
+    DeltaRuleState,
+    delta_rule_chunked,
+    delta_rule_multiply_adds,
+    delta_rule_recurrent,
+)
 from attn_ref.compression.latent import LatentCache, MultiHeadLatentAttention
 from attn_ref.compression.linear import (
     LinearAttentionState,
@@ -37,21 +49,37 @@ from attn_ref.compression.quantized import (
     quantize,
     unpack_codes,
 )
-from attn_ref.compression.recall import AssociativeRecall
+from attn_ref.compression.recall import (
+    AssociativeRecall,
+    DeltaRecall,
+    RecallStack,
+    recall_accuracy,
+    recall_batch,
+    train_recall,
+)
 from attn_ref.compression.sliding_window import SlidingWindowCache
 
 __all__ = [
     "AssociativeRecall",
+    "DeltaRecall",
+    "DeltaRuleState",
     "LatentCache",
     "LinearAttentionState",
     "MultiHeadLatentAttention",
     "QuantizedKVCache",
     "QuantizedTensor",
+    "RecallStack",
     "SlidingWindowCache",
+    "delta_rule_chunked",
+    "delta_rule_multiply_adds",
+    "delta_rule_recurrent",
     "elu_feature_map",
     "linear_attention",
     "linear_attention_recurrent",
     "pack_codes",
     "quantize",
+    "recall_accuracy",
+    "recall_batch",
+    "train_recall",
     "unpack_codes",
 ]

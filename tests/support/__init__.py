@@ -10,6 +10,8 @@ References and bounds, written independently of attn_ref:
     linear_as_attention_bound    the linear-as-attention page's error bound, the blog post's draws
     backward_reference           attention's gradients in float64, and their error bounds
     compression_reference        multi-head latent and linear attention in float64, their tolerances
+    delta_rule_reference         the delta rule as its papers write it, in float64, and its rounding
+    sparse_reference             block-sparse attention and its selections, one query at a time
     training_claims              what the tutorials claim about their trained models, checked per seed
     strategies, allocations      hypothesis's drawn inputs; the tensors a computation creates
 
