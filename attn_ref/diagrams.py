@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 from numpy.typing import ArrayLike
 
-__all__ = ["Box", "arrow", "canvas", "grid", "note"]
+__all__ = ["Box", "arrow", "canvas", "grid", "note", "outline"]
 
 SIGNED = "RdBu_r"  # blue below zero, white at zero, red above
 WEIGHTS = "viridis"  # the site's colour map for attention weights
@@ -107,6 +107,8 @@ def grid(
     mask: ArrayLike | None = None,
     label: str | None = None,
     cell: float = 1.0,
+    row_names: Sequence[str] | None = None,
+    column_names: Sequence[str] | None = None,
 ) -> Box:
     """Draw a matrix (or a vector, as one row) as a grid of coloured cells, top left at (x, y).
 
@@ -123,10 +125,12 @@ def grid(
             or 1.
         decimals: Write each value in its cell with this many decimals (``None``: no numbers).
             Each number is black or white, whichever stands out from its cell's colour.
-        mask: ``(rows, columns)`` booleans, ``False`` where the cell is masked: drawn hatched
-            in grey, with no colour and no number.
+        mask: ``(rows, columns)`` booleans (``(columns,)`` for one row), ``False`` where the
+            cell is masked: drawn hatched in grey, with no colour and no number.
         label: A name written above the grid.
         cell: The side of one cell, in canvas cells.
+        row_names: A name for each row, written to the left of the grid (tokens, positions).
+        column_names: A name for each column, written above the grid, under its ``label``.
 
     Returns:
         The `Box` the grid fills.
@@ -144,6 +148,14 @@ def grid(
         >>> len([p for p in ax.patches if p.get_hatch()])  # the masked cell
         1
         >>> plt.close(fig)
+
+        Rows and columns named (a query per row, a key per column):
+
+        >>> fig, ax = canvas(5, 4)
+        >>> _ = grid(ax, weights, x=2, y=2, cmap="viridis", row_names=["q0", "q1"], column_names=["k0", "k1"])
+        >>> [t.get_text() for t in ax.texts]
+        ['q0', 'q1', 'k0', 'k1']
+        >>> plt.close(fig)
     """
     v = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=float)
     if v.ndim == 1:
@@ -152,10 +164,15 @@ def grid(
         raise ValueError(f"values must have shape (rows, columns) or (columns,), got {np.shape(values)}")
     rows, columns = v.shape
     allowed = np.ones_like(v, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if allowed.ndim == 1:  # a vector's mask, drawn as one row like the vector
+        allowed = allowed[None, :]
     if allowed.shape != v.shape:
         raise ValueError(f"mask has shape {allowed.shape}, expected the values' {v.shape}")
     if cell <= 0:
         raise ValueError(f"cell must be positive, got {cell}")
+    for name, names, count in (("row_names", row_names, rows), ("column_names", column_names, columns)):
+        if names is not None and len(names) != count:
+            raise ValueError(f"{name} has {len(names)} names, expected one per {name.split('_')[0]}: {count}")
     signed = cmap == SIGNED
     if vmax is None:
         vmax = float(np.abs(v[allowed]).max()) if signed and allowed.any() else 1.0
@@ -195,8 +212,13 @@ def grid(
                 fontsize=10,
                 zorder=3,
             )
+    for i, name in enumerate(row_names or []):
+        ax.text(x - 0.15, y + (i + 0.5) * cell, name, ha="right", va="center", fontsize=10)
+    for j, name in enumerate(column_names or []):
+        ax.text(x + (j + 0.5) * cell, y - 0.1, name, ha="center", va="bottom", fontsize=10)
     if label:
-        ax.text(x + width / 2, y - 0.15, label, ha="center", va="bottom")
+        above = y - (0.6 if column_names else 0.15)
+        ax.text(x + width / 2, above, label, ha="center", va="bottom")
     return Box(x, y, width, height)
 
 
@@ -252,3 +274,21 @@ def note(ax: Axes, x: float, y: float, text: str, **options) -> None:
         >>> plt.close(fig)
     """
     ax.text(x, y, text, **{"ha": "center", "va": "center", "fontsize": 11, **options})
+
+
+def outline(ax: Axes, box: Box) -> None:
+    """A thick frame around ``box`` (a row, a column or a cell of a `grid`, or a whole one), to
+    point at the numbers a sentence or another piece of the diagram speaks of.
+
+    Examples:
+        >>> fig, ax = canvas(4, 3)
+        >>> values = grid(ax, [[1.0, 2.0], [3.0, 4.0]], x=1, y=1)
+        >>> outline(ax, Box(values.x, values.y + 1, values.width, 1))  # the second row
+        >>> frame = ax.patches[-1]
+        >>> frame.get_xy(), frame.get_width(), frame.get_height(), frame.get_fill()
+        ((1, 2), 2.0, 1, False)
+        >>> plt.close(fig)
+    """
+    ax.add_patch(
+        Rectangle((box.x, box.y), box.width, box.height, fill=False, edgecolor="black", lw=2.2, zorder=4)
+    )

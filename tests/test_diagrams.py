@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_ref.diagrams import Box, arrow, canvas, grid, note
+from attn_ref.diagrams import Box, arrow, canvas, grid, note, outline
 
 
 @pytest.fixture
@@ -46,6 +46,27 @@ def test_masked_cells_are_hatched_with_no_number(ax):
     assert ax.images[0].get_array().mask.tolist() == (~mask).tolist()
 
 
+def test_rows_and_columns_are_named_beside_their_cells(ax):
+    grid(ax, np.zeros((2, 3)), x=2, y=1, row_names=["t0", "t1"], column_names=["a", "b", "c"], label="K")
+    placed = {t.get_text(): t.get_position() for t in ax.texts}
+    assert placed["t0"][0] < 2 and placed["t0"][1] == 1.5 and placed["t1"][1] == 2.5  # left of each row
+    assert [placed[c][0] for c in "abc"] == [2.5, 3.5, 4.5] and placed["a"][1] < 1  # above each column
+    assert placed["K"][1] < placed["a"][1]  # the label above the column names
+
+
+def test_a_vector_takes_a_mask_of_its_own_shape(ax):
+    grid(ax, [0.2, 0.8, 0.0], x=0, y=0, cmap="viridis", decimals=1, mask=[True, True, False])
+    assert [t.get_text() for t in ax.texts] == ["0.2", "0.8"]
+    assert len([p for p in ax.patches if p.get_hatch() == "///"]) == 1
+
+
+def test_an_outline_frames_the_box_it_is_given(ax):
+    outline(ax, Box(1, 2, 3, 1))
+    (frame,) = ax.patches
+    assert (frame.get_xy(), frame.get_width(), frame.get_height(), frame.get_fill()) == ((1, 2), 3, 1, False)
+    assert frame.get_zorder() > 3  # above the cells and their numbers
+
+
 def test_boxes_give_the_edges_that_place_the_next_piece():
     box = Box(1, 2, 4, 2)
     assert (box.left, box.right, box.top, box.bottom, box.center) == ((1, 3), (5, 3), (3, 2), (3, 4), (3, 3))
@@ -64,6 +85,10 @@ def test_bad_input_is_refused_by_name(ax):
         grid(ax, np.zeros((2, 2, 2)), 0, 0)
     with pytest.raises(ValueError, match=r"mask has shape \(1, 2\), expected the values' \(2, 2\)"):
         grid(ax, np.zeros((2, 2)), 0, 0, mask=[[True, False]])
+    with pytest.raises(ValueError, match=r"row_names has 1 names, expected one per row: 2"):
+        grid(ax, np.zeros((2, 2)), 0, 0, row_names=["t0"])
+    with pytest.raises(ValueError, match=r"column_names has 3 names, expected one per column: 2"):
+        grid(ax, np.zeros((2, 2)), 0, 0, column_names=["a", "b", "c"])
     with pytest.raises(ValueError, match="cell must be positive, got 0"):
         grid(ax, np.zeros((2, 2)), 0, 0, cell=0)
     with pytest.raises(ValueError, match="width and height must be positive, got 0 and 3"):
