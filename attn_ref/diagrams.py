@@ -111,6 +111,8 @@ def grid(
     label: str | None = None,
     cell: float = 1.0,
     labels: ArrayLike | None = None,
+    row_names: Sequence[str] | None = None,
+    column_names: Sequence[str] | None = None,
 ) -> Box:
     """Draw a matrix (or a vector, as one row) as a grid of coloured cells, top left at (x, y).
 
@@ -134,6 +136,8 @@ def grid(
         labels: ``(rows, columns)`` words to write in the cells instead of their values, such as
             the ids of blocks coloured by their owner (``""``: nothing); masked cells get none.
             Each word is black or white, whichever stands out from its cell's colour.
+        row_names: A name for each row, written to the left of the grid (tokens, positions).
+        column_names: A name for each column, written above the grid, under its ``label``.
 
     Returns:
         The `Box` the grid fills.
@@ -158,6 +162,14 @@ def grid(
         >>> [t.get_text() for t in ax.texts][-3:]
         ['4', '7', '2']
         >>> plt.close(fig)
+
+        Rows and columns named (a query per row, a key per column):
+
+        >>> fig, ax = canvas(5, 4)
+        >>> _ = grid(ax, weights, x=2, y=2, cmap="viridis", row_names=["q0", "q1"], column_names=["k0", "k1"])
+        >>> [t.get_text() for t in ax.texts]
+        ['q0', 'q1', 'k0', 'k1']
+        >>> plt.close(fig)
     """
     v = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=float)
     if v.ndim == 1:
@@ -179,6 +191,9 @@ def grid(
         if words.size != v.size:
             raise ValueError(f"labels has {words.size} entries, expected one per cell of {v.shape}")
         words = words.reshape(v.shape)
+    for name, names, count in (("row_names", row_names, rows), ("column_names", column_names, columns)):
+        if names is not None and len(names) != count:
+            raise ValueError(f"{name} has {len(names)} names, expected one per {name.split('_')[0]}: {count}")
     signed = cmap == SIGNED
     if vmax is None:
         vmax = float(np.abs(v[allowed]).max()) if signed and allowed.any() else 1.0
@@ -221,8 +236,13 @@ def grid(
                 fontsize=10,
                 zorder=3,
             )
+    for i, name in enumerate(row_names or []):
+        ax.text(x - 0.15, y + (i + 0.5) * cell, name, ha="right", va="center", fontsize=10)
+    for j, name in enumerate(column_names or []):
+        ax.text(x + (j + 0.5) * cell, y - 0.1, name, ha="center", va="bottom", fontsize=10)
     if label:
-        ax.text(x + width / 2, y - 0.15, label, ha="center", va="bottom")
+        above = y - (0.6 if column_names else 0.15)
+        ax.text(x + width / 2, above, label, ha="center", va="bottom")
     return Box(x, y, width, height)
 
 

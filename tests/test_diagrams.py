@@ -63,6 +63,14 @@ def test_words_in_cells_stand_out_and_skip_masked_and_empty_cells(ax):
     assert [t.get_color() for t in ax.texts] == ["white", "black"]
 
 
+def test_rows_and_columns_are_named_beside_their_cells(ax):
+    grid(ax, np.zeros((2, 3)), x=2, y=1, row_names=["t0", "t1"], column_names=["a", "b", "c"], label="K")
+    placed = {t.get_text(): t.get_position() for t in ax.texts}
+    assert placed["t0"][0] < 2 and placed["t0"][1] == 1.5 and placed["t1"][1] == 2.5  # left of each row
+    assert [placed[c][0] for c in "abc"] == [2.5, 3.5, 4.5] and placed["a"][1] < 1  # above each column
+    assert placed["K"][1] < placed["a"][1]  # the label above the column names
+
+
 def test_boxes_give_the_edges_that_place_the_next_piece():
     box = Box(1, 2, 4, 2)
     assert (box.left, box.right, box.top, box.bottom, box.center) == ((1, 3), (5, 3), (3, 2), (3, 4), (3, 3))
@@ -85,6 +93,10 @@ def test_bad_input_is_refused_by_name(ax):
         grid(ax, np.zeros((2, 2)), 0, 0, labels=["a", "b", "c"])
     with pytest.raises(ValueError, match=r"give decimals .* or labels .*, not both"):
         grid(ax, np.zeros((1, 2)), 0, 0, decimals=1, labels=["a", "b"])
+    with pytest.raises(ValueError, match=r"row_names has 1 names, expected one per row: 2"):
+        grid(ax, np.zeros((2, 2)), 0, 0, row_names=["t0"])
+    with pytest.raises(ValueError, match=r"column_names has 3 names, expected one per column: 2"):
+        grid(ax, np.zeros((2, 2)), 0, 0, column_names=["a", "b", "c"])
     with pytest.raises(ValueError, match="cell must be positive, got 0"):
         grid(ax, np.zeros((2, 2)), 0, 0, cell=0)
     with pytest.raises(ValueError, match="width and height must be positive, got 0 and 3"):

@@ -6,8 +6,8 @@ and layers are inputs, everything that follows from them is recomputed here in f
 (tests/support/reference.py), by hand, or with ``torch.nn.functional.scaled_dot_product_attention``. Where
 a quantity amplifies the last bits of float32 (scores multiplied by 1000), the reference starts
 from the tutorial's own float32 scores, so that it holds on every machine. That the page shows the
-computed values is checked without its labels (tests/support/shown.py). The exercises' solutions
-are checked the same way.
+computed values is checked without its labels (tests/support/shown.py), in what its cells printed
+and in the numbers its pictures drew. The exercises' solutions are checked the same way.
 """
 
 from __future__ import annotations
@@ -21,12 +21,20 @@ import torch
 
 from attn_ref.examples import BATCH_SHAPE, HEAD_SIZE
 from tests.support.reference import attention, causal, multihead_attention, softmax
-from tests.support.shown import assert_printed, half_unit, printed_by_cell, sci_rtol, verdicts
+from tests.support.shown import (
+    assert_printed,
+    displayed,
+    drawn,
+    half_unit,
+    printed_by_cell,
+    sci_rtol,
+    verdicts,
+)
 
 B, T, C = BATCH_SHAPE
-THREE = half_unit(3)  # NumPy prints three decimals here
-# Row 7 of sequence 0 as the original notebook printed it (its own run: an outside record). Only
-# the original's batch, seed and order of layers reproduce it.
+THREE, TWO = half_unit(3), half_unit(2)  # NumPy prints three decimals here, the pictures two
+# Row 7 of sequence 0's unscaled weights as the notebook this page started from printed them (its
+# own run: an outside record). Only this batch, seed and order of layers reproduce it.
 ORIGINAL_ROW_7 = [0.0210, 0.0843, 0.0555, 0.2297, 0.0573, 0.0709, 0.2423, 0.2391]
 
 
@@ -54,9 +62,17 @@ def projections(x, W_Q, W_K, W_V):
 def ref(val):
     W = (val["layer_query"], val["layer_key"], val["layer_value"])
     out, wei = attention(*projections(val["x"], *W), causal(T))
-    _, wei_original = attention(*projections(val["x"], *W), causal(T), scale=1.0)
+    _, wei_unscaled = attention(*projections(val["x"], *W), causal(T), scale=1.0)
     raw = (val["x"] @ W[0]) @ np.swapaxes(val["x"] @ W[1], -1, -2)
-    return {"W": W, "wei": wei, "out": out, "wei_original": wei_original, "raw": raw, "scores": raw / 4.0}
+    return {"W": W, "wei": wei, "out": out, "wei_unscaled": wei_unscaled, "raw": raw, "scores": raw / 4.0}
+
+
+@pytest.fixture(scope="module")
+def pictures(tutorial) -> list[str]:
+    found = drawn(tutorial)
+    # The average of the past, query 5's three steps, every row's weights, what moved, the padding.
+    assert len(found) == 5
+    return found
 
 
 def leak(scores, fill_where_future):
@@ -72,6 +88,17 @@ def test_links_inside_the_page_land_on_one_element(built_site):
     page = (built_site.path / "tutorials" / "causal_self_attention" / "index.html").read_text()
     targets = set(re.findall(r'href="#([^"]+)"', page))
     assert targets and all(page.count(f'id="{target}"') == 1 for target in targets)
+    # "Next:" comes last: after the exercises and the references.
+    article = re.search(r"<article.*?</article>", page, re.S)[0]
+    assert article.rindex("Next:") > article.index('id="references"') > article.index('id="exercises"')
+
+
+def test_pictures_fold_their_code_and_fit_a_phone(tutorial):
+    cells = [c for c in tutorial.code_cells if any("image/svg+xml" in o.get("data", {}) for o in c.outputs)]
+    assert len(cells) == 5 and all("plot" in c.metadata.get("tags", []) for c in cells)
+    for svg in displayed(tutorial, "image/svg+xml"):
+        width = float(re.search(r'width="([\d.]+)pt"', svg)[1])
+        assert width / 72 <= 4.75  # inches: at 75 % of its size it fits a 343 px column
 
 
 # ---------------------------------------------------------------- data, average, layers
@@ -85,19 +112,22 @@ def test_the_batch_and_the_layers(tutorial, val):
         assert tutorial.values[name].bias is None
     for name, W in (("q", "layer_query"), ("k", "layer_key"), ("v", "layer_value")):
         np.testing.assert_allclose(val[name], val["x"] @ val[W], atol=1e-5, err_msg=name)
-    # The original's data, seed and order of layers: its printed row 7 comes back (see below).
+    # The batch, seed and order of layers of the page's source: its recorded row 7 comes back (see below).
     assert_printed(tutorial, val["x"][0, 0, :4], atol=THREE)
     assert_printed(tutorial, [HEAD_SIZE, C, B, T, HEAD_SIZE], gaps=True)
 
 
-def test_the_average_of_the_past(tutorial, val):
+def test_the_average_of_the_past(tutorial, val, pictures):
     by_hand = np.array([[1 / (i + 1) if j <= i else 0.0 for j in range(T)] for i in range(T)])
-    np.testing.assert_allclose(val["wei_avg"], by_hand, atol=1e-7)
+    for name in ("wei_avg", "past"):  # softmax of masked zeros; the opening picture's mask / row count
+        np.testing.assert_allclose(val[name], by_hand, atol=1e-7, err_msg=name)
     np.testing.assert_array_equal(val["tril"], np.tri(T))
+    np.testing.assert_array_equal(val["sees"], causal(T))
     running = np.cumsum(val["x"], axis=1) / np.arange(1, T + 1)[:, None]
     np.testing.assert_allclose(val["xbow"], running, atol=1e-6)
     np.testing.assert_allclose(val["running_mean"], running, atol=1e-6)
-    assert_printed(tutorial, by_hand, atol=THREE)
+    # The opening picture: row i's i + 1 weights 1/(i + 1), the future hatched (no number).
+    assert_printed(tutorial, by_hand[causal(T)], atol=TWO, texts=[pictures[0]])
 
 
 # ---------------------------------------------------------------- scores, mask, weights
@@ -114,7 +144,7 @@ def test_variances_and_spread_of_the_scores(tutorial, val, ref):
     assert_printed(tutorial, stds, atol=THREE)
 
 
-def test_mask_scores_and_weights_match_numpy(tutorial, val, ref):
+def test_mask_scores_and_weights_match_numpy(tutorial, val, ref, pictures):
     np.testing.assert_allclose(val["scores"], ref["scores"], atol=1e-6)
     np.testing.assert_allclose(val["wei"], ref["wei"], atol=1e-6)
     np.testing.assert_array_equal(val["allowed"], causal(T))
@@ -123,7 +153,15 @@ def test_mask_scores_and_weights_match_numpy(tutorial, val, ref):
     assert (val["wei"][:, ~causal(T)] == 0).all()  # exp(-inf) is exactly zero
     np.testing.assert_allclose(val["wei"].sum(-1), 1.0, atol=1e-6)  # eight float32 weights at most
     assert (val["wei"][:, 0, 0] == 1).all() and (val["wei"][:, 0, 1:] == 0).all()  # e^s / e^s
-    assert_printed(tutorial, val["wei"][0], atol=THREE)
+    assert_printed(tutorial, [0.0], gaps=True)  # the largest weight above the diagonal
+    # Query 5's three steps: its eight scores, the six it may see, its six weights.
+    t = val["t"]
+    assert t == 5
+    row = [*ref["scores"][0, t], *ref["scores"][0, t, : t + 1], *ref["wei"][0, t, : t + 1]]
+    assert_printed(tutorial, row, atol=TWO + 1e-6, gaps=True, texts=[pictures[1]])
+    # Every row of sequence 0 (the allowed cells), then each row's sum.
+    shown = [*ref["wei"][0][causal(T)], *ref["wei"][0].sum(-1)]
+    assert_printed(tutorial, shown, atol=TWO + 1e-6, gaps=True, texts=[pictures[2]])
 
 
 # ---------------------------------------------------------------- going deeper: finite fills
@@ -181,12 +219,6 @@ def test_output_matches_numpy_and_pytorch(tutorial, val, ref):
 # ---------------------------------------------------------------- the library analogy
 
 
-def test_row_seven_scores_and_weights(tutorial, val, ref):
-    np.testing.assert_allclose(val["scores"][0, -1], ref["scores"][0, -1], atol=1e-6)
-    assert_printed(tutorial, val["scores"][0, -1], atol=THREE)
-    assert_printed(tutorial, val["wei"][0, -1], atol=THREE)
-
-
 def test_other_random_projections_prefer_other_books(tutorial, val):
     """Query 7's favourite book under random W_Q, W_K drawn after seeds 0 to 4.
 
@@ -213,7 +245,7 @@ def test_other_random_projections_prefer_other_books(tutorial, val):
 # ---------------------------------------------------------------- the causal property
 
 
-def test_changing_a_token_moves_no_earlier_output_and_no_other_sequence(tutorial, val, ref):
+def test_changing_a_token_moves_no_earlier_output_and_no_other_sequence(tutorial, val, ref, pictures):
     changed = val["changed"]
     differs = np.abs(val["x_changed"] - val["x"]).max(axis=-1) > 0  # (B, T)
     expected_change = np.zeros((B, T), dtype=bool)
@@ -225,7 +257,8 @@ def test_changing_a_token_moves_no_earlier_output_and_no_other_sequence(tutorial
     # Exactly zero, not a rounding error: the new key enters earlier rows with weight exactly 0.
     assert (val["moved"][0, :changed] == 0).all() and (val["moved"][1:] == 0).all()
     assert (expected[0, changed:] > 0.01).all()
-    assert_printed(tutorial, val["moved"][0], atol=THREE)
+    assert_printed(tutorial, [changed - 1], gaps=True)  # "positions 0 to 4 exactly unchanged"
+    assert_printed(tutorial, expected, atol=TWO + 2e-6, gaps=True, texts=[pictures[3]])
 
 
 # ---------------------------------------------------------------- padding
@@ -240,10 +273,10 @@ def test_right_padding_real_tokens_match_each_sequence_alone(tutorial, val, ref)
         np.testing.assert_allclose(val["out_pad"][seq, :n], alone, atol=1e-6)
     # The causal mask already hides the padding from the real tokens: not one bit changes.
     assert val["moved_real"] == 0
-    assert_printed(tutorial, val["mask"][2].astype(int))
+    assert_printed(tutorial, [0.0], gaps=True)
 
 
-def test_left_padding_and_queries_with_no_key(tutorial, val, ref):
+def test_left_padding_and_queries_with_no_key(tutorial, val, ref, pictures):
     lengths = val["lengths"]
     key_real = np.arange(T)[None, :] >= T - np.array(lengths)[:, None]  # real tokens at the end
     mask_left = causal(T)[None] & key_real[:, None, :]
@@ -251,6 +284,11 @@ def test_left_padding_and_queries_with_no_key(tutorial, val, ref):
     no_key = [[t for t in range(T) if not mask_left[seq, t].any()] for seq in range(B)]
     np.testing.assert_array_equal(val["no_key"], ~mask_left.any(-1))
     assert_printed(tutorial, [t for rows in no_key for t in rows])
+    assert val["found"] == no_key
+    # The picture: sequence 2's weights under each mask, the rows with no key named.
+    assert f"rows {no_key[2][0]} to {no_key[2][-1]}: no key" in pictures[4]
+    for name, allowed in (("wei_pad", val["mask"][2]), ("wei_left", mask_left[2])):
+        np.testing.assert_array_equal(val[name][2] > 0, allowed, err_msg=name)  # drawn where allowed
     shown = []
     for seq, n in enumerate(lengths):
         alone, _ = attention(*projections(val["x"][seq, T - n :], *ref["W"]), causal(n))
@@ -313,38 +351,42 @@ def test_nan_spreads_to_real_tokens_and_zeros_do_not(val):
     assert np.isfinite(val["next_layer_zeros"][2, T - n :]).all()
 
 
-# ---------------------------------------------------------------- where the original goes wrong
+# ---------------------------------------------------------------- common pitfalls
 
 
-def test_the_original_notebooks_weights_are_the_unscaled_ones(tutorial, val, ref):
-    np.testing.assert_allclose(val["wei_original"], ref["wei_original"], atol=1e-6)
-    np.testing.assert_allclose(ref["wei_original"][0, 7], ORIGINAL_ROW_7, atol=5e-5 + 1e-6)  # what it printed
+def test_forgetting_the_division_gives_the_unscaled_weights(tutorial, val, ref):
+    np.testing.assert_allclose(val["wei_unscaled"], ref["wei_unscaled"], atol=1e-6)
+    np.testing.assert_allclose(ref["wei_unscaled"][0, 7], ORIGINAL_ROW_7, atol=5e-5 + 1e-6)  # the record
     assert np.abs(ref["wei"][0, 7] - ORIGINAL_ROW_7).max() > 0.05  # and not the scaled row
-    assert_printed(tutorial, 100 * val["wei_original"][0, 7], atol=half_unit(2) + 1e-4)
+    assert_printed(tutorial, 100 * val["wei_unscaled"][0, 7], atol=half_unit(2) + 1e-4)
+    assert_printed(tutorial, 100 * val["wei"][0, 7], atol=half_unit(2) + 1e-4)
 
 
 def test_unscaled_weights_are_sharper(tutorial, val, ref):
-    unscaled, scaled = ref["wei_original"][0].max(-1), ref["wei"][0].max(-1)
+    unscaled, scaled = ref["wei_unscaled"][0].max(-1), ref["wei"][0].max(-1)
     uniform = 1 / np.arange(1, T + 1)
     assert (unscaled[1:] - scaled[1:] > 1e-3).all() and (scaled[1:] - uniform[1:] > 1e-3).all()
-    assert_printed(tutorial, val["wei_original"][0].max(-1), atol=THREE)
+    assert_printed(tutorial, val["wei_unscaled"][0].max(-1), atol=THREE)
     assert_printed(tutorial, val["wei"][0].max(-1), atol=THREE)
 
 
-def test_its_percentages(tutorial, val, ref):
-    left_out = ref["wei_original"][0, 7, [1, 2, 4, 5]]
+def test_query_7_read_as_shares(tutorial, val, ref):
+    """The page: unscaled, three keys (6, 7 and 3, almost level) far ahead of the other four; the
+    scaled row much closer to uniform."""
+    left_out = ref["wei_unscaled"][0, 7, [1, 2, 4, 5]]
     np.testing.assert_allclose(val["left_out"], left_out, atol=1e-6)
-    assert left_out.max() < 0.09 - 1e-3  # its "Others: ~9%" is more than any of them
-    row_original, row = ref["wei_original"][0, 7], ref["wei"][0, 7]
-    assert np.argsort(-row_original)[:3].tolist() == [6, 7, 3] and np.argmin(row_original) == 0
-    assert row_original[[6, 7]].max() - row_original[3] < 0.015  # book 3 "almost level with the top two"
-    assert np.abs(row - 1 / T).max() < np.abs(row_original - 1 / T).max() / 2.5  # "much closer to uniform"
+    row_unscaled, row = ref["wei_unscaled"][0, 7], ref["wei"][0, 7]
+    assert np.argsort(-row_unscaled)[:3].tolist() == [6, 7, 3]
+    assert row_unscaled[[6, 7]].max() - row_unscaled[3] < 0.015  # almost level
+    assert row_unscaled[[6, 7, 3]].min() > 2.5 * np.delete(row_unscaled, [6, 7, 3]).max()  # far ahead
+    assert np.abs(row - 1 / T).max() < np.abs(row_unscaled - 1 / T).max() / 2.5  # much closer to uniform
     assert_printed(tutorial, [100 * left_out.max(), 100 * left_out.mean()], atol=half_unit(2) + 1e-4)
 
 
-def test_it_mixes_tokens_and_its_shape_comment(val):
-    assert val["out_original"].shape == (B, T, C)  # the token width, not the head size
-    np.testing.assert_allclose(val["out_original"], val["wei_original"] @ val["x"], atol=1e-6)
+def test_mixing_tokens_keeps_the_token_width(tutorial, val):
+    assert val["out_of_tokens"].shape == (B, T, C)  # the token width, not the head size
+    np.testing.assert_allclose(val["out_of_tokens"], val["wei_unscaled"] @ val["x"], atol=1e-6)
+    assert_printed(tutorial, [B, T, C, B, T, HEAD_SIZE])
 
 
 def test_scores_are_not_symmetric(tutorial, val, ref):
@@ -394,9 +436,9 @@ def test_exercise_2_from_an_average_to_attention(tutorial, val):
 def test_exercise_3_the_missing_division_is_a_temperature(tutorial, val, ref):
     W_Q, W_K, W_V = ref["W"]
     _, bigger = attention(*projections(val["x"], W_Q * math.sqrt(HEAD_SIZE), W_K, W_V), causal(T))
-    np.testing.assert_allclose(bigger, ref["wei_original"], atol=1e-12)  # the derivation, in float64
-    np.testing.assert_allclose(val["wei_big"], ref["wei_original"], atol=1e-6)
-    difference = np.abs(val["wei_big"] - val["wei_original"]).max()
+    np.testing.assert_allclose(bigger, ref["wei_unscaled"], atol=1e-12)  # the derivation, in float64
+    np.testing.assert_allclose(val["wei_big"], ref["wei_unscaled"], atol=1e-6)
+    difference = np.abs(val["wei_big"] - val["wei_unscaled"]).max()
     assert difference < 1e-6
     assert_printed(tutorial, [difference], rtol=1e-15)
 
@@ -405,6 +447,7 @@ def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial, val):
     """The True/False the page prints, in order, are what the tests above establish independently."""
     real_tokens = val["lengths"][2]
     expected = [
+        True,  # the average of the past: the picture's weights
         True,  # the average of the past equals the running mean
         True,  # q equals x @ W_Q
         True,  # every row of weights sums to one
