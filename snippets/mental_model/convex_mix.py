@@ -20,8 +20,6 @@ low, high = V.min(dim=0).values, V.max(dim=0).values  # (d_k,) each
 inside = (low <= output) & (output <= high)  # (T, d_k)
 difference = (f(2 * X)[0] - 2 * output).abs().max().item()
 
-print("weights >= 0:", bool((A >= 0).all()))
-print("rows sum to one:", torch.allclose(A.sum(-1), torch.ones(T)))
 print("output = A @ V:", torch.allclose(output, A @ V, atol=1e-6))
 print("every output feature within its range over V:", bool(inside.all()))
 print(f"largest difference, f(2 X) - 2 f(X): {difference:.2f}")

@@ -16,14 +16,8 @@ def cost(T, H, d_k):
 
 lengths = (1024, 2048, 4096, 8192, 16384)
 costs = {(T, 1, 64): cost(T, 1, 64) for T in lengths}  # one head, d_k = 64
-costs |= {(1024, H, 768 // H): cost(1024, H, 768 // H) for H in (1, 12)}
 
 print("one head, d_k = 64:\n     T   GFLOP    MiB")
 for T in lengths:
     gflop, mib = costs[T, 1, 64]
     print(f"{T:>6} {gflop:>7.2f} {mib:>6.0f}")
-
-print("width C = 768 in H heads, T = 1024:\n     H  d_k   GFLOP    MiB")
-for H in (1, 12):
-    gflop, mib = costs[1024, H, 768 // H]
-    print(f"{H:>6} {768 // H:>4} {gflop:>7.2f} {mib:>6.0f}")

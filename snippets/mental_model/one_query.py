@@ -113,7 +113,7 @@ print("same as PyTorch's:", torch.allclose(output, reference, atol=1e-6))
 from attn_ref.diagrams import arrow, canvas, grid, note
 
 T, d_k = K.shape
-matrices_fig, ax = canvas(11.0, 15.6, scale=0.4)
+matrices_fig, ax = canvas(11.0, 15.0, scale=0.4)
 left, top = 1.0, 3.3  # Q's left edge, and the top of the scores
 signed = float(max(Q.abs().max(), K.abs().max()))  # one scale: Q and K
 spread = float(V.abs().max())  # one scale: V and the output
@@ -123,9 +123,9 @@ grid(ax, Q, left, top, decimals=1, vmax=signed, label="Q")
 grid(ax, scores, left + 2.5, top, decimals=2)
 grid(ax, V, left + 7.9, top, decimals=1, vmax=spread, label="V")
 note(ax, left + 5, top + T + 0.45, f"scores Q Kᵀ / √{d_k}")
-below = top + T + 2.0
-arrow(ax, (left + 5, top + T + 0.85), (left + 5, below - 0.1))
-note(ax, left + 4.8, top + T + 1.4, "softmax, row by row", ha="right")
+below = top + T + 1.7
+arrow(ax, (left + 5, top + T + 0.8), (left + 5, below - 0.1))
+note(ax, left + 4.8, top + T + 1.25, "softmax, row by row", ha="right")
 grid(ax, weights, left + 2.5, below, cmap="viridis", decimals=2)
 grid(ax, output, left + 7.9, below, decimals=2, vmax=spread)
 arrow(ax, (left + 8.9, top + T + 0.05), (left + 8.9, below - 0.05))

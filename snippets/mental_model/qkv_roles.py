@@ -16,8 +16,6 @@ W_V[col["alice"], 0] = W_V[col["bob"], 1] = 1.0  # passes on: who it is
 _, plain = scaled_dot_product_attention(X, X, X)  # (T, T): no projections
 Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, d_k) each
 output, weights = scaled_dot_product_attention(Q, K, V)  # (T, d_k), (T, T)
-print("plain weights of 'she':    ", plain[3].numpy().round(3))
-print("projected weights of 'she':", weights[3].numpy().round(3))
 print("output of 'she' (alice, bob):", output[3].numpy().round(3))
 symmetric = [torch.equal(S, S.T) for S in (X @ X.T, plain, Q @ K.T)]
 print("symmetric: X Xᵀ, its weights, Q Kᵀ:", *symmetric)

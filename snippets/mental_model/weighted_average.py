@@ -12,8 +12,8 @@ q, K, V = (torch.tensor(x) for x in (LOOKUP_QUERY, LOOKUP_KEYS, LOOKUP_VALUES))
 output, weights = scaled_dot_product_attention(q, K, V)  # (1, d_v), (1, S)
 a, out = weights[0].tolist(), output[0].tolist()  # S weights, d_v features
 
-fig, ax = plt.subplots(figsize=(4.4, 3.5), layout="constrained")
-ax.set(xlim=(-2.6, 4.2), ylim=(-1.4, 3.8), aspect="equal")
+fig, ax = plt.subplots(figsize=(4.2, 3.0), layout="constrained")
+ax.set(xlim=(-2.1, 3.7), ylim=(-1.0, 3.5), aspect="equal")
 ax.set(xlabel="feature 0", ylabel="feature 1")
 # The values are the corners of a convex pentagon, in order: their region.
 region = Polygon(V.numpy(), facecolor="0.9", edgecolor="0.6", zorder=0)
