@@ -14,14 +14,10 @@ def cost(T, H, d_k):
     return counter.get_total_flops() / 1e9, weights.nbytes / 2**20
 
 
-costs = {}  # (T, H, d_k) -> (GFLOP, MiB)
+lengths = (1024, 2048, 4096, 8192, 16384)
+costs = {(T, 1, 64): cost(T, 1, 64) for T in lengths}  # one head, d_k = 64
+
 print("one head, d_k = 64:\n     T   GFLOP    MiB")
-for T in (1024, 2048, 4096, 8192, 16384):
-    costs[T, 1, 64] = cost(T, 1, 64)
+for T in lengths:
     gflop, mib = costs[T, 1, 64]
     print(f"{T:>6} {gflop:>7.2f} {mib:>6.0f}")
-print("width C = 768 in H heads, T = 1024:\n     H  d_k   GFLOP    MiB")
-for H in (1, 12):
-    costs[1024, H, 768 // H] = cost(1024, H, 768 // H)
-    gflop, mib = costs[1024, H, 768 // H]
-    print(f"{H:>6} {768 // H:>4} {gflop:>7.2f} {mib:>6.0f}")

@@ -1,13 +1,9 @@
-# --8<-- [start:shuffle]
-# Shuffle the tokens: the outputs are shuffled the same way, until a mask or
-# positions.
+# Shuffle the tokens: the outputs are shuffled the same way.
+from functools import partial
+
 import torch
 
-from attn_ref import (
-    scaled_dot_product_attention,
-    sinusoidal_positional_encoding,
-)
-from attn_ref.masks import causal_mask
+from attn_ref import scaled_dot_product_attention
 
 torch.manual_seed(0)
 T, C = 5, 8
@@ -17,24 +13,21 @@ W_Q, W_K, W_V = (torch.randn(C, C) for _ in range(3))  # (C, C) each
 
 def f(X, mask=None):
     """Self-attention: the (T, C) output and the (T, T) weights."""
-    return scaled_dot_product_attention(
-        X @ W_Q, X @ W_K, X @ W_V, attn_mask=mask
-    )
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, C) each
+    return scaled_dot_product_attention(Q, K, V, attn_mask=mask)
 
 
-def close(a, b):
-    return torch.allclose(a, b, atol=1e-5)
-
-
-P = torch.eye(T)[
-    [2, 0, 4, 1, 3]
-]  # (T, T) permutation matrix: P @ X reorders the rows of X
-out, A = f(X)
-out_p, A_p = f(P @ X)
+close = partial(torch.allclose, atol=1e-5)
+P = torch.eye(T)[[2, 0, 4, 1, 3]]  # (T, T): P @ X reorders the rows of X
+(out, A), (out_p, A_p) = f(X), f(P @ X)  # (T, C) outputs, (T, T) weights
 print("f(P X) == P f(X), equivariant:", close(out_p, P @ out))
 print("f(P X) == f(X), invariant:", close(out_p, out))
 print("A(P X) == P A(X) P^T:", close(A_p, P @ A @ P.T))
 print("mean over tokens unchanged:", close(out_p.mean(dim=0), out.mean(dim=0)))
+
+# A causal mask and positions stay where they are when the tokens move.
+from attn_ref import sinusoidal_positional_encoding
+from attn_ref.masks import causal_mask
 
 # A causal mask: position i sees positions 0..i, whichever tokens sit there.
 M = causal_mask(T)  # (T, T), True on and below the diagonal
@@ -54,15 +47,3 @@ print(
     "with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe)
 )
 print(f"largest difference: {(out_pe_p - P @ out_pe).abs().max():.2f}")
-# --8<-- [end:shuffle]
-
-# --8<-- [start:exercise]
-# Exercise: shuffle the causal mask with the tokens.
-M_P = (
-    P @ M.float() @ P.T
-).bool()  # (T, T): rows and columns reordered like the tokens
-out_moved = f(P @ X, M_P)[0]
-print("f(P X, P M P^T) == P f(X, M):", close(out_moved, P @ out_c))
-print("P M P^T:")
-print(M_P.int())
-# --8<-- [end:exercise]

@@ -1,5 +1,4 @@
 # Why divide by sqrt(d_k): the softmax of random scores q · k, as d_k grows.
-# --8<-- [start:experiment]
 import numpy as np
 
 from attn_ref.numpy_ref import softmax
@@ -31,6 +30,7 @@ for d_k in widths:
             [z.var(), p.max(axis=-1).mean(), entropy.mean(), gradient.mean()]
         )
 
+
 titles = (
     "score variance",
     "largest weight",
@@ -52,42 +52,3 @@ print(
     " entropy log S =",
     np.log(S).round(3),
 )
-# --8<-- [end:experiment]
-
-# --8<-- [start:plot]
-import matplotlib.pyplot as plt
-
-fig, axes = plt.subplots(
-    3, 1, figsize=(5, 7.5), sharex=True, layout="constrained"
-)  # stacked for phones
-ylabels = [
-    "largest weight in a row",
-    "entropy of a row (nats)",
-    "softmax gradient size",
-]
-for index, (ax, ylabel) in enumerate(
-    zip(axes, ylabels, strict=True), start=1
-):  # index in results
-    ax.plot(
-        widths,
-        [row[index] for row in results["plain"]],
-        "o-",
-        label="softmax(q·k)",
-    )
-    ax.plot(
-        widths,
-        [row[index] for row in results["scaled"]],
-        "s--",
-        label="softmax(q·k / √d_k)",
-    )
-    ax.set_xscale("log", base=2)
-    ax.set(ylabel=ylabel, ylim=(0, None))
-    ax.grid(True, alpha=0.3)
-for ax, uniform in [(axes[0], 1 / S), (axes[1], np.log(S))]:
-    ax.axhline(uniform, color="gray", linestyle=":", label="uniform weights")
-axes[-1].set_xlabel("d_k (width of queries and keys)")
-fig.legend(
-    *axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2
-)
-fig.suptitle(f"Softmax over S = {S} keys, mean of {trials} queries per width")
-# --8<-- [end:plot]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.support.float32_attention_bounds import assert_within, float32_attention, product_error
-from tests.support.printed import assert_shown
+from tests.support.printed import assert_shown, printed_flags
 from tests.support.reference import EPS32, as64
 
 
@@ -57,3 +57,8 @@ def test_doubling_x_does_not_double_the_output(values):
 
 def test_prints_the_largest_difference(printed, values):
     assert_shown(printed, values["difference"], decimals=2)
+
+
+def test_prints_the_verdicts(printed):
+    """output = A @ V, and every output inside its range over the values."""
+    assert printed_flags(printed) == [True, True]

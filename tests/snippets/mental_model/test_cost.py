@@ -28,18 +28,6 @@ def test_doubling_t_multiplies_both_by_four(values):
     assert any((2 * T, H, d_k) in costs for T, H, d_k in costs)
 
 
-def test_heads_splitting_one_width_same_flops_h_times_the_memory(values):
-    costs = values["costs"]
-    pairs = [
-        (a, b) for a in costs for b in costs if a[0] == b[0] and a[1] < b[1] and a[1] * a[2] == b[1] * b[2]
-    ]
-    assert pairs
-    for (T, H, d_k), (T_b, H_b, d_k_b) in pairs:
-        gflop, mib = costs[T, H, d_k]
-        gflop_b, mib_b = costs[T_b, H_b, d_k_b]
-        assert gflop_b == gflop and mib_b * H == mib * H_b  # exact: integers over the same divisor
-
-
 def test_prints_every_count(printed, values):
     """Each row's GFLOP to 2 places and MiB to 0, in the order they were counted."""
     counts = [count for row in values["costs"].values() for count in row]  # GFLOP, MiB, GFLOP, ...

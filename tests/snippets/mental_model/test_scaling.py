@@ -1,4 +1,4 @@
-"""mental_model/scaling.py: the softmax of random scores as d_k grows, plain and scaled by
+"""mental_model/scaling.py (a pitfall on the page): the softmax of random scores as d_k grows, plain and scaled by
 1/sqrt(d_k), against an independent computation from the snippet's own samples and the theory,
 with margins from the sample size."""
 
@@ -92,6 +92,20 @@ def test_plain_rows_saturate_and_scaled_rows_stay_flat(values):
     assert spread.max() < 0.1
 
 
+def test_plain_entropy_nears_zero_scaled_entropy_and_gradient_stay_put(values):
+    """The pitfall's words: unscaled, a row's entropy falls towards zero (below a tenth of log S at
+    the widest); scaled, the entropy and the gradient stay within a tenth of their values at the
+    smallest width."""
+    table, errors = _recomputed(values)
+    S = values["S"]
+    entropy, entropy_error = table["plain"]["entropy"], errors["plain"]["entropy"]
+    assert (np.diff(entropy) + SE * np.hypot(entropy_error[1:], entropy_error[:-1]) < 0).all()
+    assert entropy[-1] + SE * entropy_error[-1] < 0.1 * np.log(S)
+    for column in ("entropy", "gradient"):
+        scaled, error = table["scaled"][column], errors["scaled"][column]
+        assert (np.abs(scaled - scaled[0]) + SE * np.hypot(error, error[0]) < 0.1 * scaled[0]).all()
+
+
 def test_prints_the_table_and_the_uniform_row(printed, values):
     rows = [
         [d_k, *np.ravel([plain, scaled], order="F")]
@@ -104,14 +118,3 @@ def test_prints_the_table_and_the_uniform_row(printed, values):
     uniform = np.full(S, 1 / S)
     assert np.isclose(-(uniform * np.log(uniform)).sum(), np.log(S), rtol=1e-15)
     assert_shown(printed, *rows, 1 / S, np.log(S), decimals=3)
-
-
-def test_scaling_plot_is_legible_without_colour(figure):
-    axes = figure.axes
-    assert len(axes) == 3
-    assert axes[-1].get_xlabel()  # stacked, sharing the x-axis: its label under the last panel
-    for ax in axes:
-        assert ax.get_xscale() == "log" and ax.get_ylabel()
-        curves = [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
-        assert {(line.get_marker(), line.get_linestyle()) for line in curves} == {("o", "-"), ("s", "--")}
-    assert figure.legends and len(figure.legends[0].get_texts()) == 3
