@@ -169,6 +169,9 @@ def figure_to_svg(figure: Figure, alt: str) -> PlotSVG:
     for scheme in ("light", "dark"):
         if scheme == "dark":
             for_dark(figure)
+            # The light drawing's layout, kept: another pass of a layout engine moves axes by a
+            # fraction of a pixel, and a colour-mapped image resampled there changes its pixels.
+            figure.set_layout_engine("none")
         buffer = io.StringIO()
         # Stable element ids (identical builds); text as text, not glyph outlines (a fifth of the bytes).
         with plt.rc_context({"svg.hashsalt": "attn_ref", "svg.fonttype": "none"}):
