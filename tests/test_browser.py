@@ -47,8 +47,6 @@ PAGE_FACTS = """() => ({
   svgPlots: [...document.querySelectorAll("article svg[role=img]")].map(s => s.getAttribute("aria-label")),
   codeBlocksWithoutCopy: document.querySelectorAll("article pre:has(> code):not(:has(> nav [data-md-type=copy]))").length,
   untypesetMath: document.querySelectorAll("article .arithmatex").length,
-  plotScales: [...document.querySelectorAll("article img.plot")]
-    .map(i => ({src: new URL(i.src).pathname, scale: i.clientWidth / Number(i.getAttribute("width"))})),
   codeWiderThanItsBlock: [...document.querySelectorAll("article pre > code")]
     .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split("\\n").find(l => l.length > 60) || c.textContent.slice(0, 60)),
   scrollingWithoutCue: [...document.querySelectorAll("article *")]
@@ -118,7 +116,17 @@ TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(perform
 
 
 # Each figure's drawings, as the page shows them now: which one is shown, and any CSS filter on it.
-PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")].map(frame =>
+# Each plot's drawing in the reader's scheme, as drawn with every folded block open: the scale
+# at which its text is read (the other scheme's drawing is not displayed and has no scale).
+PLOT_SCALES = """() => {
+  document.querySelectorAll("article details:not([open])").forEach(details => { details.open = true; });
+  return [...document.querySelectorAll("article img.plot")].filter(i => i.getClientRects().length > 0)
+    .map(i => ({src: new URL(i.src).pathname, scale: i.clientWidth / Number(i.getAttribute("width"))}));
+}"""
+
+# The drawings each displayed figure shows (a figure in a folded block displays none).
+PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")]
+  .filter(frame => frame.getClientRects().length > 0).map(frame =>
   [...frame.querySelectorAll("img.plot")].filter(i => i.getClientRects().length > 0)
     .map(i => [...i.classList].filter(c => c !== "plot").join(" ") + " " + getComputedStyle(i).filter))"""
 
@@ -139,6 +147,7 @@ class Look:
     violations: dict[str, list[str]]  # colour scheme: axe-core's findings (desktop load only)
     plots_shown: dict[str, list[list[str]]]  # colour scheme: each figure's shown drawings (desktop)
     reading: dict  # what a reader meets at this width (sitebuild.browsing.READING)
+    plot_scales: list[dict] | None = None  # each plot's drawing and its scale (narrow)
 
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
@@ -173,6 +182,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
     else:
         screenshot(tab.page, f"{name}-{mode}")
+        look.plot_scales = tab.page.evaluate(PLOT_SCALES)  # last: it opens the folded blocks
     return look
 
 
@@ -247,7 +257,7 @@ TICK_LABEL = re.compile(r'<g id="[xy]tick_\d+">.*?font-size: ([\d.]+)px', re.S)
 
 def test_tick_labels_are_11_px_or_more_on_a_phone(looks, page_path, built_site):
     """A plot's axis tick labels, as drawn at 375 px: font size (pt, 4/3 px each) times the scale."""
-    for plot in looks(page_path, "narrow").facts["plotScales"]:
+    for plot in looks(page_path, "narrow").plot_scales:
         svg = (built_site.path / plot["src"].lstrip("/")).read_text()
         sizes = [float(size) for size in TICK_LABEL.findall(svg)]
         if sizes:
