@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gzip
 import http.server
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,11 +46,18 @@ class _Body:
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A browser that closes a connection mid-transfer (a page left early) is not an error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def serve(site_dir: Path) -> Iterator[str]:
     """Serve ``site_dir``; yields the base URL (ending in /)."""
     handler = functools.partial(_Handler, directory=str(site_dir))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_port}/"
