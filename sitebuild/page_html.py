@@ -181,18 +181,19 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
         classes = f"plot plot-{scheme}" if scheme in ("light", "dark") else "plot"
         image = f'<img class="{classes}" src="{"../" * page_url.count("/")}{path}" alt="{alt}" loading="lazy"{dimensions}>'
         edits.append((element.start, element.end_end, image))
-    return _framed(edits), files
+    return _framed(html, edits), files
 
 
-def _framed(edits: list) -> list:
+def _framed(html: str, edits: list) -> list:
     """Each plot's images in one frame: the light and the dark drawing of a figure, written one
-    after the other, share a frame (the page shows the one of its scheme, see extra.css)."""
+    after the other (at most white space between them), share a frame (the page shows the one of
+    its scheme, see extra.css)."""
     framed: list = []
     for start, end, image in edits:
         previous = framed[-1] if framed else None
         if (
             previous is not None
-            and previous[1] == start
+            and not html[previous[1] : start].strip()
             and "plot-light" in previous[2]
             and "plot-dark" in image
         ):

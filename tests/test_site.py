@@ -237,3 +237,23 @@ def test_the_home_page_maps_every_teaching_page_with_its_minutes(built_site):
     for page, minutes in mapped:
         shown = (built_site.path / page.removesuffix(".md") / "index.html").read_text()
         assert f'<p class="reading-time">About {minutes} min to read' in shown
+
+
+# A teaching page argues with no text its reader cannot see (design.md, "Anatomy of a page").
+UNSEEN_SOURCE = re.compile(
+    r"\b(the original (notebook|post|document)s?|the blog post|ChatGPT|the post's|the notebook's author)\b",
+    re.I,
+)
+
+
+@pytest.mark.parametrize("page", [page for page in _teaching_pages() if not page.startswith("playground")])
+def test_a_teaching_page_ends_with_exercises_references_and_next(built_site, page):
+    """Exercises, then references, then a "Next:" pointer as the last paragraph; no unseen source."""
+    html = (built_site.path / page.removesuffix(".md") / "index.html").read_text()
+    article = html[html.index("<article") : html.index("</article>")]
+    headings = re.findall(r'<h2 id="([^"]+)"', article)
+    assert "exercises" in headings and "references" in headings, headings
+    assert headings.index("exercises") < headings.index("references"), headings
+    paragraphs = re.findall(r"<p>(.*?)</p>", article[article.index('id="references"') :], re.S)
+    assert paragraphs and re.sub(r"<[^>]+>", "", paragraphs[-1]).strip().startswith("Next:"), paragraphs[-1:]
+    assert UNSEEN_SOURCE.findall(re.sub(r"<[^>]+>", " ", article)) == []
