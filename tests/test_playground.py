@@ -14,13 +14,16 @@ import json
 import math
 import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from matplotlib import colormaps
 
 from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
 from attn_ref.masks import causal_mask
+from attn_ref.plotting import attention_heatmap
 from sitebuild.browsing import Tab, accessibility_violations
 from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
@@ -311,17 +314,24 @@ def touch_drag(cdp, page, start: tuple[float, float], move: tuple[float, float],
     cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
 
 
-def test_on_a_phone_the_output_stays_in_sight_and_only_handles_hold_the_finger(browser, server):
+def test_on_a_phone_the_planes_are_large_stacked_and_both_in_sight(browser, server):
+    """At 375 px the planes stand one above the other, each nearly the column's width (side by side
+    they were 153 px), and both fit on the screen below the header at once: the output moves in
+    sight of the finger. A finger on a handle drags it without scrolling the page; elsewhere it
+    scrolls the page and moves nothing."""
     visit = Tab(browser, server, **PHONE).open(PAGE)
     page = visit.page
     page.wait_for_selector(f"{LOOKUP}[data-state]")
     query_plane = page.get_by_role("group", name="Query and keys")
     value_plane = page.get_by_role("group", name="Values and the output")
-    query_plane.evaluate("plane => scrollBy(0, plane.getBoundingClientRect().top - 120)")  # below the header
-    # The two planes side by side, both on the screen at once.
+    header = page.evaluate("document.querySelector('.md-header').getBoundingClientRect().bottom")
+    query_plane.evaluate(f"plane => scrollBy(0, plane.getBoundingClientRect().top - {header} - 4)")
     a, b = query_plane.bounding_box(), value_plane.bounding_box()
-    assert abs(a["y"] - b["y"]) < 1 and a["x"] + a["width"] <= b["x"]
-    assert a["x"] >= 0 and b["x"] + b["width"] <= 375 and a["y"] > 0 and a["y"] + a["height"] <= 800
+    column = page.locator(LOOKUP).bounding_box()
+    assert min(a["width"], b["width"]) >= 0.85 * column["width"] and a["width"] >= 280
+    assert a["y"] + a["height"] <= b["y"] and abs(a["x"] - b["x"]) < 1  # stacked
+    assert a["y"] >= header and b["y"] + b["height"] <= 800  # both on the screen at once
+    assert a["x"] >= 0 and a["x"] + a["width"] <= 375
 
     # A finger on the query's handle drags the query; the page does not scroll.
     cdp = visit.context.new_cdp_session(page)
@@ -343,6 +353,39 @@ def test_on_a_phone_the_output_stays_in_sight_and_only_handles_hold_the_finger(b
     touch_drag(cdp, page, corner, (0, -150))
     page.wait_for_function(f"() => scrollY > {scrolled}")
     assert read_state(page, LOOKUP) == state
+    assert visit.outside == [] and visit.console_errors == []
+    visit.close()
+
+
+@pytest.mark.parametrize(
+    "plane, names",
+    [
+        ("Query and keys", ["Query q", *(f"Key {j}" for j in range(len(LOOKUP_KEYS)))]),
+        ("Values and the output", [f"Value {j}" for j in range(len(LOOKUP_VALUES))]),
+    ],
+)
+def test_on_a_phone_a_finger_on_each_handle_moves_that_point_alone(browser, server, plane, names):
+    """Where handles overlap (the query starts beside key 0), the one under the finger's centre is
+    the one that moves."""
+    visit = Tab(browser, server, **PHONE).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{LOOKUP}[data-state]")
+    page.get_by_role("group", name=plane).evaluate(
+        "plane => scrollBy(0, plane.getBoundingClientRect().top - 80)"
+    )
+    cdp = visit.context.new_cdp_session(page)
+    places = {"Query q": ("queries", 0)} | {f"Key {j}": ("keys", j) for j in range(len(LOOKUP_KEYS))}
+    places |= {f"Value {j}": ("values", j) for j in range(len(LOOKUP_VALUES))}
+    for name in names:
+        before = read_state(page, LOOKUP)
+        touch_drag(cdp, page, centre(page, name), (12, 12), steps=4)
+        state = read_state(page, LOOKUP)
+        field, j = places[name]
+        moved = [
+            (f, i) for f in ("queries", "keys", "values") for i, p in enumerate(state[f]) if p != before[f][i]
+        ]
+        assert moved == [(field, j)], f"a finger on {name} moved {moved}"
+        check_lookup(state)
     assert visit.outside == [] and visit.console_errors == []
     visit.close()
 
@@ -634,6 +677,125 @@ def test_the_self_attention_view_speaks_its_weights_once_settled(browser, server
             page, SELF_ATTENTION
         )
     tab.close()
+
+
+# ---- The sentence under each table, and the weights' colours ----
+
+SHOWN_LOOKUP = """view => {
+  const root = document.querySelector(view);
+  return [[...root.querySelectorAll(".pg-table .pg-number")].map(e => e.textContent),
+          root.querySelector(".pg-status").textContent];
+}"""
+
+
+def lookup_numbers(shown) -> tuple[list[str], list[str]]:
+    """The weights the table shows, and the weights the sentence under it says, as printed."""
+    table, sentence = shown
+    return table, re.findall(r"key \d+ (\u2212?\d+\.\d+)", sentence)
+
+
+def test_the_sentence_and_the_table_change_in_the_same_frame(browser, server):
+    """With the clock stopped (no timer and no animation frame runs unless the test lets it), a
+    drag and a key press each leave the table and the sentence under it showing the same numbers:
+    the state's, at two decimals. The second is read in the very task that made the change."""
+    tab = Tab(browser, server, **DESKTOP)
+    tab.context.clock.install()
+    page = tab.open(PAGE).page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+    before = lookup_numbers(page.evaluate(SHOWN_LOOKUP, LOOKUP))
+    mouse_drag(page, "Query q", "Query and keys", (-2.0, 1.5))
+    table, sentence = lookup_numbers(page.evaluate(SHOWN_LOOKUP, LOOKUP))
+    state = read_state(page, LOOKUP)
+    assert table == sentence == [f"{w:.2f}" for w in state["weights"][0]] != before[0]
+    assert f"Output ({state['output'][0][0]:.2f}, {state['output'][0][1]:.2f})".replace("-", "\u2212") in (
+        page.locator(f"{LOOKUP} .pg-status").inner_text()
+    )
+
+    changed = page.evaluate(
+        """view => {
+          const handle = document.querySelector(view + ' [aria-label="Key 2"]');
+          handle.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowUp", shiftKey: true, bubbles: true }));
+          return ("""
+        + SHOWN_LOOKUP
+        + """)(view);
+        }""",
+        LOOKUP,
+    )
+    table, sentence = lookup_numbers(changed)
+    state = read_state(page, LOOKUP)
+    assert table == sentence == [f"{w:.2f}" for w in state["weights"][0]]
+
+    # The self-attention view: a typed number changes its weights table and its sentence together.
+    page.get_by_label("W_K, row 0, column 1").fill("2")
+    state = read_state(page, SELF_ATTENTION)
+    view = page.locator(SELF_ATTENTION)
+    cells = (
+        view.locator("table").filter(has_text=re.compile("^Weights")).locator("tbody td").all_inner_texts()
+    )
+    sentence = view.locator(".pg-status").inner_text()
+    for i, row in enumerate(state["weights"]):
+        shown = [f"{w:.2f}" for w in row]
+        assert cells[i * len(row) : (i + 1) * len(row)] == shown
+        assert f"Token {i} attends with weights {', '.join(shown)}" in sentence
+    tab.close()
+
+
+def srgb(css: str) -> tuple[int, ...]:
+    """An ``rgb(r, g, b)`` colour as its three 8-bit channels."""
+    return tuple(int(float(c)) for c in re.findall(r"[\d.]+", css)[:3])
+
+
+def contrast(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    """WCAG's contrast ratio of two 8-bit colours."""
+
+    def luminance(colour):
+        c = np.array(colour) / 255
+        linear = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        return float(linear @ [0.2126, 0.7152, 0.0722])
+
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_weights_are_coloured_as_the_sites_plots_colour_them(browser, server, scheme):
+    """Each weight's cell in matplotlib's viridis, the map attn_ref.plotting draws weights with (dark
+    purple for 0, yellow for 1), the same in both schemes; its number 4.5:1 or more against it; a
+    masked entry hatched, in no colour of the map."""
+    _, ax = plt.subplots()
+    assert attention_heatmap([[0.0, 1.0]], ax=ax).images[0].get_cmap().name == "viridis"
+    plt.close(ax.figure)
+    viridis = colormaps["viridis"]
+    visit = Tab(browser, server, **{**DESKTOP, "color_scheme": scheme}).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    view = page.locator(SELF_ATTENTION)
+    weights_table = view.locator("table").filter(has_text=re.compile("^Weights")).locator("tbody td")
+    styles = "cells => cells.map(c => [getComputedStyle(c).backgroundColor, getComputedStyle(c).color])"
+    for change in (None, "W_K, row 1, column 0", "Causal"):
+        if change == "Causal":
+            view.get_by_role("checkbox", name="Causal").check()
+        elif change:
+            page.get_by_label(change).fill("3")
+        state = read_state(page, SELF_ATTENTION)
+        cells = weights_table.evaluate_all(styles)
+        flat = [
+            (w, allowed)
+            for row, mask in zip(state["weights"], state["mask"], strict=True)
+            for w, allowed in zip(row, mask, strict=True)
+        ]
+        assert len(cells) == len(flat)
+        for (background, ink), (w, allowed) in zip(cells, flat, strict=True):
+            if not allowed:
+                assert srgb(background) == (0, 0, 0) and "rgba" in background  # transparent: hatched
+                continue
+            assert srgb(background) == tuple(round(255 * c) for c in viridis(float(w))[:3]), w
+            assert contrast(srgb(background), srgb(ink)) >= 4.5
+    # Token 0 sees only itself under the causal mask: a weight of 1, yellow, in both schemes.
+    assert state["weights"][0][0] == 1
+    assert srgb(cells[0][0]) == (0xFD, 0xE7, 0x25)
+    visit.close()
 
 
 # ---- Accessibility, size and fit ----

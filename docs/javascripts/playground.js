@@ -57,6 +57,24 @@
   const pair = ([x, y]) => `(${fmt(x)}, ${fmt(y)})`;
 
   const copy = (data) => JSON.parse(JSON.stringify(data));
+
+  // A weight's colour in the colour map of the site's plots: viridis, dark purple for 0 and yellow
+  // for 1. ``table`` is matplotlib's 256 colours as one string of hex triples, and a weight picks
+  // colour floor(256 w) (the last for w = 1), as matplotlib's own colour maps do. The text on it
+  // is black or white, whichever stands out more (WCAG's contrast, 4.5:1 or more on every colour).
+  function colourMap(table) {
+    const colours = Array.from({ length: table.length / 6 }, (_, i) => table.slice(6 * i, 6 * i + 6));
+    const linear = (c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+    const luminance = (hex) => {
+      const [r, g, b] = [0, 2, 4].map((i) => linear(parseInt(hex.slice(i, i + 2), 16) / 255));
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    return (w) => {
+      const hex = colours[Math.min(colours.length - 1, Math.max(0, Math.floor(w * colours.length)))];
+      const L = luminance(hex);
+      return { background: `#${hex}`, ink: (L + 0.05) / 0.05 >= 1.05 / (L + 0.05) ? "#000" : "#fff" };
+    };
+  }
   const SUBSCRIPTS = "\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089";
   const subscript = (n) => String(n).replace(/\d/g, (d) => SUBSCRIPTS[d]);
   let counter = 0; // unique ids when a page holds several views
@@ -65,23 +83,24 @@
     root.dataset.state = JSON.stringify(state);
   }
 
-  // A polite live region that speaks once a value has settled, not on every step of a drag:
-  // say(text) replaces the text 250 ms after the last call.
+  // The sentence under a view's table, written in the same frame as the table, and a polite live
+  // region that speaks it once a value has settled, not on every step of a drag: say(text) writes
+  // the sentence at once and the live region SETTLE_MS after the last call.
   const SETTLE_MS = 250;
   function announcer(parent) {
-    const region = el("p", { class: "pg-status", "aria-live": "polite" }, parent);
+    const sentence = el("p", { class: "pg-status" }, parent);
+    const region = el("p", { class: "pg-live", "aria-live": "polite" }, parent);
     let [started, timer] = [false, 0];
     const say = (text, warning = false) => {
-      const write = () => {
-        region.classList.toggle("pg-warning", warning);
-        region.textContent = text;
-      };
+      sentence.classList.toggle("pg-warning", warning);
+      sentence.textContent = text;
+      const speak = () => (region.textContent = text);
       clearTimeout(timer);
-      if (started) timer = setTimeout(write, SETTLE_MS);
-      else write(); // the first text at once, as the view is drawn: nothing has changed yet
+      if (started) timer = setTimeout(speak, SETTLE_MS);
+      else speak(); // the first text at once, as the view is drawn: nothing has changed yet
       started = true;
     };
-    return { region, say };
+    return { sentence, region, say };
   }
 
   // ---- View 1: attention as a soft lookup, in the plane ----
@@ -425,6 +444,7 @@
   function selfAttentionView(root, initial) {
     const id = `pg${counter++}`;
     const first = () => copy({ tokens: initial.tokens, W_Q: initial.W_Q, W_K: initial.W_K, causal: initial.causal });
+    const colourOf = colourMap(initial.colours);
     const inputs = first();
     const [T, C] = [inputs.tokens.length, inputs.tokens[0].length];
     const d_k = inputs.W_Q[0].length;
@@ -540,11 +560,9 @@
         const [cell, scoreCell] = [outputs.weights[i][j], outputs.scores[i][j]];
         cell.textContent = mask[i][j] ? fmt(w) : "masked";
         cell.classList.toggle("pg-masked", !mask[i][j]);
-        // Two bands, so that the text always stands out 4.5:1: light cells with the page's text below
-        // a weight of 0.5, dark ones with white text from 0.5 on (no colour between serves both).
-        const hot = w >= 0.5;
-        cell.style.setProperty("--pg-weight", `${(hot ? 85 + 30 * (w - 0.5) : 90 * w).toFixed(1)}%`);
-        cell.classList.toggle("pg-hot", hot);
+        const { background, ink } = colourOf(w); // the same colour in both schemes
+        cell.style.backgroundColor = mask[i][j] ? background : "";
+        cell.style.color = mask[i][j] ? ink : "";
         scoreCell.textContent = mask[i][j] ? fmt(scores[i][j]) : "\u2212\u221e";
         scoreCell.classList.toggle("pg-masked", !mask[i][j]);
       }));
