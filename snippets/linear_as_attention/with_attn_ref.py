@@ -20,10 +20,8 @@ q, k, v, mask = linear_as_attention(x, W, generator=generator)
 print("mask of row 0:", mask[0, 0].tolist())
 _, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)
 print("weights of row 0:", [round(w, 4) for w in weights[0, 0].tolist()])
-print(
-    "|x_0| / ||x_0||_1:",
-    [round(a, 4) for a in (x[0].abs() / x[0].abs().sum()).tolist()],
-)
+share_0 = x[0].abs() / x[0].abs().sum()  # |x_0| / ||x_0||_1
+print("|x_0| / ||x_0||_1:", [round(a, 4) for a in share_0.tolist()])
 # --8<-- [end:demo]
 
 # --8<-- [start:errors]
