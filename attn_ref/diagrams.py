@@ -157,8 +157,9 @@ def grid(
 
         Categories, each a colour of ``tab10``, with words in their cells:
 
-        >>> owners = [[0.5, 1.5, 0.5]]  # cells of owner 0, 1, 0: colours 0, 1, 0 of ten
-        >>> _ = grid(ax, owners, x=0, y=3, cmap="tab10", vmax=10, labels=[["4", "7", "2"]])
+        >>> owners = [[0.5, 1.5, 0.5]]  # owners 0, 1, 0: colours 0, 1, 0 of ten
+        >>> words = [["4", "7", "2"]]
+        >>> _ = grid(ax, owners, x=0, y=3, cmap="tab10", vmax=10, labels=words)
         >>> [t.get_text() for t in ax.texts][-3:]
         ['4', '7', '2']
         >>> plt.close(fig)

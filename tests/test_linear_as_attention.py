@@ -195,7 +195,7 @@ def test_the_posts_inverse_gives_nan_on_zero_entries_and_this_does_not():
     with np.errstate(invalid="ignore"):
         q = 2.0 * logits @ np.linalg.inv(k.T)
         scores = q @ k.T
-    assert np.isnan(scores).any()  # the post's recipe
+    assert np.isnan(scores).any()  # the literal recipe: log, then an inverse
     _, y = _run(x, W, torch.float64)
     np.testing.assert_allclose(y, x @ W.T, atol=1e-13)
 

@@ -125,9 +125,9 @@ class AssociativeRecall(nn.Module):
 
         Examples:
             >>> _ = torch.manual_seed(0)
-            >>> model = AssociativeRecall(8, 8, embed_dim=16, head_dim=4, attention="linear")
+            >>> model = AssociativeRecall(8, 8, embed_dim=16, head_dim=4)
             >>> keys, values = torch.tensor([[3, 5, 1]]), torch.tensor([[0, 7, 2]])
-            >>> w = model.attention_weights(keys, values, queries=torch.tensor([[5]]))
+            >>> w = model.attention_weights(keys, values, torch.tensor([[5]]))
             >>> w.shape, round(w.sum().item(), 6)
             (torch.Size([1, 1, 3]), 1.0)
         """

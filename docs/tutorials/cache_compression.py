@@ -849,9 +849,8 @@ print(f"{'method':<22} {'bytes/token':>11} {'MiB at T':>9}  gives up")
 for method, formula in formulas.items():
     total = formula(T_table)
     mib = total / 2**20
-    print(
-        f"{method:<22} {total / T_table:>11,.0f} {mib:>9.2f}  {gives_up[method]}"
-    )
+    each = total / T_table
+    print(f"{method:<22} {each:>11,.0f} {mib:>9.2f}  {gives_up[method]}")
 
 # %% [markdown]
 # The check: each real cache, 64 tokens, one layer of this shape, bytes counted by the

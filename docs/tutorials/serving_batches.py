@@ -28,7 +28,7 @@ TAB10 = {"cmap": "tab10", "vmax": 10}  # value i + 0.5: tab10's i-th colour
 
 
 def draw_pool(pool):
-    """The pool's blocks coloured by owner, their users, and each block table."""
+    """The pool's blocks coloured by owner, their users, each block table."""
     names = list(pool.tables)
     blocks = range(pool.num_blocks)
     users = [[r for r in names if b in pool.tables[r]] for b in blocks]

@@ -78,21 +78,20 @@ for p in range(T_pic):
     slot = p if p < sinks_pic else sinks_pic + (p - sinks_pic) % W_pic
     buffer[slot] = p
 held = [buffer[slot] for slot in range(sinks_pic + W_pic)]
-fig, ax = canvas(10.5, 14.4)
+fig, ax = canvas(9.8, 13.4)
 note(ax, 1.4, 0.4, "key position", ha="left", fontsize=10)
-note(ax, 0.3, 5.9, "query position", rotation=90, fontsize=10)
+note(ax, 0.3, 5.5, "query position", rotation=90, fontsize=10)
 for j in range(T_pic):
-    note(ax, 1.4 + 0.8 * j + 0.4, 1.0, str(j), fontsize=10)
-    note(ax, 1.0, 1.3 + 0.8 * j + 0.4, str(j), fontsize=10)
-grid(ax, colours, 1.4, 1.3, **TAB10, mask=sink_mask, cell=0.8)
-note(
-    ax, 0.2, 11.2, f"the buffer at query {T_pic - 1}, slot by slot:", ha="left"
-)
+    note(ax, 1.4 + 0.75 * (j + 0.5), 1.0, str(j), fontsize=10)
+    note(ax, 1.0, 1.3 + 0.75 * (j + 0.5), str(j), fontsize=10)
+grid(ax, colours, 1.4, 1.3, **TAB10, mask=sink_mask, cell=0.75)
+buffer_words = f"the buffer at query {T_pic - 1}, slot by slot:"
+note(ax, 0.2, 10.6, buffer_words, ha="left")
 held_colours = [0.5 if p < sinks_pic else 1.5 for p in held]
-grid(ax, held_colours, 1.4, 11.8, **TAB10, labels=held, cell=0.8)
+grid(ax, held_colours, 1.4, 11.1, **TAB10, labels=held, cell=0.75)
 for slot in range(sinks_pic + W_pic):
-    note(ax, 1.8 + 0.8 * slot, 13.1, str(slot), fontsize=10)
-note(ax, 1.0, 13.1, "slot", ha="right", fontsize=10)
+    note(ax, 1.4 + 0.75 * (slot + 0.5), 12.3, str(slot), fontsize=10)
+note(ax, 1.2, 12.3, "slot", ha="right", fontsize=10)
 figure_to_svg(
     fig,
     alt=f"An {T_pic} by {T_pic} mask, row = query, column = key: each query"
@@ -522,15 +521,17 @@ lses = torch.stack([scores[..., a:b].logsumexp(-1) for a, b in parts])
 shares = (lses - lses.logsumexp(dim=0)).exp()  # (8, B, H, 1)
 first = shares[:, 0, 0, 0]  # (8,): the first head of the first sequence
 top = first.max().item()
-fig, ax = canvas(10, 5.2)
-weight_words = r"each worker's merge weight, $e^{\lambda_i - \lambda}$"
+fig, ax = canvas(9.8, 5.2)
+weight_words = r"merge weights $e^{\lambda_i - \lambda}$"
 note(ax, 0.2, 0.5, weight_words, ha="left")
 for i in range(8):
-    note(ax, 1.5 + i, 1.2, str(i), fontsize=10)
-note(ax, 0.8, 1.2, "worker", ha="right", fontsize=10)
-grid(ax, first, 1, 1.6, cmap="viridis", vmax=top, decimals=2)
+    note(ax, 2.1 + i, 1.2, str(i), fontsize=10)
+note(ax, 1.4, 1.2, "worker", ha="right", fontsize=10)
+grid(ax, first, 1.6, 1.6, cmap="viridis", vmax=top, decimals=2)
 note(ax, 0.2, 3.4, "a plain average: 1/8 each", ha="left")
-grid(ax, torch.full((8,), 1 / 8), 1, 3.8, cmap="viridis", vmax=top, decimals=2)
+grid(
+    ax, torch.full((8,), 1 / 8), 1.6, 3.8, cmap="viridis", vmax=top, decimals=2
+)
 figure_to_svg(
     fig,
     alt="Two rows of 8 cells, one per worker. Top: the merge weight of each"

@@ -10,8 +10,10 @@ window = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 1, 1]]).bool()  # self, last
 allowed = window & torch.tensor([True, False, False])  # real keys only
 print("True where query i may see key j:")
 print(allowed.int().numpy())
+# --8<-- [end:bug]
 
 
+# --8<-- [start:weights]
 def attention_add(q, k, v, allowed):
     """Add a float mask of 0 and -inf, as the issue's example does; softmax."""
     bias = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))
@@ -31,7 +33,9 @@ for attention in (attention_add, attention_d2l):
     name = attention.__name__
     query_2[name] = attention(q, k, v, allowed)[1][0, 2]
     print(f"{name}, weights of query 2:", query_2[name].numpy().round(3))
+# --8<-- [end:weights]
 
+# --8<-- [start:grad]
 # As in the issue, the loss reads the real token only; the gradients are nan.
 for t in (q, k, v):
     t.requires_grad_(True)
@@ -41,7 +45,7 @@ nan_grad = {}
 for name, t in (("q", q), ("k", k), ("v", v)):
     nan_grad[name] = t.grad.isnan().any(dim=-1)[0].tolist()
     print(f"  {name}:", nan_grad[name])
-# --8<-- [end:bug]
+# --8<-- [end:grad]
 
 # --8<-- [start:fix]
 import torch.nn.functional as F
@@ -61,11 +65,9 @@ for t in (q, k, v):
 out, weights = attention_fixed(q, k, v, allowed)
 out[:, 0].sum().backward()
 grads = [t.grad for t in (q, k, v)]
+nan_in_grad = any(grad.isnan().any().item() for grad in grads)
 print("fixed, weights of query 2:", weights[0, 2].detach().numpy())
-print(
-    "fixed, nan in a gradient:",
-    any(grad.isnan().any().item() for grad in grads),
-)
+print("fixed, nan in a gradient:", nan_in_grad)
 theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 same = torch.allclose(out, theirs, atol=1e-6)
 print("fixed, same output as PyTorch's SDPA:", same)

@@ -18,6 +18,9 @@ def rope(x, positions, fixed=False):
     return x * angles.cos() + rotated * angles.sin()
 
 
+# --8<-- [end:bug]
+
+# --8<-- [start:scores]
 torch.manual_seed(0)
 q, k = torch.randn(1, d).expand(3, d), torch.randn(1, d).expand(3, d)
 positions = torch.tensor([1, 4, 9])  # the query's; the key's are one less
@@ -30,7 +33,7 @@ for fixed in (False, True):
     )
     scores[name] = (turned_q * turned_k).sum(dim=-1)
     print(f"{name} scores:", scores[name].numpy().round(4))
-# --8<-- [end:bug]
+# --8<-- [end:scores]
 
 # --8<-- [start:check]
 # The check: shifting a query and a key by the same amount keeps their score.

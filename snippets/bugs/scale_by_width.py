@@ -23,6 +23,9 @@ def head(x, fixed=False):
     return wei @ v, wei
 
 
+# --8<-- [end:bug]
+
+# --8<-- [start:weights]
 x = torch.randn(1, 6, C)  # (B, T, C)
 weights = {}  # (B, T, T), buggy and fixed
 print("weights of the last token:")
@@ -30,7 +33,7 @@ for fixed in (False, True):
     name = "fixed" if fixed else "buggy"
     weights[name] = head(x, fixed)[1]
     print(f"  {name}:", weights[name][0, -1].numpy().round(3))
-# --8<-- [end:bug]
+# --8<-- [end:weights]
 
 # --8<-- [start:plot]
 import matplotlib.pyplot as plt

@@ -38,8 +38,7 @@ results = {
     torch.float32: [],
     torch.float64: [],
 }  # (condition number, error) pairs
-print("| cond(k) | float32: error / eps | float64: error / eps |")
-print("|---:|---:|---:|")
+rows = []  # the table's rows, one per condition number
 for exponent in range(0, 15, 2):
     kappa = 10.0**exponent
     row = [f"$10^{{{exponent}}}$"]
@@ -60,8 +59,14 @@ for exponent in range(0, 15, 2):
             errors.append(((y.double() - y_exact).abs() / scale).max().item())
         points.extend((kappa, e) for e in errors)
         row.append(f"{max(errors) / eps:.1g}")
-    print("| " + " | ".join(row) + " |")
+    rows.append("| " + " | ".join(row) + " |")
 # --8<-- [end:measure]
+
+# --8<-- [start:table]
+print("| cond(k) | float32: error / eps | float64: error / eps |")
+print("|---:|---:|---:|")
+print("\n".join(rows))
+# --8<-- [end:table]
 
 # --8<-- [start:plot]
 fig, ax = plt.subplots(

@@ -1,3 +1,4 @@
+# --8<-- [start:nonlinear]
 # Self-attention f(X) = A(X) X, with Q = K = V = X: A is recomputed from X,
 # so f is not linear.
 import torch
@@ -22,7 +23,9 @@ def gap(left, right):
 
 print("|f(2X) - 2 f(X)| =", gap(f(2 * X), 2 * f(X)))
 print("|f(X + Y) - f(X) - f(Y)| =", gap(f(X + Y), f(X) + f(Y)))
+# --8<-- [end:nonlinear]
 
+# --8<-- [start:scaling]
 # Scaling the input down flattens the weights: f(lam X) / lam tends to the
 # mean token.
 mean_token = X.mean(dim=0).expand(
@@ -33,3 +36,4 @@ for lam in (1.0, 0.1, 0.01, 0.001):
     scaled[lam] = f(lam * X) / lam
     distance = gap(scaled[lam], mean_token)
     print(f"lam = {lam:<6} |f(lam X) / lam - mean token| = {distance}")
+# --8<-- [end:scaling]

@@ -1,5 +1,4 @@
-# How small can d_k be, for the weights |x| / sum|x|?
-# A key fixed in advance needs d_in - 1.
+# How small can d_k be, for the weights |x| / sum|x|? A fixed key: d_in - 1.
 import torch
 import torch.nn.functional as F
 
@@ -18,8 +17,7 @@ y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]
 error = (y - y_exact).abs().max().item()
 print(f"d_k = {d_in - 1}: k {tuple(k.shape)}, max |y - x W^T| = {error:.1e}")
 
-# d_k = d_in - 2: the function refuses:
-# q k^T + c cannot reach the logits of almost every x.
+# d_k = d_in - 2: refused, q k^T + c misses the logits of almost every x.
 try:
     linear_as_attention(x, W, d_k=d_in - 2)
 except ValueError as message:

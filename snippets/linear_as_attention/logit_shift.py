@@ -1,3 +1,4 @@
+# --8<-- [start:shifts]
 # Adding one number c to every logit leaves the softmax unchanged, up to
 # rounding.
 import torch
@@ -9,13 +10,11 @@ _, d_in, _ = LINEAR_SHAPE
 x = torch.randn(d_in)
 weights = (
     x.abs() / x.abs().sum()
-)  # (d_in,), the blog post's attention weights for one row
+)  # (d_in,), the attention weights |x| / ||x||_1 of one row
 logits = weights.log()
 
-shift = -torch.randn(
-    1
-)  # the blog post's term: ONE random number, the same for every logit
-print("the blog post's shift:", shift)
+shift = -torch.randn(1)  # "noise": ONE random number, the same for every logit
+print("the shift:", shift)
 print("   c         max |softmax(logits + c) - weights|")
 changes = {}  # c: the largest change of a weight
 for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
@@ -23,9 +22,12 @@ for c in [0.0, shift.item(), 10.0, 1e3, 1e5]:
         (torch.softmax(logits + c, dim=-1) - weights).abs().max().item()
     )
     print(f"{c:9.3g}   {changes[c]:.1e}")
+# --8<-- [end:shifts]
 
+# --8<-- [start:noise]
 noise = torch.randn(
     d_in
 )  # by contrast, a different random number for each logit
 change = (torch.softmax(logits + noise, dim=-1) - weights).abs().max().item()
 print(f"one random number per logit: max change {change:.1e}")
+# --8<-- [end:noise]

@@ -1,3 +1,4 @@
+# --8<-- [start:build]
 # Which of q, k, v are fixed, and which depend on x (and how)?
 import torch
 
@@ -20,6 +21,9 @@ def build(x):
 
 
 a, b, both, double = build(x1), build(x2), build(x1 + x2), build(2 * x1)
+# --8<-- [end:build]
+
+# --8<-- [start:compare]
 print("    same for x1, x2   f(2 x1) = 2 f(x1)   f(x1 + x2) = f(x1) + f(x2)")
 for n in ("q", "k", "v"):
     same, scales = (
@@ -29,3 +33,4 @@ for n in ("q", "k", "v"):
     adds = torch.allclose(both[n], a[n] + b[n])
     print(f"{n}   {same!s:18}{scales!s:20}{adds}")
 print("q(2 x1) = q(x1):", torch.allclose(double["q"], a["q"]))
+# --8<-- [end:compare]

@@ -1,4 +1,5 @@
-# Zero entries in x: the blog post's steps give nan.
+# --8<-- [start:setup]
+# Zero entries in x: steps 2 to 4 taken literally give nan.
 import math
 
 import torch
@@ -11,7 +12,10 @@ x = torch.randn(B, d_in)
 x[0, 2] = 0.0  # one zero feature in row 0
 x[1] = 0.0  # row 1 is all zeros
 
-# The blog post's steps, up to the scores.
+# --8<-- [end:setup]
+
+# --8<-- [start:scores]
+# Steps 2 to 4, literally, up to the scores.
 attn_weights = (x.abs() / x.abs().sum(dim=-1, keepdim=True))[
     :, None
 ]  # row 1: 0 / 0 = nan
@@ -27,3 +31,4 @@ print(
     "nan in the scores, per row:",
     scores.isnan().any(dim=-1).flatten().tolist(),
 )
+# --8<-- [end:scores]

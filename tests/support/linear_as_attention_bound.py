@@ -1,5 +1,5 @@
-"""The error bound of the linear-as-attention page, and the blog post's draws it is checked on for
-many seeds (the tests of snippets/linear_as_attention/).
+"""The error bound of the linear-as-attention page, and the literal steps' draws it is checked on
+for many seeds (the tests of snippets/linear_as_attention/).
 
 Each test reads its snippet's inputs and results from the ``values`` fixture and checks them
 against float64 NumPy computations, hand reasoning, or the error bound derived on the page,
@@ -23,11 +23,11 @@ def bound(x: np.ndarray, W: np.ndarray, eps: float, cond: float = 1.0) -> np.nda
     return 16 * eps * cond * np.abs(x).sum(-1) * np.abs(W).max() * (1 + spread)
 
 
-def post_data(seed: int, shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x (B, d_in), W (d_out, d_in) and the post's key k (B, d_in, d_in), drawn in float32 as the
-    post draws them after ``torch.manual_seed(seed)``, as float64 arrays.
+def literal_data(seed: int, shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x (B, d_in), W (d_out, d_in) and the random key k (B, d_in, d_in), drawn in float32 as
+    literal_steps.py draws them after ``torch.manual_seed(seed)``, as float64 arrays.
 
-    Only for the many seeds of post_code.py, whose draws stay inside a function: keeping a
+    Only for the many seeds of literal_steps.py, whose draws stay inside a function: keeping a
     thousand seeds' inputs would clutter the reader's code. Same machine, same draws.
     """
     B, d_in, d_out = shape

@@ -11,7 +11,7 @@ from tests.support.reference import EPS32, EPS64, as64, softmax
 def test_logit_shift_changes_only_rounding_and_noise_changes_the_weights(values, printed):
     x = as64(values["x"])
     d_in = x.shape[0]
-    weights = np.abs(x) / np.abs(x).sum()  # the blog post's weights, in float64
+    weights = np.abs(x) / np.abs(x).sum()  # the construction's weights, in float64
     np.testing.assert_allclose(as64(values["weights"]), weights, rtol=(d_in + 2) * EPS32, atol=0)
     log_weights = np.log(weights)
     np.testing.assert_allclose(

@@ -1,4 +1,4 @@
-"""linear_as_attention/zero_entries.py: zero entries of x give the blog post's steps nan."""
+"""linear_as_attention/zero_entries.py: zero entries of x give the literal steps nan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tests.support.printed import assert_printed_in_order, decimals, exact, prin
 from tests.support.reference import EPS32, as64
 
 
-def test_zero_entries_break_the_blog_posts_steps(values, printed):
+def test_zero_entries_break_the_literal_steps(values, printed):
     x = as64(values["x"])
     has_zero, zero_rows = (x == 0).any(axis=-1), ~x.any(axis=-1)
     assert (has_zero & ~zero_rows).any() and zero_rows.any()  # a zero entry, and a row of zeros

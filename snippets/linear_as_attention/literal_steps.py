@@ -1,4 +1,5 @@
-# The blog post's construction as it describes it, in float32, with its shapes.
+# Steps 2 to 5 written literally, as they are often written: a logarithm, a
+# random square key inverted, float32 checks with allclose.
 # --8<-- [start:build]
 import math
 
@@ -8,8 +9,8 @@ import torch.nn.functional as F
 from attn_ref.examples import LINEAR_SEED, LINEAR_SHAPE
 
 
-def post_construction(x, fc_weight, k):
-    """The blog post's steps 2 to 5; k is its random key, (B, d_in, d_k),
+def literal_construction(x, fc_weight, k):
+    """Steps 2 to 5, literally; k is a random key, (B, d_in, d_k),
     d_k = d_in."""
     x_abs = x.abs()
     x_sum = x_abs.sum(dim=-1, keepdim=True)  # (B, 1), the L1 norm of each row
@@ -37,10 +38,14 @@ x = torch.randn(B, d_in)
 fc_weight = torch.randn(d_out, d_in)
 y1 = x @ fc_weight.T  # (B, d_out)
 k = torch.randn(B, d_in, d_in)  # the inverse needs a square key: d_k = d_in
-attn_weights, _y, logits, logits_rec, y2 = post_construction(x, fc_weight, k)
+attn_weights, _y, logits, logits_rec, y2 = literal_construction(
+    x, fc_weight, k
+)
 
 y_exact = x.double() @ fc_weight.double().T  # x W^T, in float64
-# The blog post's four asserts, as checks:
+# --8<-- [end:build]
+# --8<-- [start:checks]
+# Four checks, as such code usually asserts them:
 print("allclose(_y, y1):", torch.allclose(_y, y1))
 print(
     "allclose(softmax(logits), attn_weights):",
@@ -57,9 +62,9 @@ for name, y in (("y1", y1), ("_y", _y), ("y2", y2)):
 print("cond(k), per row:", torch.linalg.cond(k).round().int().tolist())
 
 
-# --8<-- [end:build]
+# --8<-- [end:checks]
 # --8<-- [start:many]
-# The same for many seeds: how often do the blog post's checks fail, and where?
+# The same for many seeds: how often do the checks fail, and where?
 def run_seed(seed):
     """cond(k) of the worst of the B keys, max |y2 - x W^T|, and the outcomes
     of two of the checks."""
@@ -67,7 +72,7 @@ def run_seed(seed):
     x = torch.randn(B, d_in)
     fc_weight = torch.randn(d_out, d_in)
     k = torch.randn(B, d_in, d_in)
-    _, _y, _, _, y2 = post_construction(x, fc_weight, k)
+    _, _y, _, _, y2 = literal_construction(x, fc_weight, k)
     y1 = x @ fc_weight.T
     error = (
         (y2.double() - x.double() @ fc_weight.double().T).abs().max().item()
@@ -87,6 +92,9 @@ conds, errors, exact_passes, atol_passes = zip(
 conds, errors = torch.tensor(conds), torch.tensor(errors)
 atol_fails = ~torch.tensor(atol_passes)
 exact_fails = n_seeds - sum(exact_passes)
+rank = conds.argsort().argsort() / (n_seeds - 1)  # 0: best cond(k), 1: worst
+# --8<-- [end:many]
+# --8<-- [start:many_shown]
 print(f"allclose(_y, y1) fails for {exact_fails} of {n_seeds} seeds")
 print(f"allclose(y2, y1, atol=1e-3) fails for {atol_fails.sum()} of {n_seeds}")
 print(f"largest |y2 - x W^T| = {errors.max():.1e}, at seed {errors.argmax()}")
@@ -96,11 +104,10 @@ print(
 )
 # Where the failing seeds' keys rank among all the seeds' keys:
 # 0 (0 %) for the best-conditioned key, 1 (100 %) for the worst.
-rank = conds.argsort().argsort() / (n_seeds - 1)
 if atol_fails.any():
     worst_tenth = (rank[atol_fails] >= 0.9).float().mean()
     print(
         f"where atol=1e-3 fails: median rank {rank[atol_fails].median():.0%}, "
         f"{worst_tenth:.0%} in the worst 10 %"
     )
-# --8<-- [end:many]
+# --8<-- [end:many_shown]

@@ -1,4 +1,4 @@
-"""linear_as_attention/post_code.py: the post's construction in float32, its four checks and its
+"""linear_as_attention/literal_steps.py: steps 2 to 5 taken literally in float32, four checks and their
 errors, for one seed and for many.
 
 A check such as ``allclose(_y, y1)`` compares two float32 results at the edge of a tolerance, and
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from tests.support.linear_as_attention_bound import bound, post_data
+from tests.support.linear_as_attention_bound import bound, literal_data
 from tests.support.printed import assert_printed_in_order, decimals, exact, printed_flags, significant
 from tests.support.reference import EPS32, as64
 
-ATOL = 1e-3  # the post's fourth check: allclose(y2, y1, atol=1e-3)
+ATOL = 1e-3  # the fourth check: allclose(y2, y1, atol=1e-3)
 
 
 def y1_rounding(x: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -36,7 +36,7 @@ def seeds(values) -> dict[str, np.ndarray]:
     the bound for y1, and whether the default check can fail by rounding alone."""
     per_seed: dict[str, list] = {"cond": [], "unit_bound": [], "y1_bound": [], "can_fail": []}
     for seed in range(values["n_seeds"]):
-        x, W, k = post_data(seed, values["LINEAR_SHAPE"])
+        x, W, k = literal_data(seed, values["LINEAR_SHAPE"])
         cond = np.linalg.cond(k).max()
         per_seed["cond"].append(cond)
         per_seed["unit_bound"].append(bound(x, W, EPS32).max())  # times cond(k): the bound for y2
@@ -63,7 +63,7 @@ def test_one_seed_errors_are_rounding_bounded_by_the_condition_of_k(values):
 
 def test_one_seed_checks_pass_where_rounding_decides(values, printed):
     x, W = as64(values["x"]), as64(values["fc_weight"])
-    flags = printed_flags(printed)  # the post's four checks, in its order; the many seeds print none
+    flags = printed_flags(printed)  # the four checks, in order; the many seeds print none
     assert len(flags) == 4
     # softmax(logits) = attn_weights up to a few eps (log in float32, then exp in float64), far
     # inside allclose's rtol of 1e-5: that check cannot fail.
