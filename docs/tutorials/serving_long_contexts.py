@@ -158,7 +158,6 @@ model = TinyDecoder(
     num_layers=2,
     num_heads=4,
 )
-model.eval()
 
 # %%
 g = torch.Generator().manual_seed(1)
