@@ -24,11 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import yaml
 from nbformat import NotebookNode
 
 from attn_ref.plotting import PLOT_MIME
 
 INDENT = " " * 4
+FRONT_MATTER = ("search",)  # notebook metadata a tutorial page takes as its front matter
 # A side topic in a markdown cell: <details class="note"><summary>Title</summary> body </details>
 DETAILS = re.compile(
     r'^<details class="(?P<kind>\w+)">\s*<summary>(?P<title>.*?)</summary>\n(?P<body>.*?)\n</details>$',
@@ -49,7 +51,11 @@ def markdown_page(notebook: NotebookNode, download: str) -> str:
     title, found, rest = page.partition("\n")
     if not title.startswith("# "):
         raise ValueError("a tutorial must start with a markdown cell whose first line is its '# Title'")
-    return f"{title}\n\n{button}\n{rest}" if found else f"{title}\n\n{button}\n"
+    # The notebook's own settings for the page, such as its search boost (jupytext's header,
+    # ``jupyter: search: boost: 2``), as the front matter a Markdown page would carry.
+    settings = {key: notebook.metadata[key] for key in FRONT_MATTER if key in notebook.metadata}
+    front = f"---\n{yaml.safe_dump(settings)}---\n\n" if settings else ""
+    return front + (f"{title}\n\n{button}\n{rest}" if found else f"{title}\n\n{button}\n")
 
 
 def _markdown_cell(source: str) -> str:

@@ -10,6 +10,7 @@ import nbformat
 import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from properdocs.utils import meta
 
 from sitebuild.page_html import elements
 from sitebuild.project import ROOT
@@ -162,3 +163,11 @@ def test_a_tutorial_must_start_with_its_title():
 def test_code_with_backticks_gets_a_longer_fence():
     page = markdown_page(new_notebook(cells=[new_markdown_cell("# T"), _code('s = """```"""')]), "t.ipynb")
     assert '````python\ns = """```"""\n````' in page
+
+
+def test_the_notebooks_search_setting_becomes_the_pages_front_matter():
+    """A tutorial boosts its rank in search as a Markdown page does (jupytext's header carries it)."""
+    notebook = new_notebook(cells=[new_markdown_cell("# Tiles\n\nProse.")], metadata={"search": {"boost": 2}})
+    source, settings = meta.get_data(markdown_page(notebook, "tiles.ipynb"))
+    assert settings == {"search": {"boost": 2}} and source.startswith("# Tiles\n\n[Download")
+    assert meta.get_data(markdown_page(NOTEBOOK, "tiny.ipynb"))[1] == {}
