@@ -251,6 +251,7 @@ for s in SEEDS:
         batches[s, k] = repeated_tokens(32, k * T, VOCAB, (8 * k, 16 * k), g)
 
 
+# %%
 def evaluate(model, seed, k):
     """Loss on the repeated part; best previous-token, prefix-matching score."""
     tokens, period = batches[seed, k]
@@ -467,6 +468,7 @@ def stretched(model, method, s):
     return with_frequencies(model, th)
 
 
+# %%
 FACTORS = (2, 4, 8)
 measured = {
     (s, m, k): evaluate(stretched(models[s], m, k), s, k)
@@ -590,6 +592,8 @@ for s in SEEDS:
         )
         tune_seconds[s, m] = time.process_time() - start
         tuned[s, m] = model
+
+# %% tags=["measured"]
 after = {
     (s, m, k): evaluate(tuned[s, m], s, k)[0]
     for s in SEEDS
