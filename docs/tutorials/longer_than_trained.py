@@ -747,11 +747,7 @@ for name, (d_k, b, L, s, rule) in SHIPPED.items():
         scale = yarn_attention_scale(s)
     ratio = new / th
     kept = int((ratio == 1).sum())
-    divided = int(
-        torch.isclose(
-            ratio, torch.tensor(1 / s).double(), rtol=1e-12, atol=0
-        ).sum()
-    )
+    divided = int(((ratio * s - 1).abs() <= 1e-12).sum())  # ratio is 1/s
     bands[name] = (kept, d_k // 2 - kept - divided, divided, scale)
     print(
         f"{name}: {kept} kept, {d_k // 2 - kept - divided} mixed, "
