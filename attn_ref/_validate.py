@@ -8,6 +8,8 @@ A check raises at once, naming the argument, what it got and what it needs:
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -28,6 +30,27 @@ def probability(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
+
+
+def number(name: str, value: object, minimum: float | None = None, *, above: bool = False) -> float:
+    """A finite real number (``bool`` refused), at least ``minimum`` (above it, with ``above``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and (value < minimum or (above and value == minimum)):
+        bound = "above" if above else "at least"
+        raise ValueError(f"{name} must be {bound} {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def band(low_name: str, low: object, high_name: str, high: object) -> tuple[float, float]:
+    """The two ends of a band: positive numbers, ``low`` below ``high``."""
+    low = number(low_name, low, 0.0, above=True)
+    high = number(high_name, high, 0.0, above=True)
+    if low >= high:
+        raise ValueError(
+            f"{low_name} must be below {high_name}, got {low_name}={low:g} and {high_name}={high:g}"
+        )
+    return low, high
 
 
 def one_of(name: str, value: object, options: Sequence[object]) -> object:
@@ -83,6 +106,20 @@ def shape(name: str, x: Tensor, expected: Sequence[int | None], described: str) 
     if any(e is not None and s != e for s, e in zip(x.shape, expected, strict=True)):
         wanted = tuple(s if e is None else e for s, e in zip(x.shape, expected, strict=True))
         raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {wanted}: {described}")
+
+
+def frequencies(name: str, x: object, pairs: int | None = None) -> Tensor:
+    """RoPE's frequencies: a ``(d/2,)`` floating tensor of finite, positive values, one per pair
+    (``pairs`` of them, when given)."""
+    tensor(name, x)
+    if x.ndim != 1 or len(x) == 0 or (pairs is not None and len(x) != pairs):
+        wanted = f"({pairs},)" if pairs is not None else "(d/2,) with d/2 >= 1"
+        raise ValueError(
+            f"{name} has shape {tuple(x.shape)}, expected {wanted}: one frequency per pair of features"
+        )
+    if not bool(torch.isfinite(x).all() and (x > 0).all()):
+        raise ValueError(f"{name} must be finite and positive (radians per position), got {x.tolist()}")
+    return x
 
 
 def same_dtype(**tensors: Tensor) -> None:

@@ -3,7 +3,8 @@ r"""Where a token sits: sinusoidal encodings, rotary embeddings (RoPE) and ALiBi
 - `sinusoidal_positional_encoding`: a fixed vector added to each token's embedding
   (Vaswani et al., 2017, section 3.5).
 - `apply_rotary`: queries and keys rotated pair by pair by an angle proportional to
-  their position (Su et al., 2021, RoFormer, equations 15 and 34).
+  their position (Su et al., 2021, RoFormer, equations 15 and 34), at the frequencies of
+  `rope_frequencies` or at any others (`attn_ref.rope_scaling` stretches them).
 - `alibi_slopes`, `alibi_bias`: a per-head penalty, linear in the distance between
   query and key, added to the scores (Press et al., 2022, "Train Short, Test Long").
 """
@@ -15,7 +16,7 @@ from torch import Tensor
 
 from attn_ref import _validate
 
-__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "sinusoidal_positional_encoding"]
+__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "rope_frequencies", "sinusoidal_positional_encoding"]
 
 
 def sinusoidal_positional_encoding(num_positions: int, embed_dim: int, base: float = 10000.0) -> Tensor:
@@ -55,11 +56,42 @@ def sinusoidal_positional_encoding(num_positions: int, embed_dim: int, base: flo
     return encoding.float()
 
 
+def rope_frequencies(d: int, base: float = 10000.0) -> Tensor:
+    r"""RoPE's frequency of each pair of features, in radians per position.
+
+    $$
+    \theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, \tfrac{d}{2} - 1,
+    $$
+
+    from $\theta_0 = 1$ (one turn every $2\pi$ positions) down to $b^{-(d-2)/d}$.
+
+    Args:
+        d: Features per query or key, even.
+        base: The constant $b$, above 1.
+
+    Returns:
+        A ``(d/2,)`` float64 tensor, the fastest pair first.
+
+    Raises:
+        ValueError: ``d`` is not an even int of at least 2, or ``base`` is not a number above 1.
+
+    Examples:
+        >>> rope_frequencies(8, base=10000.0)
+        tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64)
+    """
+    _validate.count("d", d, minimum=2)
+    if d % 2:
+        raise ValueError(f"d must be even, to form pairs of features, got {d}")
+    base = _validate.number("base", base, 1.0, above=True)
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+
+
 def apply_rotary(
     x: Tensor,
     positions: Tensor | None = None,
     *,
     base: float = 10000.0,
+    frequencies: Tensor | None = None,
     interleaved: bool = True,
 ) -> Tensor:
     r"""Rotary position embedding (RoPE): rotate each pair of features by its position.
@@ -71,7 +103,8 @@ def apply_rotary(
     \theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, \tfrac{d}{2} - 1,
     $$
 
-    $b$ = ``base``, $d$ the last dimension of ``x``. A pair $(u, v)$ becomes
+    $b$ = ``base``, $d$ the last dimension of ``x`` (`rope_frequencies`), or the
+    ``frequencies`` given instead. A pair $(u, v)$ becomes
 
     $$
     (u, v) \;\mapsto\; (u \cos p\theta_i - v \sin p\theta_i,\;\; u \sin p\theta_i + v \cos p\theta_i).
@@ -101,7 +134,9 @@ def apply_rotary(
             sequence). Integer or floating. Defaults to ``0, 1, ..., T - 1``;
             pass ``torch.arange(start, start + T)`` for new tokens after a
             KV cache of ``start`` tokens.
-        base: The constant $b$ of the frequencies.
+        base: The constant $b$ of the frequencies, above 1.
+        frequencies: ``(d/2,)`` positive frequencies $\theta_i$ to use instead of
+            those of ``base``, such as the stretched ones of `attn_ref.rope_scaling`.
         interleaved: Pair features $(2i, 2i+1)$ when ``True``, $(i, i + d/2)$
             when ``False``.
 
@@ -112,7 +147,8 @@ def apply_rotary(
     Raises:
         TypeError: ``x`` is not a floating tensor, or ``positions`` is not an
             integer or floating tensor.
-        ValueError: ``d`` is odd, or ``positions`` has a shape that does not fit.
+        ValueError: ``d`` is odd, ``positions`` has a shape that does not fit,
+            ``base`` is not above 1, or ``frequencies`` is not ``(d/2,)`` and positive.
 
     Examples:
         With $d = 2$ there is one pair and $\theta_0 = 1$: the vector $(1, 0)$
@@ -136,6 +172,14 @@ def apply_rotary(
         >>> permuted = apply_rotary(x[..., perm], p, interleaved=False)
         >>> torch.allclose(apply_rotary(x, p)[..., perm], permuted)
         True
+
+        Frequencies given directly: halving them turns position 10 as far as
+        RoPE's own turn position 5.
+
+        >>> half = rope_frequencies(4) / 2
+        >>> at_10 = apply_rotary(x, torch.tensor([10]), frequencies=half)
+        >>> torch.allclose(at_10, apply_rotary(x, torch.tensor([5])))
+        True
     """
     _validate.tensor("x", x, min_ndim=2)
     d = x.shape[-1]
@@ -144,8 +188,11 @@ def apply_rotary(
             f"x has shape {tuple(x.shape)}: its last dimension d = {d} must be even, to form pairs"
         )
     positions = _check_positions(positions, x)
-
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)  # (d/2,)
+    if frequencies is None:
+        theta = rope_frequencies(d, base)  # (d/2,)
+    else:
+        theta = _validate.frequencies("frequencies", frequencies, d // 2)  # (d/2,)
+    theta = theta.to(device=x.device, dtype=torch.float64)
     angles = positions.to(torch.float64)[..., None] * theta  # (..., T, d/2)
     compute_dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     cos, sin = angles.cos().to(compute_dtype), angles.sin().to(compute_dtype)  # (..., T, d/2) each

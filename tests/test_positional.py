@@ -8,6 +8,8 @@
   scores depend on positions only through their difference, norms are preserved, the two
   feature layouts agree up to a fixed permutation (and Hugging Face's permutation of Meta's
   weights), mixing the layouts changes the scores.
+- RoPE at given frequencies (``frequencies=``) against the same rotation written out with them,
+  and at RoPE's own frequencies (`rope_frequencies`, against the paper's) equal to RoPE.
 - ALiBi against the paper's slopes (computed here from its text), the paper's causal bias, the
   authors' reference code's form of it, and PyTorch's attention given the bias as a mask.
 """
@@ -31,6 +33,8 @@ from attn_ref import (
     sinusoidal_positional_encoding,
 )
 from attn_ref.masks import causal_mask
+from attn_ref.positional import rope_frequencies
+from tests.support import positions_reference
 
 SETTINGS = settings(max_examples=40, deadline=None)
 
@@ -435,3 +439,55 @@ def test_alibi_rejects_bad_sizes_naming_the_argument(args, message):
     if len(args) == 2 and "num_heads" in message:
         with pytest.raises(ValueError, match=message):
             alibi_slopes(args[0])
+
+
+# RoPE at given frequencies -------------------------------------------------------------------
+
+
+@SETTINGS
+@given(rope_inputs(), st.booleans())
+def test_rope_at_its_own_frequencies_is_rope(inputs, interleaved):
+    q, _, positions = inputs
+    theta = rope_frequencies(q.shape[-1], 500.0)
+    torch.testing.assert_close(
+        apply_rotary(q, positions, frequencies=theta, interleaved=interleaved),
+        apply_rotary(q, positions, base=500.0, interleaved=interleaved),
+        rtol=0,
+        atol=0,
+    )
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_rope_at_any_frequencies_against_numpy(interleaved):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, generator=g)
+    theta = torch.tensor([0.9, 0.31, 0.05, 0.0007], dtype=torch.float64)  # not RoPE's
+    positions = torch.tensor([0.0, 0.5, 2.0, 17.25, 300.0])
+    expected = positions_reference.rotate(x.numpy(), positions.numpy(), interleaved, theta=theta.numpy())
+    np.testing.assert_allclose(
+        apply_rotary(x, positions, frequencies=theta, interleaved=interleaved).numpy(), expected, atol=1e-12
+    )
+
+
+def test_rope_frequencies_are_the_papers():
+    for d, base in ((2, 10000.0), (8, 10.0), (128, 500000.0)):
+        np.testing.assert_allclose(
+            rope_frequencies(d, base).numpy(), positions_reference.frequencies(d, base), rtol=1e-13
+        )
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: apply_rotary(torch.ones(3, 4), frequencies=torch.ones(3)), ValueError, r"expected \(2,\)"),
+        (lambda: apply_rotary(torch.ones(3, 4), frequencies=torch.zeros(2)), ValueError, "positive"),
+        (lambda: apply_rotary(torch.ones(3, 4), frequencies=[1.0, 0.1]), TypeError, "frequencies"),
+        (lambda: apply_rotary(torch.ones(3, 4), base=1.0), ValueError, "base must be above 1"),
+        (lambda: rope_frequencies(7), ValueError, "d must be even"),
+        (lambda: rope_frequencies(0), ValueError, "d must be an int of at least 2"),
+        (lambda: rope_frequencies(8, base=float("inf")), ValueError, "base must be a finite number"),
+    ],
+)
+def test_bad_frequencies_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

@@ -12,6 +12,9 @@ in a few seconds each, so that a page can show what trained heads do. Its module
   earlier copy of the current token (`prefix_matching_scores`) and copy it (`head_logits`,
   `copying_scores`); `without_heads` zeroes heads to see which ones the loss depends on, and
   `token_scores` reads the mechanism off the weights.
+- `attn_ref.training.rotary`: `RotaryDecoder`, the induction model with RoPE in every layer and
+  no position table, which reads sequences of any length; `with_frequencies` copies it with other
+  RoPE frequencies (`attn_ref.rope_scaling`).
 - `attn_ref.training.sorting`: `TinyEncoderDecoder` learns to sort (`sorting_batch`,
   `train_sorting`). Its cross-attention takes its queries from the output written so far and
   its keys and values from the input, as in the encoder-decoder of Vaswani et al. (2017), with
@@ -45,12 +48,14 @@ from attn_ref.training.induction import (
     train_induction,
 )
 from attn_ref.training.playground import model_from_playground_json, playground_json
+from attn_ref.training.rotary import RotaryDecoder, with_frequencies
 from attn_ref.training.sorting import SortingBatch, TinyEncoderDecoder, sorting_batch, train_sorting
 from attn_ref.training.to_torch import to_torch_multihead
 
 __all__ = [
     "AttentionOnlyDecoder",
     "InductionHistory",
+    "RotaryDecoder",
     "SortingBatch",
     "TinyEncoderDecoder",
     "copying_scores",
@@ -68,5 +73,6 @@ __all__ = [
     "token_scores",
     "train_induction",
     "train_sorting",
+    "with_frequencies",
     "without_heads",
 ]

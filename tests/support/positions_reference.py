@@ -23,18 +23,20 @@ def sinusoidal(T: int, C: int) -> np.ndarray:
     return pe
 
 
-def rotate(x: np.ndarray, positions, interleaved: bool = True) -> np.ndarray:
+def rotate(x: np.ndarray, positions, interleaved: bool = True, theta=None) -> np.ndarray:
     """RoPE (Su et al., 2021, equation 34): pair i of the row at position p turned by p theta_i.
 
     ``x`` is ``(..., T, d)``; ``positions`` broadcasts to ``(..., T)``. Pairs are features
-    (2i, 2i + 1) when ``interleaved``, else (i, i + d/2).
+    (2i, 2i + 1) when ``interleaved``, else (i, i + d/2). ``theta``, the ``(d/2,)`` frequencies,
+    defaults to RoPE's own with base 10000.
     """
     x = np.asarray(x, dtype=np.float64)
     d = x.shape[-1]
     first, second = (
         (np.arange(0, d, 2), np.arange(1, d, 2)) if interleaved else (np.arange(d // 2), np.arange(d // 2, d))
     )
-    a = np.asarray(positions, dtype=np.float64)[..., None] * frequencies(d)
+    theta = frequencies(d) if theta is None else np.asarray(theta, dtype=np.float64)
+    a = np.asarray(positions, dtype=np.float64)[..., None] * theta
     out = np.empty_like(x)
     out[..., first] = x[..., first] * np.cos(a) - x[..., second] * np.sin(a)
     out[..., second] = x[..., first] * np.sin(a) + x[..., second] * np.cos(a)
