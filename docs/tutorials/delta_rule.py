@@ -40,7 +40,7 @@ rows = {
     "linear attention adds": ("k₀ᵀv", k0.T @ v0),
     "the delta rule corrects": ("−k₀ᵀ(k₀S − v)", -k0.T @ (k0 @ S - v0)),
 }
-fig, ax = canvas(10.5, 13.2)
+fig, ax = canvas(10.5, 13.2, scale=0.42)
 for top, (title, (name, write)) in zip((1.4, 7.9), rows.items(), strict=True):
     note(ax, 0.2, top - 1.1, title, ha="left", fontsize=12)
     y = top + 0.6
@@ -227,7 +227,7 @@ Gamma = Gamma.masked_fill(~below, -math.inf).exp()  # 0 above the diagonal
 system_c = torch.eye(5, dtype=torch.float64) + (
     (beta_c[:, None] * k_c) @ k_c.T * Gamma
 ).tril(-1)
-fig, ax = canvas(11.6, 7.0, scale=0.42)
+fig, ax = canvas(11.6, 7.0, scale=0.38)
 grid(
     ax, Gamma, 0.3, 1.0, decimals=2, vmax=1, mask=below, label="Γ"
 )  # hatched: 0
@@ -454,7 +454,7 @@ for kind in ONE_LAYER:
 # state to forget, which is what the decay is for.
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.4), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.4), layout="constrained")
 colours = {kind: f"C{i}" for i, kind in enumerate(ONE_LAYER)}  # as below
 for (kind, seed), history in losses.items():
     if kind in ONE_LAYER:
@@ -542,7 +542,7 @@ print(f"{'4 softmax':>16}  (not trained)  {kept_4:>13,}")
 # pairs.
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.8), layout="constrained")
 shown = ("softmax", "linear", "DeltaNet", "Gated DeltaNet", *STACKS)
 for kind, marker in zip(shown, "osD^vP", strict=True):
     mean = recall[kind].mean(axis=0)

@@ -105,8 +105,6 @@ from attn_ref.training import (
     train_induction,
 )
 
-torch.set_num_threads(1)  # one thread: results that do not depend on the cores
-
 # %%
 scores = torch.tensor([[0.0, 5.0, 1.0, 9.0]]).expand(8, 4)  # (L, n_blocks)
 print("top 1 by score:\n", select_blocks(scores, top_k=1, block_size=2).int())
@@ -160,6 +158,7 @@ print(f"selected (query, block) pairs {int(top2[one].sum())}")
 # from three seeds. Each is measured on the same 64 fresh sequences.
 
 # %%
+torch.set_num_threads(1)  # one thread: results that do not depend on the cores
 VOCAB, T, PERIODS, BLOCK = 64, 64, (8, 32), 4
 N_BLOCKS, SEEDS = T // BLOCK, (0, 1, 2)
 models, seconds = {}, {}
@@ -221,7 +220,7 @@ print(f"induction head of seed 0: layer 1, head {head}")
 rows = slice(32, 64)  # queries 32 to 63: the second half
 chosen_top = select_blocks(block_scores(q1, k1, BLOCK), 2, BLOCK)[0, head]
 chosen_win = window_blocks(T, N_BLOCKS, 2, BLOCK)
-fig, axes = plt.subplots(1, 2, figsize=(5.6, 3.4), layout="constrained")
+fig, axes = plt.subplots(2, 1, figsize=(4.5, 4.6), layout="constrained")
 for ax, chosen, title in (
     (axes[0], chosen_top, "own + top 2 by mean key"),
     (axes[1], chosen_win, "own + window of 2"),
@@ -234,14 +233,14 @@ for ax, chosen, title in (
     )  # fmt: skip
     ax.set_xticks([0, 31, 63], ["0", "31", "63"])
     ax.set_yticks([0, 31], ["32", "63"])
-fig.axes[2].remove()  # the left panel's colour bar: the right one serves both
+fig.axes[2].remove()  # the top panel's colour bar: the bottom one serves both
 figure_to_svg(
     fig,
     alt="Two heatmaps of the induction head's weights, queries 32 to 63 "
     "against keys 0 to 63, weight 0 dark purple and 1 yellow, skipped keys "
-    "hatched. Left, each query's own block and its two best-scored earlier "
+    "hatched. Top, each query's own block and its two best-scored earlier "
     "blocks: the yellow cell of nearly every row lies in a kept block. "
-    "Right, the two blocks before each query's own: most yellow cells lie "
+    "Bottom, the two blocks before each query's own: most yellow cells lie "
     "in hatched, skipped blocks.",
 )
 
@@ -320,7 +319,7 @@ for top_k in TOP_K:
           f" {la:>6.2f} {lb:>6.2f}")  # fmt: skip
 
 # %% tags=["plot"]
-fig, axes = plt.subplots(1, 2, figsize=(5.6, 3.0), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(4.5, 3.2), layout="constrained")
 for how, style, colour in (("top-k", "o-", "C0"), ("window", "s--", "C1")):
     for seed, table in results.items():
         density = [table[how, k][0] for k in TOP_K]
