@@ -1,5 +1,11 @@
+# ---
+# jupyter:
+#   search:
+#     boost: 2  # the page that teaches FlashAttention's forward pass: searches for it land here
+# ---
+
 # %% [markdown]
-# # Attention without the T×T matrix: online softmax and tiled attention
+# # Attention without the T×T matrix: online softmax and FlashAttention's tiles
 #
 # Every page so far has built the full matrix of scores: one number for every pair of
 # query and key, $T \times T$ of them per head. Models that read long texts avoid it.

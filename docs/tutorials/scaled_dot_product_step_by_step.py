@@ -1,3 +1,9 @@
+# ---
+# jupyter:
+#   search:
+#     boost: 2  # page 4 of the core path teaches the scaling and the heads: searches land here
+# ---
+
 # %% [markdown]
 # # Scaled dot-product attention, step by step
 #
