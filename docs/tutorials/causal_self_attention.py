@@ -3,15 +3,14 @@
 #
 # This page builds one head of causal self-attention, the kind a GPT-style model uses, on a
 # batch of sequences. A causal model predicts each token from the ones before it, so the token
-# at position $t$ may look only at positions $0, \dots, t$. The page assumes queries, keys,
-# values and the softmax ([From nn.Linear to self-attention](linear_to_self_attention.md)).
-# Symbols and shapes follow the [notation](../notation.md): tokens are row vectors,
-# $Q = X W_Q$, and a batch has shape $(B, T, C)$.
+# at position $t$ may look only at positions $0, \dots, t$. It assumes queries, keys, values
+# and the softmax ([From nn.Linear to self-attention](linear_to_self_attention.md)). Shapes
+# follow the [notation](../notation.md): a batch is $(B, T, C)$, and $Q = X W_Q$.
 #
-# The picture is the simplest causal attention there is, on this page's eight positions: each
-# position averages itself and every position before it. Row $i$ is the query at position
-# $i$, column $j$ the key at position $j$. Query $i$ gives each of the $i + 1$ positions it may
-# see the weight $1/(i + 1)$; the hatched cells are its future, which it may not see.
+# The picture is the simplest causal attention, on this page's eight positions: each position
+# averages itself and every position before it. Row $i$ is the query at position $i$, column
+# $j$ the key at position $j$. Query $i$ gives each position it may see the weight
+# $1/(i + 1)$; the hatched cells are its future.
 
 # %% tags=["plot"]
 from attn_ref.diagrams import Box, canvas, grid, note, outline
@@ -22,7 +21,7 @@ from attn_ref.plotting import figure_to_svg
 positions = [str(t) for t in range(BATCH_SHAPE[1])]  # 8 positions
 sees = causal_mask(len(positions))  # (T, T): True where query i sees key j
 past = sees / sees.sum(dim=-1, keepdim=True)  # 1 / (i + 1) on row i
-fig, ax = canvas(10.2, 10.2, scale=0.44)
+fig, ax = canvas(10.2, 10.2, scale=0.41)
 grid(
     ax,
     past,
@@ -49,12 +48,16 @@ figure_to_svg(
 #
 # $$
 # \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V,
-# \qquad
+# $$
+#
+# where $d_k$ is the head size and the mask
+#
+# $$
 # M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}
 # $$
 #
-# where $d_k$ is the head size. The mask $M$ sends the score of every later key to $-\infty$,
-# whose exponential is $0$, so each query spreads its weight over its own past only.
+# sends the score of every later key to $-\infty$, whose exponential is $0$: each query spreads
+# its weight over its own past only.
 #
 # <details class="note">
 # <summary>Going deeper: why attention, and not a recurrent network</summary>
@@ -77,9 +80,8 @@ figure_to_svg(
 #
 # ## The batch
 #
-# There are $B$ sequences. Each has $T$ tokens, and each token is a row vector of $C$
-# features (channels). The tokens are Gaussian noise drawn with a fixed random seed: they
-# stand for no words and carry no meaning.
+# $B$ sequences of $T$ tokens, each token a row of $C$ features (channels). The tokens are
+# Gaussian noise drawn with a fixed seed: they stand for no words.
 
 # %%
 import math
@@ -94,43 +96,34 @@ from attn_ref.masks import causal_mask, padding_mask
 
 torch.set_grad_enabled(False)  # nothing is trained here
 np.set_printoptions(precision=3, suppress=True)  # tensors print as arrays
-print("torch", torch.__version__)
-# batch, time (tokens per sequence), channels (features per token)
-B, T, C = BATCH_SHAPE
+B, T, C = BATCH_SHAPE  # batch, time (tokens), channels (features)
 head_size = HEAD_SIZE  # d_k
 torch.manual_seed(BATCH_SEED)
 x = torch.randn(B, T, C)  # (B, T, C)
-print(
-    "x:", tuple(x.shape), " token 0 of sequence 0 starts", x[0, 0, :4].numpy()
-)
+print("x:", tuple(x.shape), " token 0 of sequence 0:", x[0, 0, :4].numpy())
 
 # %% [markdown]
 # ## The simplest attention: an average of the past
 #
-# The picture above is one matrix product away. Start from a score of zero for every pair of
-# tokens, so that no token prefers any other. Set the scores of later tokens to $-\infty$, and
-# take the softmax of each row: row $i$ keeps $i + 1$ zeros, which become $i + 1$ equal
-# weights. One product then averages the past of every token of every sequence at once.
+# Start from a score of zero for every pair of tokens. Set the scores of later tokens to
+# $-\infty$ and take the softmax of each row: row $i$ keeps $i + 1$ zeros, which become $i + 1$
+# equal weights, the picture's. One product then averages the past of every token of every
+# sequence at once.
 
 # %%
 tril = torch.tril(torch.ones(T, T))  # (T, T): 1 on and below the diagonal
 wei_avg = torch.zeros((T, T))  # every score zero
 wei_avg = wei_avg.masked_fill(tril == 0, float("-inf"))  # hide the future
 wei_avg = torch.softmax(wei_avg, dim=-1)  # (T, T): the picture's weights
-xbow = (
-    wei_avg @ x
-)  # (T, T) @ (B, T, C) -> (B, T, C): one matrix, every sequence
-running_mean = x.cumsum(dim=1) / torch.arange(1, T + 1).view(T, 1)  # (B, T, C)
+xbow = wei_avg @ x  # (T, T) @ (B, T, C) -> (B, T, C), every sequence
+running_mean = x.cumsum(dim=1) / torch.arange(1, T + 1).view(T, 1)
 print("the weights of the picture:", torch.allclose(wei_avg, past))
-print(
-    "equal to the running mean of x:",
-    torch.allclose(xbow, running_mean, atol=1e-6),
-)
+same = torch.allclose(xbow, running_mean, atol=1e-6)
+print("equal to the running mean of x:", same)
 
 # %% [markdown]
 # Every earlier token counts the same here, whatever it holds. Self-attention makes the
-# weights depend on the data: each token computes them from what it holds and what the others
-# hold.
+# weights depend on the data.
 #
 # <details class="note">
 # <summary>Going deeper: attention as messages on a graph</summary>
@@ -146,38 +139,26 @@ print(
 #
 # </details>
 #
-# ## Queries, keys and values
+# ## Queries, keys and scores
 #
 # Each token emits a query (what it looks for), a key (what it offers) and a value (what it
-# passes on), each of size $d_k$: $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$, and the same for
-# $K$ and $V$. `nn.Linear(C, d_k)` stores $W_Q^\top$ in its `weight`, so `query(x)` computes
-# `x @ query.weight.T`. Each layer draws its initial weights from the seeded random generator,
-# so the order in which the cell creates them decides which weights each gets.
+# passes on), each of size $d_k$: $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$, as `query(x)`
+# computes it. The layers draw their weights from the seeded generator, so the order in which
+# they are made decides which weights each gets. One batched product then compares every query
+# with every key of its sequence: transposing the last two axes of `k` turns each $(T, d_k)$
+# block into $(d_k, T)$, so the product holds one $(T, T)$ matrix of scores per sequence.
+# Dividing by $\sqrt{d_k}$ keeps their spread the same for any head size
+# ([why](scaled_dot_product_step_by_step.md#scaled-scores)).
 
 # %%
 # Drawn from the seeded generator in this order: key, query, value.
 key = nn.Linear(C, head_size, bias=False)
 query = nn.Linear(C, head_size, bias=False)
 value = nn.Linear(C, head_size, bias=False)
-k, q, v = (
-    key(x),
-    query(x),
-    value(x),
-)  # each (B, T, C) @ (C, d_k) -> (B, T, d_k)
+k, q, v = key(x), query(x), value(x)  # each (B, T, d_k)
 print("query.weight:", tuple(query.weight.shape), " q, k, v:", tuple(q.shape))
 same = torch.allclose(q, x @ query.weight.T)
 print("q equals x @ W_Q, with W_Q = query.weight.T:", same)
-
-# %% [markdown]
-# ## Scores
-#
-# Every query is compared with every key of its sequence by a dot product, for the whole
-# batch in one batched product. Transposing the last two axes of `k` turns each $(T, d_k)$
-# block into $(d_k, T)$, so the product holds one $(T, T)$ matrix of scores per sequence: row
-# $i$ is query $i$, column $j$ is key $j$. The scores are divided by $\sqrt{d_k}$, which keeps
-# their spread the same for any head size ([why](scaled_dot_product_step_by_step.md#scaled-scores)).
-
-# %%
 raw_scores = q @ k.transpose(-2, -1)  # (B, T, d_k) @ (B, d_k, T) -> (B, T, T)
 scores = raw_scores / math.sqrt(head_size)  # (B, T, T)
 print("scores:", tuple(scores.shape))
@@ -223,9 +204,9 @@ first = torch.equal(wei[:, 0], wei_avg[0].expand(B, T))
 print("first row of every sequence is [1, 0, ..., 0]:", first)
 
 # %% [markdown]
-# The first picture follows one row, query 5 of sequence 0, through the three steps: its
-# scores against all eight keys; the two future keys set to $-\infty$; the softmax over what
-# is left. The second shows every row of sequence 0 after the softmax, and their sums.
+# The first picture follows query 5 of sequence 0 through the three steps: its scores against
+# all eight keys, the two future keys set to $-\infty$, the softmax over what is left. The
+# second shows every row of sequence 0 after the softmax, and their sums.
 
 # %% tags=["plot"]
 t = 5  # the query the picture follows
@@ -268,7 +249,7 @@ figure_to_svg(
 )
 
 # %% tags=["plot"]
-fig, ax = canvas(11.2, 10.2, scale=0.4)
+fig, ax = canvas(11.2, 10.2, scale=0.37)
 weights_box = grid(
     ax,
     wei[0],
@@ -300,20 +281,15 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# Three things to see. **Everything above the diagonal is exactly zero**, not just tiny: the
-# exponential of $-\infty$ is zero. **Every row sums to one**: the softmax divides by the sum
-# over the keys the query may see. **The first row is $[1, 0, \dots, 0]$ in every sequence,
-# whatever the scores**: query 0 sees only key 0, and a softmax over one number $s$ gives
-# $e^{s}/e^{s} = 1$. Unlike the average, the other rows are uneven: each query spreads its
-# weight according to its scores.
+# **Everything above the diagonal is exactly zero**, not just tiny: $e^{-\infty} = 0$. **Every
+# row sums to one.** **The first row is $[1, 0, \dots, 0]$ in every sequence, whatever the
+# scores**: query 0 sees only key 0. Unlike the average, the other rows are uneven: each query
+# spreads its weight according to its scores.
 #
-# ## Why −∞, and not a large negative number
-#
-# Code often masks with a large finite number, such as $-10^{9}$ or $-10^{4}$, instead of
-# $-\infty$. A finite constant $c$ gives a masked key the weight
-# $e^{c - m} / \sum_j e^{s_j - m}$, where $m$ is the largest score. That weight is zero only
-# when the exponential underflows, which depends on the number format and on the size of the
-# scores. With $-\infty$, the weight is $e^{-\infty} = 0$ in every format and at every scale.
+# **Why $-\infty$, and not a large negative number?** Code often masks with a large finite number $c$, such as $-10^{9}$, instead of $-\infty$. A
+# masked key then gets the weight $e^{c - m} / \sum_j e^{s_j - m}$ ($m$ the largest score),
+# zero only if the exponential underflows, which depends on the number format and the size of
+# the scores. With $-\infty$ it is zero in every format and at every scale.
 #
 # <details class="note">
 # <summary>Going deeper: finite fills, BERT's −10&nbsp;000, and float16</summary>
@@ -358,33 +334,23 @@ print(
 # %% [markdown]
 # ## The output, checked against PyTorch
 #
-# Each output row mixes the *values* of the positions it may see, weighted by its row of
-# weights: $o_i = \sum_{j \le i} a_{ij} v_j$. Query 0 sees only itself, so its output is its
-# own value. `torch.nn.functional.scaled_dot_product_attention` with `is_causal=True`
-# computes the same in one call, and `attn_ref.scaled_dot_product_attention` too, returning
-# the weights as well. Both agree with the step-by-step result to within float32 rounding.
+# Each output row mixes the *values* of the positions it may see:
+# $o_i = \sum_{j \le i} a_{ij} v_j$. `torch.nn.functional.scaled_dot_product_attention` with
+# `is_causal=True` computes the same in one call, and `attn_ref.scaled_dot_product_attention`
+# too (returning the weights as well), to within float32 rounding. The last lines collect the
+# steps into one function, the whole head in six lines.
 
 # %%
 out = wei @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
-print("out:", tuple(out.shape))
-print("output at position 0 equals value 0:", torch.equal(out[:, 0], v[:, 0]))
-reference = torch.nn.functional.scaled_dot_product_attention(
-    q, k, v, is_causal=True
-)  # (B, T, d_k)
+first_output = torch.equal(out[:, 0], v[:, 0])  # query 0 sees only key 0
+print("out:", tuple(out.shape), " out[:, 0] is v[:, 0]:", first_output)
+sdpa = torch.nn.functional.scaled_dot_product_attention
+reference = sdpa(q, k, v, is_causal=True)  # (B, T, d_k)
 out_ref, wei_ref = scaled_dot_product_attention(q, k, v, is_causal=True)
 print(f"largest |out - PyTorch|: {(out - reference).abs().max():.1e}")
 print(f"largest |out - attn_ref|: {(out - out_ref).abs().max():.1e}")
 
-# %% [markdown]
-# ## The causal property
-#
-# Because of the mask, the output at position $i$ depends only on tokens $0, \dots, i$. To
-# test this, the steps above go into one function, the whole head in six lines. Then token 5
-# of sequence 0 is replaced with new random numbers, and the cell measures how far each output
-# moves.
 
-
-# %%
 def causal_self_attention(x):  # (B, T, C) -> (B, T, d_k), the layers above
     q, k, v = query(x), key(x), value(x)  # each (B, T, d_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(head_size)  # (B, T, T)
@@ -394,7 +360,16 @@ def causal_self_attention(x):  # (B, T, C) -> (B, T, d_k), the layers above
 
 
 same = torch.equal(causal_self_attention(x), out)
-print("same as the step-by-step output:", same)
+print("the function, same as the steps:", same)
+
+# %% [markdown]
+# ## The causal property
+#
+# Because of the mask, the output at position $i$ depends only on tokens $0, \dots, i$. The
+# cell replaces token 5 of sequence 0 with new random numbers and measures how far each output
+# of the function moves.
+
+# %%
 changed = 5
 x_changed = x.clone()
 new_token = torch.Generator().manual_seed(0)
@@ -431,18 +406,16 @@ figure_to_svg(
 
 # %% [markdown]
 # Every position before the changed token stays exactly where it was, not moved even by a
-# rounding error: the new token enters their rows only through a key whose weight is exactly
-# $0$, and $0 \cdot v_5$ adds nothing. The changed position and the ones after it see the new
-# token, so their outputs move. The other sequences do not move at all.
+# rounding error: the new token enters their rows only through a key of weight exactly $0$.
+# The positions from 5 on see it and move. The other sequences do not move at all.
 #
 # ## Padding: sequences of different lengths
 #
 # Real batches hold sequences of different lengths, padded to a common $T$.
-# `attn_ref.masks.padding_mask(lengths, T)` marks the real keys of each sequence. Its shape
-# is $(B, 1, T)$: the middle axis broadcasts over the queries, so `&` with the $(T, T)$ causal
-# mask gives one $(B, T, T)$ mask. The padding can go after the real tokens (on the right) or
-# before them (on the left, common when a model generates text for a batch, because then every
-# sequence ends at the same position).
+# `attn_ref.masks.padding_mask(lengths, T)`, of shape $(B, 1, T)$, marks the real keys; `&`
+# with the $(T, T)$ causal mask broadcasts to one $(B, T, T)$ mask. The padding can go after
+# the real tokens (on the right) or before them (on the left, common when a model generates
+# for a batch: every sequence then ends at the same position).
 
 # %%
 lengths = [8, 5, 3, 6]  # real tokens per sequence; the rest is padding
@@ -491,27 +464,42 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# With padding on the right, the real tokens come first. The causal mask already hides every
-# later position from them, padding included, so the padding mask changes nothing for them
-# (the printed $0$). It only changes the rows of the padded positions, whose outputs are thrown
-# away. With padding on the left, the first queries of a short sequence are padding, and so is
-# every key they may see: their row of the mask is entirely `False`. A softmax over nothing is
-# $0/0$. `attn_ref` returns zero weights and a zero output for such a query; the outputs of
-# padded queries mean nothing either way and must be left out of the loss.
+# On the right, the causal mask already hides the padding from every real token: the padding
+# mask changes nothing for them (the printed $0$). On the left, the first queries of a short
+# sequence are padding, and so is every key they may see: a softmax over nothing is $0/0$.
+# `attn_ref` returns zeros for such a query. Padded queries' outputs mean nothing either way
+# and must be left out of the loss.
 #
 # <details class="note">
-# <summary>Going deeper: a query with no key, nan, and a −10⁹ fill</summary>
+# <summary>Going deeper: a query with no key, left padding, and nn.MultiheadAttention</summary>
 #
-# The cell compares, on the first query of sequence 2: `attn_ref`; PyTorch's
+# The first cell compares, on the first query of sequence 2: `attn_ref`; PyTorch's
 # `scaled_dot_product_attention`, in the version printed; a plain softmax over the $-\infty$
 # scores; and a finite fill of $-10^{9}$, which hides the problem: every key gets the same
 # score, so the query spreads its weight evenly over keys it must not see. A `nan` does not
-# stay where it starts. The last lines feed the plain-softmax output into one more attention
-# layer that masks the padding correctly. The padded keys get weight exactly $0$, but
-# $0 \cdot \text{nan}$ is `nan`, so the real tokens are poisoned too. Older PyTorch versions
-# returned `nan` here as well: the bugs page has
-# [a table of what each version returns](../practice/bugs.md#a-query-with-no-key-to-see),
+# stay where it starts: fed into one more attention layer that masks the padding correctly,
+# the padded keys get weight exactly $0$, but $0 \cdot \text{nan}$ is `nan`, so the real
+# tokens are poisoned too. Older PyTorch versions returned `nan` here as well: the bugs page
+# has [a table of what each version returns](../practice/bugs.md#a-query-with-no-key-to-see),
 # measured, and the pull request that made `scaled_dot_product_attention` return zeros.
+#
+# With the padding first, the causal mask alone lets every real token attend to the padding
+# before it. The second cell runs each sequence on its own, without padding, and compares its
+# real tokens with the batch: equal, to float rounding, with the padding mask; different with
+# the causal mask alone, wherever there is padding.
+#
+# `nn.MultiheadAttention` reads a boolean mask the other way round: `True` means *may not*
+# attend. Called as usual, with `need_weights=True`, it computes the weights with a plain
+# softmax, so a query with no key gets `nan`. With `need_weights=False` it calls
+# `scaled_dot_product_attention` instead (see its source, `torch/nn/functional.py`), and its
+# output stays finite, as long as the layer does not take its fast path. That path runs a
+# fused kernel, which still returns `nan`. The layer takes it in eval mode with gradients off,
+# for self-attention (query, key and value the same tensor) with an even number of heads, among
+# other conditions (see `MultiheadAttention.forward` in `torch/nn/modules/activation.py`). In
+# the third cell the first layer, in training mode with one head and called on `q`, `k` and
+# `v`, does not take it; the second, in eval mode with two heads and called on `q` three
+# times, does. The layers project their inputs again with their own random weights, so only
+# `nan` is compared, not values.
 #
 # </details>
 
@@ -545,16 +533,6 @@ after_zeros = next_layer_zeros[2, real_tokens].isnan().any(dim=-1)
 print("  after the plain softmax:", after_plain.numpy())
 print("  after attn_ref's zeros: ", after_zeros.numpy())
 
-# %% [markdown]
-# <details class="note">
-# <summary>Going deeper: left padding needs its padding mask</summary>
-#
-# With the padding first, the causal mask alone lets every real token attend to the padding
-# before it. The cell below runs each sequence on its own, without padding, and compares its
-# real tokens with the batch: equal, to float rounding, with the padding mask; different with
-# the causal mask alone, wherever there is padding.
-#
-# </details>
 
 # %% tags=["deeper"]
 for s, n in enumerate(lengths):
@@ -569,26 +547,6 @@ for s, n in enumerate(lengths):
         f"with a padding mask, {causal_only:.1e} causal only",
     )
 
-# %% [markdown]
-# <details class="note">
-# <summary>Going deeper: nn.MultiheadAttention and need_weights</summary>
-#
-# `nn.MultiheadAttention` reads a boolean mask the other way round: `True` means *may not*
-# attend. Called as usual, with `need_weights=True`, it computes the weights with a plain
-# softmax, so a query with no key gets `nan`. With `need_weights=False` it calls
-# `scaled_dot_product_attention` instead (see its source, `torch/nn/functional.py`), and its
-# output stays finite, as long as the layer does not take its fast path. That path runs a
-# fused kernel, which still returns `nan`. The layer takes it in eval mode with gradients off,
-# for self-attention (query, key and value the same tensor) with an even number of heads, among
-# other conditions (see `MultiheadAttention.forward` in `torch/nn/modules/activation.py`). The
-# first layer below, in training mode with one head and called on `q`, `k` and `v`, does not
-# take it. The second, in eval mode with two heads and called on `q` three times, does. The
-# bugs page has [a table of what each version
-# returns](../practice/bugs.md#a-query-with-no-key-to-see) on each path. The layers project
-# their inputs again with their own random weights, so only `nan` is compared here, not
-# values.
-#
-# </details>
 
 # %% tags=["deeper"]
 torch.manual_seed(0)
@@ -623,14 +581,13 @@ print(
 # ## Common pitfalls
 #
 # <a id="no-division"></a>**Forgetting to divide by $\sqrt{d_k}$.** A common mistake is to
-# explain that the scores are divided by the square root of the key size "to stabilize
-# training", and then write `wei = q @ k.transpose(-2, -1)`, which never divides. Every
-# weight then comes from unscaled scores, spread $\sqrt{d_k}$ times as wide as the
-# [scores](#scores) above. The symptom, computed below: the weights are sharper than scaled
-# attention gives. After the first row, the largest weight of each row is higher. Read as
-# shares of query 7, the unscaled weights put three keys (6, 7 and 3, almost level) far ahead
-# of the other four, while the scaled row is much closer to uniform. The fix: divide, as
-# `scores` does; [exercise 3](#exercises) shows what the missing division amounts to.
+# say that the scores are divided by the square root of the key size, "to stabilize
+# training", and then write `wei = q @ k.transpose(-2, -1)`, which never divides. The weights
+# then come from scores spread $\sqrt{d_k}$ times as wide, and are sharper: after the first
+# row, the largest weight of every row is higher (below). Query 7's unscaled weights put three
+# keys (6, 7 and 3, almost level) far ahead of the other four; its scaled row is much closer
+# to uniform. The fix: divide, as [`scores`](#queries-keys-and-scores) does ([exercise 3](#exercises) shows
+# what the missing division amounts to).
 
 # %%
 wei_unscaled = torch.softmax(
@@ -647,24 +604,21 @@ print(
 )
 
 # %% [markdown]
-# <a id="mixes-tokens"></a>**`out = wei @ x`.** Mixing the tokens themselves instead of their
-# values leaves out the value projection, and the output keeps the token width $C$ instead of
-# the head size $d_k$ (the first line below). The shape comment such code often carries,
-# `(T,T) @ (B,T,C) --> (B,T,C)`, is right for the average of the past, where `wei` is one
-# $(T, T)$ matrix; after learned scores, `wei` holds one matrix per sequence. The fix:
-# `out = wei @ v`, as in [the output](#the-output-checked-against-pytorch).
+# <a id="mixes-tokens"></a>**`out = wei @ x`.** Mixing the tokens instead of their values
+# leaves out the value projection: the output keeps the token width $C$, not $d_k$ (the first
+# line below). The shape comment `(T,T) @ (B,T,C) --> (B,T,C)` fits the average of the past,
+# where `wei` is one $(T, T)$ matrix, not learned scores, which give one per sequence. The
+# fix: `out = wei @ v`, as in [the output](#the-output-checked-against-pytorch).
 #
-# <a id="meaning"></a>**"The model learned that these tokens are related."** A common way to
-# explain Q, K and V is a library: the query is the question, the keys are the labels on the
-# books, the values are what is inside them. It invites reading a high weight as "these two
-# tokens are similar in meaning". On this page nothing was learned: the tokens are random
-# noise and the projections random, untrained matrices. The symptom, computed below: other
-# random projections $W_Q$ and $W_K$ (other seeds, the same tokens) make query 7 prefer other
-# keys. Nor is a weight a similarity: a similarity is symmetric, but the score of query $i$
-# against key $j$ uses two different matrices, $(x_i W_Q) \cdot (x_j W_K)$, so it differs
-# from the score of query $j$ against key $i$ (the last line). Only in a trained model can a
-# high weight mean "this earlier token helps here"; [induction
-# heads](induction_heads.md) shows one.
+# <a id="meaning"></a>**"The model learned that these tokens are related."** A library is a
+# common picture of Q, K and V: the query is the question, the keys the labels on the books,
+# the values their contents. It invites reading a high weight as "these tokens are similar in
+# meaning". Here nothing was learned: the tokens are noise and the projections random. Other
+# random $W_Q$ and $W_K$ (other seeds, the same tokens) make query 7 prefer other keys (below).
+# Nor is a weight a similarity: the score of query $i$ against key $j$,
+# $(x_i W_Q) \cdot (x_j W_K)$, differs from that of query $j$ against key $i$ (the last line).
+# Only a trained model's weights can mean "this earlier token helps here"
+# ([induction heads](induction_heads.md) shows one).
 
 # %%
 out_of_tokens = wei_unscaled @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
@@ -681,19 +635,17 @@ print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
 # %% [markdown]
 # <a id="attention-date"></a>**"Attention was introduced by the 2017 transformer paper."**
-# Attention is older. Bahdanau et al. (2014) added it to a recurrent encoder-decoder for
-# translation, and the 2017 paper's abstract says that the best models of its day "also
-# connect the encoder and decoder through an attention mechanism". What the transformer
-# brought is a model "based solely on attention mechanisms, dispensing with recurrence and
-# convolutions entirely" (the first Going deeper block above).
+# Bahdanau et al. (2014) added it to a recurrent translation model, and the 2017 paper's
+# abstract says the best models of its day "also connect the encoder and decoder through an
+# attention mechanism". The transformer's novelty is a model "based solely on attention
+# mechanisms, dispensing with recurrence and convolutions entirely".
 #
 # ## Exercises
 #
 # **1. Break the mask, catch the leak.** A mask built with
-# `torch.tril(torch.ones(T, T), diagonal=1)` looks almost right. Predict which outputs of
-# sequence 0 move when token 5 changes, if the head uses it; then with no mask at all, as in
-# an encoder. Run the causal check of this page with each, and with the right mask. Does any
-# other sequence move?
+# `torch.tril(torch.ones(T, T), diagonal=1)` looks almost right. Which outputs of sequence 0
+# move when token 5 changes, with it, with no mask (as in an encoder), and with the right
+# mask? Predict, then run the causal check with each. Does any other sequence move?
 
 
 # %% tags=["solution"]
@@ -722,9 +674,9 @@ for name, m in (
 # a graph of its own.
 
 # %% [markdown]
-# **2. From an average to attention.** Multiply every score of query 7 by a factor
-# $\lambda$, as a query layer $\lambda$ times larger would. Predict its weights for
-# $\lambda = 0$ and for a large $\lambda$, then compute them for $\lambda$ = 0, 1, 10, 1000.
+# **2. From an average to attention.** Multiply every score of query 7 by $\lambda$, as a
+# query layer $\lambda$ times larger would. Predict its weights for $\lambda = 0$ and for a
+# large $\lambda$, then compute them for $\lambda$ = 0, 1, 10, 1000.
 
 # %% tags=["solution"]
 for factor in (0, 1, 10, 1000):
@@ -737,9 +689,9 @@ for factor in (0, 1, 10, 1000):
 # to the single largest one: a hard choice instead of a mix.
 
 # %% [markdown]
-# **3. The missing division is a temperature.** Show that the unscaled weights of the
-# first pitfall are the scaled weights of a head whose $W_Q$ is $\sqrt{d_k}$ times larger.
-# Check it numerically. What does the missing division change, then?
+# **3. The missing division is a temperature.** Show that the unscaled weights of the first
+# pitfall are the scaled weights of a head whose $W_Q$ is $\sqrt{d_k}$ times larger, and check
+# it. What does the missing division change, then?
 
 # %% tags=["solution"]
 q_big = x @ (query.weight.T * math.sqrt(head_size))  # (B, T, d_k)
@@ -756,24 +708,18 @@ print(
 # %% [markdown]
 # ## References
 #
-# - Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N.
-#   Gomez, Łukasz Kaiser, Illia Polosukhin.
-#   [Attention Is All You Need](https://arxiv.org/abs/1706.03762). NeurIPS 2017. Scaled
-#   dot-product attention, the masked decoder, and (Section 4, Table 1) the comparison
-#   with recurrent layers quoted above.
-# - Dzmitry Bahdanau, Kyunghyun Cho, Yoshua Bengio.
-#   [Neural Machine Translation by Jointly Learning to Align and
-#   Translate](https://arxiv.org/abs/1409.0473), 2014 (ICLR 2015). Attention added to a
-#   recurrent encoder-decoder: the decoder weighs every word of the source sentence.
-# - Andrej Karpathy. [Let's build GPT: from scratch, in code, spelled
-#   out](https://www.youtube.com/watch?v=kCc8FmEb1nY), 2023, with its code,
-#   [karpathy/ng-video-lecture](https://github.com/karpathy/ng-video-lecture). The
-#   average of the past as a matrix product, and attention as communication between the
-#   nodes of a directed graph.
-# - Jacob Devlin, Ming-Wei Chang, Kenton Lee, Kristina Toutanova.
-#   [BERT](https://arxiv.org/abs/1810.04805), 2019, and its code: the $-10\,000$ added to
-#   masked scores in
-#   [`modeling.py`](https://github.com/google-research/bert/blob/master/modeling.py).
+# - Vaswani et al. [Attention Is All You Need](https://arxiv.org/abs/1706.03762), NeurIPS
+#   2017: scaled dot-product attention, the masked decoder, and (Table 1) the comparison with
+#   recurrent layers.
+# - Bahdanau, Cho, Bengio. [Neural Machine Translation by Jointly Learning to Align and
+#   Translate](https://arxiv.org/abs/1409.0473), 2014: attention in a recurrent translation
+#   model.
+# - Andrej Karpathy. [Let's build GPT](https://www.youtube.com/watch?v=kCc8FmEb1nY), 2023,
+#   with its code, [karpathy/ng-video-lecture](https://github.com/karpathy/ng-video-lecture):
+#   the average of the past as a matrix product, and attention as messages on a graph.
+# - Devlin et al. [BERT](https://arxiv.org/abs/1810.04805), 2019, and its
+#   [`modeling.py`](https://github.com/google-research/bert/blob/master/modeling.py): the
+#   $-10\,000$ added to masked scores.
 # - PyTorch:
 #   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
 #   and [`nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html).

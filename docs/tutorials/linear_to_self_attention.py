@@ -2,17 +2,16 @@
 # # From nn.Linear to self-attention
 #
 # One head of self-attention is three linear layers, a softmax and a weighted average. This
-# page builds it from one `nn.Linear`, on three tokens of four features each: by hand in NumPy
-# first, then in PyTorch, checked against PyTorch's own attention. It assumes matrix products
-# and a little PyTorch. [What attention computes](../concepts/mental_model.md) says why
-# attention is built this way. Symbols and shapes follow the [notation](../notation.md): a
-# token is a row vector, and a projection multiplies from the right, $Q = X W_Q$.
+# page builds it from one `nn.Linear`, on three tokens of four features each: by hand in NumPy,
+# then in PyTorch, checked against PyTorch's own attention. It assumes matrix products and a
+# little PyTorch; [What attention computes](../concepts/mental_model.md) says why attention is
+# built this way. Symbols follow the [notation](../notation.md): a token is a row vector, and
+# $Q = X W_Q$.
 #
-# The picture is the whole computation for one token, t1, with the numbers this page computes
-# below. Its query meets every key in a dot product. Dividing by $\sqrt{4}$ and a softmax turn
-# the three scores into weights that sum to one. The output is the values, averaged with those
-# weights. Here the queries, keys and values are the tokens themselves, so every number can be
-# checked by hand.
+# The picture is the whole computation for one token, t1, with this page's numbers. Its query
+# meets every key in a dot product. Dividing by $\sqrt{4}$ and a softmax turn the scores into
+# weights that sum to one. The output is the values, averaged with those weights. Here the
+# queries, keys and values are the tokens themselves, so every number can be checked by hand.
 
 # %% tags=["plot"]
 import torch
@@ -25,24 +24,20 @@ from attn_ref.plotting import figure_to_svg
 tokens = ["t0", "t1", "t2"]
 X_t = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4): queries, keys, values
 seen_out, seen_weights = scaled_dot_product_attention(X_t, X_t, X_t)
-fig, ax = canvas(10.4, 12.6, scale=0.42)
+fig, ax = canvas(10.4, 11.7, scale=0.42)
 query_box = grid(ax, X_t[1], 1.0, 0.9, decimals=0, label="query of t1")
 grid(ax, X_t, 1.0, 2.9, decimals=0, label="keys", row_names=tokens)
-scores_box = grid(ax, (X_t @ X_t[1])[:, None], 6.2, 2.9, decimals=0)
+grid(ax, (X_t @ X_t[1])[:, None], 6.2, 2.9, decimals=0)
 note(ax, 6.7, 2.5, "q · k", va="bottom")
 arrow(ax, query_box.right, (6.7, 2.1), bend=-0.3)
-values_box = grid(
-    ax, X_t, 4.2, 7.6, decimals=0, label="values", row_names=tokens
-)
-weights_box = grid(
-    ax, seen_weights[1][:, None], 9.0, 7.6, cmap="viridis", decimals=2
-)
-note(ax, 9.5, 7.45, "weights", va="bottom")
-arrow(ax, (7.2, 4.4), (9.5, 6.8), bend=-0.25)
-note(ax, 9.3, 5.0, "÷ √4\nsoftmax")
-note(ax, 8.6, 9.1, "×")
-output_box = grid(ax, seen_out[1], 4.2, 11.5, decimals=2, label="output of t1")
-note(ax, 4.0, 12.0, "Σ weight × value =", ha="right")
+grid(ax, X_t, 4.2, 6.9, decimals=0, label="values", row_names=tokens)
+grid(ax, seen_weights[1][:, None], 9.0, 6.9, cmap="viridis", decimals=2)
+note(ax, 9.5, 6.75, "weights", va="bottom")
+arrow(ax, (7.2, 4.4), (9.5, 6.1), bend=-0.25)
+note(ax, 9.4, 4.6, "÷ √4\nsoftmax")
+note(ax, 8.6, 8.4, "×")
+grid(ax, seen_out[1], 4.2, 10.6, decimals=2, label="output of t1")
+note(ax, 4.0, 11.1, "Σ weight × value =", ha="right")
 w = seen_weights[1].tolist()
 figure_to_svg(
     fig,
@@ -55,16 +50,12 @@ figure_to_svg(
 # %% [markdown]
 # ## A linear layer
 #
-# A linear layer maps an input row $x$ to an output row $y = x W + b$. Output $j$ is the dot
-# product of $x$ with column $j$ of $W$, plus $b_j$.
-#
-# `nn.Linear(in_features, out_features)` stores the transpose. Its `weight` is $W^\top$, of
-# shape `(out_features, in_features)`: one row per output. So `layer(x)` computes
-# `x @ layer.weight.T + layer.bias`. Any leading axes of `x` (a batch, a sequence of tokens)
-# are carried through.
-#
-# The layer below has three inputs and two outputs. It starts from random numbers, so the
-# random seed is fixed first: every run prints the same numbers.
+# A linear layer maps an input row $x$ to an output row $y = x W + b$: output $j$ is the dot
+# product of $x$ with column $j$ of $W$, plus $b_j$. `nn.Linear(in_features, out_features)`
+# stores the transpose: its `weight` is $W^\top$, of shape `(out_features, in_features)`, one
+# row per output, and `layer(x)` computes `x @ layer.weight.T + layer.bias`. Leading axes of
+# `x` (a batch, a sequence of tokens) are carried through. The layer below starts from random
+# numbers, so the seed is fixed first: every run prints the same numbers.
 
 # %%
 import numpy as np
@@ -82,7 +73,6 @@ W, b = weight.T, layer.bias.detach()  # (3, 2), (2,)
 print("layer.weight, one row per output:")
 print(weight)
 print("layer.bias:", b)
-
 x = torch.tensor([1.0, 2.0, 3.0])  # (in_features,) = (3,)
 y = layer(x)  # (3,) -> (2,)
 y_manual = x @ W + b  # (3,) @ (3, 2) + (2,) -> (2,)
@@ -140,9 +130,9 @@ for name, result in (("nn.Linear", y), ("x @ W + b", y_manual)):
 # ## Self-attention on three tokens
 #
 # Self-attention lets every token of a sequence gather information from all the tokens,
-# itself included. The sequence is a matrix $X$ of shape $(T, C)$: $T$ tokens, one per row,
-# with $C$ features each. Three linear layers without bias project it to queries
-# $Q = X W_Q$, keys $K = X W_K$ and values $V = X W_V$. Then
+# itself included. The sequence is a matrix $X$ of shape $(T, C)$, one token per row. Three
+# linear layers without bias project it to queries $Q = X W_Q$, keys $K = X W_K$ and values
+# $V = X W_V$. Then
 #
 # $$
 # \operatorname{Attention}(X) =
@@ -153,13 +143,16 @@ for name, result in (("nn.Linear", y), ("x @ W + b", y_manual)):
 # $(T, T)$; divide by $\sqrt{d_k}$; turn each row of scores into weights with a softmax;
 # average the values with those weights.
 #
-# The three tokens are `attn_ref.examples.THREE_TOKENS`. NumPy computes in float64.
+# ### Steps 1 to 3: queries, keys and values, scores, scaled
 #
-# ### Step 1: queries, keys and values
-#
-# Here all three projections are the identity matrix, so that $Q = K = V = X$ and every later
-# number can be checked by hand. [What the identity projections
-# hide](#what-the-identity-projections-hide) shows what this choice costs.
+# The tokens are `attn_ref.examples.THREE_TOKENS`; NumPy computes in float64. All three
+# projections are the identity matrix here, so $Q = K = V = X$ and every number can be checked
+# by hand ([what this choice costs](#what-the-identity-projections-hide)). Entry $(i, j)$ of
+# $Q K^\top$ is the dot product of query $i$ with key $j$: how well token $j$ matches what
+# token $i$ looks for. Dividing by $\sqrt{d_k}$ keeps the scores' spread the same whatever the
+# width ([why](scaled_dot_product_step_by_step.md#scaled-scores)). $d_k$ is the number of
+# features of a query: the **last axis** of $Q$, equal to $C$ here only because the
+# projections are square.
 
 # %%
 X_np = np.array(THREE_TOKENS)  # (T, C) = (3, 4)
@@ -168,22 +161,8 @@ W_Q_np = W_K_np = W_V_np = np.eye(C)  # identity, (C, d_k) = (4, 4)
 Q_np = X_np @ W_Q_np  # (3, 4) @ (4, 4) -> (3, 4)
 K_np = X_np @ W_K_np  # (3, 4) @ (4, 4) -> (3, 4)
 V_np = X_np @ W_V_np  # (3, 4) @ (4, 4) -> (3, 4)
-print("X:")
-print(X_np)
 equal = all(np.array_equal(M, X_np) for M in (Q_np, K_np, V_np))
 print("Q, K and V all equal X:", equal)
-
-# %% [markdown]
-# ### Steps 2 and 3: scores, divided by the square root of d_k
-#
-# Entry $(i, j)$ of $Q K^\top$ is the dot product of query $i$ with key $j$: how well token
-# $j$ matches what token $i$ looks for. Row $i$ holds query $i$'s scores for every key.
-# Dividing by $\sqrt{d_k}$ keeps the scores' spread the same whatever the width, so the
-# softmax does not give one key all the weight just because vectors are long (page 4 shows
-# [why](scaled_dot_product_step_by_step.md#scaled-scores)). $d_k$ is the number of features of
-# a query: the **last axis** of $Q$. Here it equals $C$ only because the projections are square.
-
-# %%
 scores_np = Q_np @ K_np.T  # (3, 4) @ (4, 3) -> (3, 3)
 d_k = Q_np.shape[-1]  # features per query and per key
 scaled_np = scores_np / np.sqrt(d_k)  # (3, 3)
@@ -193,7 +172,7 @@ print(f"d_k = {d_k}; scores / sqrt(d_k):")
 print(scaled_np)
 
 # %% [markdown]
-# ### Step 4: softmax
+# ### Steps 4 and 5: softmax, then weights times values
 #
 # The softmax turns a row of scores $z$ into weights $e^{z_j} / \sum_m e^{z_m}$: positive,
 # summing to one, larger for larger scores. Each row is one query, so the sums run over the
@@ -204,7 +183,8 @@ print(scaled_np)
 # $$
 #
 # changes nothing mathematically (the factor $e^{-\max z}$ cancels), but keeps every exponent
-# at or below zero, so `exp` cannot overflow on large scores ([exercise 2](#exercises)).
+# at or below zero, so `exp` cannot overflow on large scores ([exercise 2](#exercises)). Each
+# output row is then a weighted average of the value rows: $o_i = \sum_j a_{ij} v_j$.
 
 
 # %%
@@ -219,43 +199,23 @@ weights_np = softmax_np(scaled_np)  # (3, 3)
 print("weights:")
 print(weights_np)
 print("row sums:", weights_np.sum(axis=-1))
-
-# %% [markdown]
-# Token 1 keeps most of its attention for itself. Tokens 0 and 2 each have two keys with equal
-# top scores and give them equal weights, each less than half of the row: the third key keeps
-# a share.
-#
-# ### Step 5: weights times values
-#
-# Each row of weights is non-negative and sums to one, so each output row is a weighted
-# average of the value rows: output row $i$ is $\sum_j a_{ij} v_j$.
-
-# %%
 output_np = weights_np @ V_np  # (3, 3) @ (3, 4) -> (3, 4)
 print("output = weights V:")
 print(output_np)
 
 # %% [markdown]
+# Token 1 keeps most of its attention for itself. Tokens 0 and 2 each have two keys with equal
+# top scores and give them equal weights, each less than half of the row: the third key keeps
+# a share.
+
+# %% [markdown]
 # ## The same computation in PyTorch
 #
-# In PyTorch the projections are `nn.Linear` layers without bias. A layer `nn.Linear(C, d_k)`
-# holds $W_Q^\top$ in its `weight`, and `proj_q(X)` computes $X W_Q$. Here $W_Q = I$, so the
-# transposition does not show. The cell compares four computations of the same attention:
-# NumPy's, PyTorch's by hand, `torch.nn.functional.scaled_dot_product_attention` (F.sdpa,
-# which returns the output only) and `attn_ref.scaled_dot_product_attention` (which returns
-# the weights too).
-#
-# <details class="note">
-# <summary>Going deeper: setting a layer's weights by hand</summary>
-#
-# A layer's `weight` is a parameter that requires gradients, and PyTorch refuses to change
-# such a tensor in place while it records operations for autograd. This page turned
-# recording off at the start (`torch.set_grad_enabled(False)`); elsewhere, wrap the change in
-# `with torch.no_grad():`. Much code assigns `weight.data = torch.eye(d_model)` instead. That
-# works too, but autograd does not track changes made through `.data`, so it cannot warn when
-# such a change breaks a gradient computation.
-#
-# </details>
+# In PyTorch the projections are `nn.Linear` layers without bias: `proj_q(X)` computes
+# $X W_Q$, with $W_Q^\top$ in `proj_q.weight`. The cell compares four computations of the same
+# attention: NumPy's, PyTorch's by hand, `torch.nn.functional.scaled_dot_product_attention`
+# (F.sdpa, which returns the output only) and `attn_ref.scaled_dot_product_attention` (which
+# returns the weights too).
 
 # %%
 X_pt = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4), float32
@@ -270,40 +230,52 @@ weights_pt = torch.softmax(scores_pt / d_k**0.5, dim=-1)  # (3, 3)
 output_pt = weights_pt @ V_pt  # (3, 3) @ (3, 4) -> (3, 4)
 output_sdpa = F.scaled_dot_product_attention(Q_pt, K_pt, V_pt)
 output_ref, weights_ref = scaled_dot_product_attention(Q_pt, K_pt, V_pt)
-
-
-def gap(a, b):
-    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
-    return f"{(a - b).abs().max().item():.1e}"
-
-
-print("largest difference from PyTorch by hand:")
-print("  NumPy weights:   ", gap(weights_np, weights_pt))
-print("  NumPy output:    ", gap(output_np, output_pt))
-print("  F.sdpa output:   ", gap(output_sdpa, output_pt))
-print("  attn_ref weights:", gap(weights_ref, weights_pt))
-print("  attn_ref output: ", gap(output_ref, output_pt))
+pairs = [(weights_np, weights_pt), (output_np, output_pt)]  # NumPy's
+pairs += [(output_sdpa, output_pt), (weights_ref, weights_pt)]  # F.sdpa's...
+pairs += [(output_ref, output_pt)]  # ...and attn_ref's, against by hand
+agree = all(torch.allclose(torch.as_tensor(a).float(), b) for a, b in pairs)
+print("all four agree:", agree)
 
 # %% [markdown]
 # All four agree, up to rounding in the last bits: NumPy computed in float64, the others in
 # float32, each in its own order.
 #
 # <details class="note">
-# <summary>Going deeper: why F.sdpa's last bits differ</summary>
+# <summary>Going deeper: the last bits, and weights set by hand</summary>
 #
-# On these inputs F.sdpa runs its plain "math" implementation, which scales the queries and
-# the keys by $d_k^{-1/4}$ each before their product, instead of dividing the scores after it
-# (see `_scaled_dot_product_attention_math` in
+# The cell below prints how far apart the four computations are. On these inputs F.sdpa runs
+# its plain "math" implementation, which scales the queries and the keys by $d_k^{-1/4}$ each
+# before their product, instead of dividing the scores after it (see
+# `_scaled_dot_product_attention_math` in
 # [its source](https://github.com/pytorch/pytorch/blob/cf30153c4c131c8164ee7798e5022d810682e2cb/aten/src/ATen/native/transformers/attention.cpp)).
 # Each order rounds in other places. Written by hand in F.sdpa's order, the computation runs
-# the same operations in the same order and gives the same bits (the cell below). `attn_ref`
+# the same operations in the same order and gives the same bits (the last line). `attn_ref`
 # scales the scores after the product, as the hand-written steps do, but writes its softmax
 # out (the exponentials, then one division by their sum) where `torch.softmax` is one fused
-# routine; the two may differ in the last bit, by at most what the lines above print.
+# routine; the two may differ in the last bit.
+#
+# The identity overwrote the layers' random weights in place. A layer's `weight` is a
+# parameter that requires gradients, and PyTorch refuses to change such a tensor in place
+# while it records operations for autograd. This page turned recording off at the start
+# (`torch.set_grad_enabled(False)`); elsewhere, wrap the change in `with torch.no_grad():`.
+# Much code assigns `weight.data = torch.eye(d_model)` instead. That works too, but autograd
+# does not track changes made through `.data`, so it cannot warn when such a change breaks a
+# gradient computation.
 #
 # </details>
 
+
 # %% tags=["deeper"]
+def gap(a, b):
+    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+    return f"{(a - b).abs().max().item():.1e}"
+
+
+names = ["NumPy weights", "NumPy output", "F.sdpa output", "attn_ref weights"]
+names += ["attn_ref output"]
+print("largest difference from PyTorch by hand:")
+for name, pair in zip(names, pairs, strict=True):
+    print(f"  {name + ':':18}", gap(*pair))
 f = d_k**-0.25  # F.sdpa's order: Q and K scaled first, then multiplied
 prescaled = torch.softmax((Q_pt * f) @ (K_pt * f).T, dim=-1) @ V_pt
 print("F.sdpa minus Q, K scaled first:", gap(output_sdpa, prescaled))
@@ -313,17 +285,17 @@ print("F.sdpa minus Q, K scaled first:", gap(output_sdpa, prescaled))
 #
 # Identity projections give numbers one can check by hand, at a price:
 #
-# - **Q, K and V are the same matrix, X.** In a model the three projections are separate,
-#   learned parameters: what a token looks for (its query), what it is matched on (its key)
-#   and what it passes on (its value) are three different views of it.
-# - **The scores are symmetric.** $Q K^\top = X X^\top$, so token $i$ matches token $j$
-#   exactly as well as $j$ matches $i$. With $X W_Q W_K^\top X^\top$ that no longer holds.
+# - **Q, K and V are the same matrix, X.** In a model they are three different, learned views
+#   of a token: what it looks for (query), what it is matched on (key), what it passes on
+#   (value).
+# - **The scores are symmetric.** $Q K^\top = X X^\top$: token $i$ matches token $j$ exactly as
+#   well as $j$ matches $i$. With $X W_Q W_K^\top X^\top$ that no longer holds.
 # - **The transposition is invisible.** $I^\top = I$, so `X @ weight` and `X @ weight.T`
 #   agree, and the wrong one would go unnoticed ([exercise 3](#exercises)).
 # - **$d_k = C$.** Square projections hide which width the scale depends on.
 #
-# Below, the same steps run with random, untrained projections, seeded. They go from the four
-# features of a token down to $d_k = 2$, as one head of multi-head attention would.
+# Below, the same steps run with random, untrained, seeded projections, from four features
+# down to $d_k = 2$, as one head of multi-head attention would.
 
 # %%
 torch.manual_seed(0)
@@ -339,12 +311,6 @@ sdpa_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
 print("matches F.sdpa:", torch.allclose(output_r, sdpa_r))
 low, high = weights_r.min().item(), weights_r.max().item()
 print(f"weights from {low:.4f} to {high:.4f}; uniform: {1 / 3:.4f}")
-for name, identity, random in (
-    ("scores", scores_pt, scores_r),
-    ("weights", weights_pt, weights_r),
-):
-    same = [torch.allclose(m, m.T) for m in (identity, random)]
-    print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
 
 # %% [markdown]
 # The picture shows the projections: each entry of $Q$ is the dot product of a row of $X$ (to
@@ -385,12 +351,12 @@ figure_to_svg(
 
 # %% [markdown]
 # The second picture puts the two heads side by side. With identity projections the scores
-# mirror across the diagonal; with random ones they do not. (The weights were not symmetric
+# mirror across the diagonal; with random ones they do not. (The weights are not symmetric
 # even with the identity: each row is divided by its own sum.) The random head's scores are
 # small and its weights close to uniform: `nn.Linear` draws its starting weights between
-# $\pm 1/\sqrt{n}$, with $n$ its number of inputs, so untrained projections give small
-# queries and keys. Training adjusts $W_Q$, $W_K$ and $W_V$ until the weights help the task.
-# Both weight grids use one colour scale, from 0 (dark purple) to 1 (yellow).
+# $\pm 1/\sqrt{n}$, with $n$ its number of inputs. Training adjusts $W_Q$, $W_K$ and $W_V$
+# until the weights help the task. Both weight grids share one colour scale, from 0 (dark
+# purple) to 1 (yellow).
 
 # %% tags=["plot"]
 fig, ax = canvas(9.6, 9.6, scale=0.44)
@@ -422,6 +388,12 @@ for left, scores, weights, decimals in (
         row_names=names,
         column_names=tokens,
     )
+for name, identity, random in (
+    ("scores", scores_pt, scores_r),
+    ("weights", weights_pt, weights_r),
+):
+    same = [torch.allclose(m, m.T) for m in (identity, random)]
+    print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
 figure_to_svg(
     fig,
     alt="Scores and weights of the three tokens, one row per query: with "
@@ -437,8 +409,8 @@ figure_to_svg(
 # `layer = nn.Linear(3, 2)`, draws new weights at every run, and every number computed from it
 # changes with them. Prose and code that disagree do the same harm: if the text says
 # $x = (3, 4, 5)$ and the code runs $(1, 2, 3)$, a reader who checks $y = x W + b$ by hand
-# gets another $y$ than the page printed. The fix: seed before making the layer (this page
-# calls `torch.manual_seed(0)`), and use one input in the text and in the code.
+# gets another $y$. The fix: seed before making the layer, and use one input in the text and
+# in the code.
 
 # %%
 first, second = nn.Linear(3, 2), nn.Linear(3, 2)
@@ -451,37 +423,34 @@ same = same and torch.equal(again.bias, layer.bias)
 print("seeding with 0 again gives back the first layer:", same)
 for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
     by_hand = torch.tensor(candidate) @ W + b  # (2,)
-    print(
-        f"x = {candidate}: x W + b = {by_hand}, printed y:",
-        torch.allclose(by_hand, y),
-    )
+    match = torch.allclose(by_hand, y)
+    print(f"x = {candidate}: x W + b = {by_hand.numpy()}, y: {match}")
 
 # %% [markdown]
 # <a id="exact-comparison"></a>**`assert y == y_manual`.** Between tensors, `==` compares
-# element by element and returns a tensor. `assert` can turn a one-element tensor into a truth
+# element by element and returns a tensor. `assert` can read a one-element tensor as a truth
 # value, but this layer has two outputs, so the `assert` raises a `RuntimeError` instead of
-# checking anything. And it asks two floating-point computations for bit-for-bit equality,
-# which is luck (the Going deeper block under [a linear layer](#a-linear-layer)). The fix:
-# `torch.testing.assert_close`, which allows for rounding and says by how much two tensors
-# differ when they do.
+# checking anything. And bit-for-bit equality of two floating-point computations is luck
+# ([a linear layer](#a-linear-layer)). The fix: `torch.testing.assert_close`, which allows for
+# rounding and says by how much two tensors differ when they do.
 
 # %%
 print("y == y_manual gives a tensor:", y == y_manual)
 try:
     assert y == y_manual
 except RuntimeError as error:
-    print("the check raises RuntimeError:", error)
+    print("the check raises", type(error).__name__)
 torch.testing.assert_close(y, y_manual)  # raises AssertionError if not
 print("torch.testing.assert_close passes")
 
 # %% [markdown]
 # <a id="scale-by-width"></a>**`scores / math.sqrt(d_model)`.** Dividing by the square root of
-# the token width $C$ instead of $d_k$ gives the right result only when the projections are
-# square. In multi-head attention each head projects to fewer features than $C$. On the random
-# head above ($d_k = 2$, $C = 4$) the two scales give different outputs, and only
-# $1/\sqrt{d_k}$ matches PyTorch. In the base model of Vaswani et al. (2017), with $C = 512$
-# and 8 heads of $d_k = 64$, the wrong scale would shrink every score by the factor printed
-# last. The fix: take $d_k$ from the last axis of $Q$ (`Q.shape[-1]`).
+# the token width $C$ instead of $d_k$ is right only when the projections are square. In
+# multi-head attention each head projects to fewer features than $C$. On the random head
+# above ($d_k = 2$, $C = 4$) the two scales give different outputs, and only $1/\sqrt{d_k}$
+# matches PyTorch. In the base model of Vaswani et al. (2017), with $C = 512$ and 8 heads of
+# $d_k = 64$, the wrong scale would shrink every score by the factor printed last. The fix:
+# take $d_k$ from the last axis of $Q$ (`Q.shape[-1]`).
 
 # %%
 by_width = torch.softmax(scores_r / C**0.5, dim=-1) @ V_r  # 1/sqrt(C)
@@ -492,16 +461,15 @@ print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {ratio:.4f}")
 
 # %% [markdown]
 # <a id="identity-for-reproducibility"></a>**Identity projections "for reproducibility".**
-# Setting $W_Q = W_K = W_V = I$ does make every run print the same numbers, but so does a
-# seed, as the random head above shows. What the identity adds is numbers one can check by
-# hand, and it hides what real projections do:
-# [what the identity projections hide](#what-the-identity-projections-hide).
+# Setting $W_Q = W_K = W_V = I$ makes every run print the same numbers, but so does a seed, as
+# the random head shows. The identity gives numbers one can check by hand, and hides what real
+# projections do ([what it hides](#what-the-identity-projections-hide)).
 #
 # ## Exercises
 #
-# **1. Every score doubles.** Predict first: if every scaled score of the three tokens is
-# multiplied by 2, do the weights double, stay the same, or change some other way? Then
-# compute them, and compare with each weight squared and its row divided by its new sum.
+# **1. Every score doubles.** If every scaled score is multiplied by 2, do the weights double,
+# stay the same, or change some other way? Predict, then compare with each weight squared and
+# its row divided by its new sum.
 
 # %% tags=["solution"]
 doubled = softmax_np(2 * scaled_np)  # (3, 3)
@@ -525,8 +493,7 @@ print(
 
 # %% [markdown]
 # **2. Overflow.** Add 100 to every score in the first row of `scaled_np` and compute its
-# softmax in float32, first without subtracting the maximum (`exp`, then divide by the sum),
-# then with it. Predict both results before running them.
+# softmax in float32, without and then with subtracting the maximum. Predict both results.
 
 # %% tags=["solution"]
 row = torch.tensor(scaled_np[0], dtype=torch.float32) + 100  # (3,)
@@ -542,9 +509,8 @@ print(f"the largest float32 is e to the power {np.log(largest):.2f}")
 # result is the first row of weights_np.
 
 # %% [markdown]
-# **3. The transposition.** Make a random square projection, `nn.Linear(4, 4, bias=False)`
-# after `torch.manual_seed(1)`. Predict whether `X_pt @ proj.weight` equals `proj(X_pt)`.
-# Then try a projection to two features, `nn.Linear(4, 2, bias=False)`.
+# **3. The transposition.** After `torch.manual_seed(1)`, does `X_pt @ proj.weight` equal
+# `proj(X_pt)` for `proj = nn.Linear(4, 4, bias=False)`? And for `nn.Linear(4, 2, bias=False)`?
 
 # %% tags=["solution"]
 torch.manual_seed(1)
@@ -564,8 +530,8 @@ except RuntimeError as error:
 # W^T, so X W is X @ weight.T.
 
 # %% [markdown]
-# **4. Reversing the tokens.** Reverse the order of the three tokens and rerun the identity
-# computation (steps 1 to 5). Predict the new weights and outputs first.
+# **4. Reversing the tokens.** Reverse the three tokens and rerun steps 1 to 5 with identity
+# projections. Predict the new weights and outputs first.
 
 # %% tags=["solution"]
 order = [2, 1, 0]
@@ -583,18 +549,17 @@ print("the old weights, rows and columns reversed:", same_weights)
 # %% [markdown]
 # ## References
 #
-# - Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N. Gomez,
-#   Łukasz Kaiser, Illia Polosukhin. [Attention Is All You
-#   Need](https://arxiv.org/abs/1706.03762). NeurIPS 2017. Scaled dot-product attention
-#   (section 3.2.1) and the base model's $C = 512$ with 8 heads of $d_k = 64$ (section 3.2.2).
+# - Vaswani et al. [Attention Is All You Need](https://arxiv.org/abs/1706.03762), NeurIPS
+#   2017: scaled dot-product attention (section 3.2.1); the base model's $C = 512$ with 8
+#   heads of $d_k = 64$ (section 3.2.2).
 # - PyTorch: [`nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
 #   (the stored weight's shape and its initialisation),
 #   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html),
 #   [`torch.allclose`](https://docs.pytorch.org/docs/stable/generated/torch.allclose.html) and
 #   [`torch.testing.assert_close`](https://docs.pytorch.org/docs/stable/testing.html).
 # - David Goldberg. [What Every Computer Scientist Should Know About Floating-Point
-#   Arithmetic](https://docs.oracle.com/cd/E19957-01/806-3568/ncg_goldberg.html). ACM Computing
-#   Surveys, 1991. Rounding, and why the order of additions matters.
+#   Arithmetic](https://docs.oracle.com/cd/E19957-01/806-3568/ncg_goldberg.html), 1991:
+#   rounding, and why the order of additions matters.
 #
 # Next: [Self-attention with a causal mask](causal_self_attention.md) hides the future from
 # each token and runs on batches. Attention alone does not see the order of the tokens
