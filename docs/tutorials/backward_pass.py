@@ -1,3 +1,9 @@
+# ---
+# jupyter:
+#   search:
+#     boost: 0.8  # FlashAttention's backward comes after its forward: searches land there first
+# ---
+
 # %% [markdown]
 # # Training attention: the backward pass, and FlashAttention's
 #

@@ -148,7 +148,7 @@ print("equal to the running mean of x:", same)
 # with every key of its sequence: transposing the last two axes of `k` turns each $(T, d_k)$
 # block into $(d_k, T)$, so the product holds one $(T, T)$ matrix of scores per sequence.
 # Dividing by $\sqrt{d_k}$ keeps their spread the same for any head size
-# ([why](scaled_dot_product_step_by_step.md#scaled-scores)).
+# ([why](scaled_dot_product_step_by_step.md#the-variance-argument)).
 
 # %%
 # Drawn from the seeded generator in this order: key, query, value.

@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   search:
-#     boost: 2  # the page that teaches FlashAttention's forward pass: searches for it land here
-# ---
-
 # %% [markdown]
 # # Attention without the T×T matrix: online softmax and FlashAttention's tiles
 #
@@ -460,7 +454,7 @@ figure_to_svg(
 #
 # </details>
 #
-# ## What a GPU adds
+# ## What a GPU adds: FlashAttention's memory traffic
 #
 # On a CPU, tiling saves memory and, on this page, nothing else. FlashAttention's title
 # promises speed as well, and the reason lies in the GPU's memory hierarchy. A GPU holds

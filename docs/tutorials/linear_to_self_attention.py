@@ -150,7 +150,7 @@ for name, result in (("nn.Linear", y), ("x @ W + b", y_manual)):
 # by hand ([what this choice costs](#what-the-identity-projections-hide)). Entry $(i, j)$ of
 # $Q K^\top$ is the dot product of query $i$ with key $j$: how well token $j$ matches what
 # token $i$ looks for. Dividing by $\sqrt{d_k}$ keeps the scores' spread the same whatever the
-# width ([why](scaled_dot_product_step_by_step.md#scaled-scores)). $d_k$ is the number of
+# width ([why](scaled_dot_product_step_by_step.md#the-variance-argument)). $d_k$ is the number of
 # features of a query: the **last axis** of $Q$, equal to $C$ here only because the
 # projections are square.
 
