@@ -123,7 +123,10 @@ def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
     found = elements(html)
     plot_edits, files = _plots_to_files(html, found, page_url)
     edits = (
-        _exclude_code_from_search(found) + _keep_api_summaries_in_search(found) + _drop_lookless_spans(found)
+        _exclude_code_from_search(found)
+        + _exclude_sections_from_search(found)
+        + _keep_api_summaries_in_search(found)
+        + _drop_lookless_spans(found)
     )
     return apply(html, plot_edits + edits), files
 
@@ -213,6 +216,24 @@ def _exclude_code_from_search(found: list[Element]) -> list:
         for e in found
         if e.tag == "pre" and e.parent is not None and e.parent.classes & SEARCH_EXCLUDED
     ]
+
+
+# Sections whose headings stay in search and whose text does not: a search for a topic should land
+# where it is taught, not on a list of citations or a question about it (and the index, which every
+# first visit loads, is a seventh smaller).
+UNSEARCHED_SECTIONS = {"references", "exercises"}
+
+
+def _exclude_sections_from_search(found: list[Element]) -> list:
+    """Every block of an unsearched section (up to the next ``<h2>``) marked to stay out of search."""
+    edits, unsearched, parent = [], False, None
+    for e in found:
+        if e.tag == "h2":
+            unsearched, parent = e.attrs.get("id") in UNSEARCHED_SECTIONS, e.parent
+        elif unsearched and e.parent is parent:
+            at = e.start + 1 + len(e.tag)
+            edits.append((at, at, " data-search-exclude"))
+    return edits
 
 
 API_DETAILS = {"p", "ul", "ol", "table", "dl"}

@@ -120,3 +120,16 @@ def test_indentation_is_cut_to_its_line_break_where_white_space_is_not_content()
         "<pre><code>x = 1\n    y = 2\n</code></pre>\n<p>An <code>a  =\n  b</code> and\n\xa0more</p>"
         "<script>\n  let s = `\n    kept`;\n</script>"
     )
+
+
+def test_references_and_exercises_keep_their_headings_in_search_but_not_their_text():
+    page, _ = rendered_page(
+        '<h2 id="exercises">Exercises</h2><p>Try <em>this</em>.</p><details><p>Answer</p></details>'
+        '<h2 id="summary">Summary</h2><p>Kept.</p>'
+        '<h2 id="references">References</h2><ul><li>Vaswani et al.</li></ul><p>Next: a page.</p>',
+        "",
+    )
+    assert page.count("data-search-exclude") == 4  # the two blocks of each section, not what is inside them
+    assert "<p data-search-exclude>Try <em>this</em>" in page and "<details data-search-exclude>" in page
+    assert "<ul data-search-exclude>" in page and "<p data-search-exclude>Next: a page.</p>" in page
+    assert "<p>Kept.</p>" in page and '<h2 id="references">' in page
