@@ -167,7 +167,10 @@ def grid(
         Rows and columns named (a query per row, a key per column):
 
         >>> fig, ax = canvas(5, 4)
-        >>> _ = grid(ax, weights, x=2, y=2, cmap="viridis", row_names=["q0", "q1"], column_names=["k0", "k1"])
+        >>> _ = grid(
+        ...     ax, weights, x=2, y=2, cmap="viridis",
+        ...     row_names=["q0", "q1"], column_names=["k0", "k1"],
+        ... )
         >>> [t.get_text() for t in ax.texts]
         ['q0', 'q1', 'k0', 'k1']
         >>> plt.close(fig)

@@ -261,7 +261,8 @@ def head_logits(model: AttentionOnlyDecoder, tokens: Tensor, layer: int) -> Tens
         >>> rest = (x + model.layers[0].out_proj.bias) @ model.unembedding.weight.T
         >>> with torch.no_grad():
         ...     logits = model(tokens)[0]
-        >>> torch.allclose(per_head.sum(dim=1) + rest, logits, atol=1e-6)  # heads + the rest
+        >>> heads = per_head.sum(dim=1)
+        >>> torch.allclose(heads + rest, logits, atol=1e-6)  # the heads + the rest
         True
     """
     _validate.count("layer", layer, minimum=0, maximum=len(model.layers) - 1)
@@ -321,8 +322,8 @@ def copying_scores(model: AttentionOnlyDecoder, layer: int) -> Tensor:
         ...         _ = p.weight.copy_(torch.eye(4))
         >>> copying_scores(model, layer=0)
         tensor([1.], dtype=torch.float64)
-        >>> with torch.no_grad():
-        ...     _ = model.layers[0].out_proj.weight.mul_(-1)  # raises every other token instead
+        >>> with torch.no_grad():  # now it raises every other token instead
+        ...     _ = model.layers[0].out_proj.weight.mul_(-1)
         >>> copying_scores(model, layer=0)
         tensor([-1.], dtype=torch.float64)
     """

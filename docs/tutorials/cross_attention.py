@@ -93,7 +93,8 @@ figure_to_svg(
     alt=f"The alignment cross-attention must learn for the source "
     f"{' '.join(source_words[:n_pictured])}, padded to {S} positions: "
     f"{n_pictured} rows, one per query made from the previous output "
-    f"({' '.join(query_words)}), and {S} columns, one per source position, the "
+    f"({' '.join(query_words)}), and {S} columns, one per source position, "
+    f"the "
     f"last {S - n_pictured} hatched as padding. Each row has weight 1, "
     f"yellow, on the position of the number it writes next "
     f"({' '.join(next_words)}), and 0, dark purple, elsewhere.",

@@ -156,7 +156,8 @@ figure_to_svg(
     ),
     alt=f"The induction circuit on a sequence of period {p}, drawn on 8 "
     f"tokens of its first copy and of its repeat. A previous-token head at "
-    f"position {key} puts weight 1 on position {key - 1}, token {seq[key - 1]}. "
+    f"position {key} puts weight 1 on position {key - 1}, "
+    f"token {seq[key - 1]}. "
     f"In the repeat, query {query} holds token {seq[query]} again; the "
     f"induction head puts weight 1 on key {key}, the token after the earlier "
     f"{seq[query]}, which is {seq[key]}: the token that comes next.",
@@ -900,7 +901,8 @@ print(f"layer 1 head {ind_head}, flipped:")
 print(f"  prefix matching {flipped_prefix[ind_head]:.2f}, as before")
 print(f"  copying {flipped_copying[ind_head]:.2f}")
 print(
-    f"loss on the repeated part: {flipped_loss:.2f} (ln 64 = {math.log(64):.2f})"
+    f"loss on the repeated part: {flipped_loss:.2f} "
+    f"(ln 64 = {math.log(64):.2f})"
 )
 
 # %% [markdown]

@@ -253,7 +253,8 @@ for s in SEEDS:
 
 # %%
 def evaluate(model, seed, k):
-    """Loss on the repeated part; best previous-token, prefix-matching score."""
+    """Loss on the repeated part; best previous-token and prefix-matching
+    scores."""
     tokens, period = batches[seed, k]
     _, repeated = part_masks(period, k * T)
     in_repeat = torch.arange(k * T)[None, :] >= period[:, None]

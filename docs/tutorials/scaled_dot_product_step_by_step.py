@@ -276,8 +276,9 @@ note(ax, 8.1, 2.3, "=", fontsize=16)
 o_box = grid(ax, AV, 8.4, 0.8, decimals=2, label="$O = AV$")
 figure_to_svg(
     fig,
-    alt="A 3 by 3 grid of weights A, each row summing to 1, times a 3 by 4 grid of "
-    "values V, equals the 3 by 4 output O, every number written in its cell.",
+    alt="A 3 by 3 grid of weights A, each row summing to 1, times a 3 by 4 "
+    "grid of values V, equals the 3 by 4 output O, every number written in "
+    "its cell.",
 )
 
 # %% [markdown]
@@ -385,11 +386,12 @@ grid(ax, mh_output[0], 6.2, 12.2, cell=c, label="= output")
 arrow(ax, (5.2, 11.3), (5.2, 12.4), None)
 figure_to_svg(
     fig,
-    alt=f"W_Q cut into {num_heads} column blocks of {d_head}; under each, that "
-    "head's 10 by 10 weights, mostly purple (small) with a few green cells; "
+    alt=f"W_Q cut into {num_heads} column blocks of {d_head}; under each, "
+    "that head's 10 by 10 weights, mostly purple (small) with a few green "
+    "cells; "
     "under those, the heads' "
-    "outputs side by side form the concatenation; it times W_O, whose rows are "
-    "cut the same way, gives the 10 by 10 output.",
+    "outputs side by side form the concatenation; it times W_O, whose rows "
+    "are cut the same way, gives the 10 by 10 output.",
 )
 
 # %% [markdown]

@@ -36,8 +36,8 @@ from tests.support import rope_scaling_reference as ref
 from tests.support.positions_reference import rotate
 from tests.support.rope_scaling_reference import state64
 from tests.support.shown import assert_printed, half_unit, sci_rtol
+from tests.support.training_claims import LN_64
 
-LN_64 = math.log(64)
 D_K, BASE, L = 32, 100.0, 32  # the page's model: head size, RoPE's base, training length
 FLOAT32 = 1e-3
 SHOWN = half_unit(2) + FLOAT32  # a number printed with two decimals, against float64

@@ -28,7 +28,7 @@ from tests.support.sparse_reference import (
     window_np,
 )
 
-T, BLOCK, N_BLOCKS, VOCAB = 64, 4, 16, 64
+T, BLOCK, N_BLOCKS, VOCAB_SIZE = 64, 4, 16, 64
 TOP_K = (0, 1, 2, 3, 4, 6, 8, 15)
 LATER = np.arange(T) >= BLOCK  # queries with an earlier block
 
@@ -147,7 +147,7 @@ def test_the_models_copy_and_their_induction_heads(tutorial, values, here):
     assert values["SEEDS"] == (0, 1, 2) and sorted(values["models"]) == [0, 1, 2]
     for seed, m in here.items():
         np.testing.assert_allclose(values["dense_loss"][seed], m["dense"], atol=1e-4)
-        assert m["dense"] < math.log(VOCAB) / 2  # far better than a uniform guess
+        assert m["dense"] < math.log(VOCAB_SIZE) / 2  # far better than a uniform guess
     assert_printed(tutorial, [[s, values["dense_loss"][s]] for s in (0, 1, 2)], atol=[0, half_unit(3)])
     weights = here[0]["layers"][1][0]  # seed 0, layer 1, dense: (B, H, T, T)
     tokens = values["tokens"].numpy()
@@ -182,7 +182,7 @@ def test_what_a_selection_keeps_by_density(tutorial, values, here):
             assert t["top-k", top_k][0][1] > t["window", top_k][0][1] + 0.15
             assert t["top-k", top_k][2] < t["window", top_k][2] - 0.2
         for top_k in (0, 1):  # the window at low cost: worse than a uniform guess
-            assert t["window", top_k][2] > math.log(VOCAB) + 0.3
+            assert t["window", top_k][2] > math.log(VOCAB_SIZE) + 0.3
         assert t["top-k", 2][2] > m["dense"] + 0.2  # still well above the dense loss
         assert t["top-k", 15][2] == pytest.approx(m["dense"], abs=1e-9)  # every block: dense
         # layer 0: its own block holds a quarter or so, and the mean keys keep less of it than of layer 1
