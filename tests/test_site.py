@@ -78,7 +78,9 @@ def test_the_download_is_the_executed_tutorial(built_site, name):
     pair of drawings for the site's two schemes, which Jupyter cannot show, left out (Jupyter shows
     its light drawing, image/svg+xml), and text with only its link targets changed (made absolute
     by sitebuild.downloads, tested on its own)."""
-    kept = nbformat.read(tutorial_execution.executed_notebook(TUTORIALS / f"{name}.py", ROOT), as_version=4)
+    source = TUTORIALS / f"{name}.py"
+    # today's prose, with the outputs of the kept execution (an edit of prose alone runs nothing)
+    kept = tutorial_execution.notebook(source, tutorial_execution.executed_notebook(source, ROOT))
     download = nbformat.read(built_site.path / "tutorials" / f"{name}.ipynb", as_version=4)
     install, *cells = download.cells
     assert install.cell_type == "markdown" and "%pip install " in install.source
