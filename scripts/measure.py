@@ -213,11 +213,11 @@ def measure_tests(work: Path) -> None:
 
 def measure_sizes(site: Path) -> None:
     print("Light")
-    pages = sorted(html_pages(site), key=lambda p: p.stat().st_size)
-    largest = pages[-1]
+    sent = {page: len(gzip.compress(page.read_bytes(), mtime=0)) for page in html_pages(site)}
+    largest = max(sent, key=sent.get)
     row(
-        f"largest page ({largest.relative_to(site)})",
-        f"{largest.stat().st_size / KB:.0f} KB",
+        f"largest page as sent, gzip ({largest.relative_to(site)})",
+        f"{sent[largest] / KB:.0f} KB",
         f"target <= {PAGE_BUDGET / KB:.0f} KB",
     )
     total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
