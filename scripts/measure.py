@@ -7,6 +7,7 @@ sitebuild/budgets.py, as the tests' do, so each target has one number.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import signal
