@@ -431,7 +431,8 @@ moved_real = max(
 print("right padding, largest change of a real token's output:", moved_real)
 no_key = ~mask_left.any(dim=-1)  # (B, T): queries whose keys are all masked
 found = [torch.nonzero(row).flatten().tolist() for row in no_key]
-print("left padding, queries with no key to see, per sequence:", found)
+print("left padding, queries with no key to see, per sequence:")
+print(found)
 
 # %% tags=["plot"]
 fig, ax = canvas(10.6, 7.2, scale=0.42)

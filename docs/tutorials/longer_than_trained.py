@@ -335,7 +335,8 @@ from attn_ref.rope_scaling import ntk_aware_base, ntk_aware_frequencies
 
 ntk = ntk_aware_frequencies(D_K, 8, BASE)
 print(f"b' = {ntk_aware_base(D_K, 8, BASE):.1f}")
-print("pairs 0, 5, 10, 15 slowed down by:", (theta / ntk)[[0, 5, 10, 15]])
+print("pairs 0, 5, 10, 15 slowed down by:")
+print((theta / ntk)[[0, 5, 10, 15]])
 
 # %% [markdown]
 # ### YaRN
@@ -365,10 +366,8 @@ print("pairs 0, 5, 10, 15 slowed down by:", (theta / ntk)[[0, 5, 10, 15]])
 from attn_ref.rope_scaling import yarn_attention_scale
 
 yarn = yarn_frequencies(theta, 8, T)
-print(
-    "kept (1 = unchanged), pairs 0, 2, 4, 6, 15:",
-    (yarn / theta)[[0, 2, 4, 6, 15]],
-)
+print("kept (1 = unchanged), pairs 0, 2, 4, 6, 15:")
+print((yarn / theta)[[0, 2, 4, 6, 15]])
 print(f"sqrt(1/t) = {yarn_attention_scale(8):.4f}")
 
 # %% [markdown]
@@ -387,10 +386,8 @@ print(f"sqrt(1/t) = {yarn_attention_scale(8):.4f}")
 from attn_ref.rope_scaling import llama3_frequencies
 
 llama = llama3_frequencies(theta, 8, T)
-print(
-    "kept (1 = unchanged), pairs 0, 2, 4, 6, 15:",
-    (llama / theta)[[0, 2, 4, 6, 15]],
-)
+print("kept (1 = unchanged), pairs 0, 2, 4, 6, 15:")
+print((llama / theta)[[0, 2, 4, 6, 15]])
 
 # %% [markdown]
 # The four maps side by side: how much each method slows each pair down, at factor
@@ -933,10 +930,8 @@ for s in SEEDS:
     for m in METHODS:
         row = " ".join(f"{after[s, m, k]:5.2f}" for k in TUNED_AT)
         print(f"seed {s}  {m:<10}  {row}")
-print(
-    "\nlargest relative difference:",
-    ", ".join(f"{k} {v:.1e}" for k, v in largest.items()),
-)
+print("\nlargest relative difference:")
+print(", ".join(f"{k} {v:.1e}" for k, v in largest.items()))
 
 # %% [markdown]
 # ## Exercises
