@@ -25,6 +25,12 @@ def count(name: str, value: object, minimum: int = 1, maximum: int | None = None
     return value
 
 
+def counts(**sizes: object) -> None:
+    """Each keyword a `count` of at least 1, named by its keyword: ``counts(num_layers=2, T=8)``."""
+    for name, value in sizes.items():
+        count(name, value)
+
+
 def probability(name: str, value: object) -> float:
     """A probability of dropping, a ``float`` (or ``int``) in ``[0, 1)``: 1 would drop everything."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:

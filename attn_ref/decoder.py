@@ -214,12 +214,7 @@ class TinyDecoder(nn.Module):
         num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        for name, size in (
-            ("vocab_size", vocab_size),
-            ("context_length", context_length),
-            ("num_layers", num_layers),
-        ):
-            _validate.count(name, size)
+        _validate.counts(vocab_size=vocab_size, context_length=context_length, num_layers=num_layers)
         self.context_length = context_length
         self.num_layers = num_layers
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)

@@ -186,8 +186,7 @@ def window_blocks(L: int, n_blocks: int, num_blocks: int, block_size: int) -> Te
                 [0, 1, 1],
                 [0, 1, 1]], dtype=torch.int32)
     """
-    for name, size in (("L", L), ("n_blocks", n_blocks), ("block_size", block_size)):
-        _validate.count(name, size)
+    _validate.counts(L=L, n_blocks=n_blocks, block_size=block_size)
     _validate.count("num_blocks", num_blocks, minimum=0)
     own_index = torch.arange(L) // block_size  # (L,)
     gap = own_index[:, None] - torch.arange(n_blocks)[None, :]  # (L, n_blocks): how many blocks back

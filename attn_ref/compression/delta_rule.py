@@ -319,8 +319,7 @@ def delta_rule_multiply_adds(T: int, d_k: int, d_v: int, chunk_size: int | None 
         >>> delta_rule_multiply_adds(64, 16, 32, chunk_size=64)["products"]
         360448
     """
-    for name, size in (("T", T), ("d_k", d_k), ("d_v", d_v)):
-        _validate.count(name, size)
+    _validate.counts(T=T, d_k=d_k, d_v=d_v)
     if chunk_size is None:
         products = 3 * T * d_k * d_v
         return {"products": products, "solve": 0, "total": products}

@@ -169,15 +169,14 @@ class MultiHeadLatentAttention(nn.Module):
         rope_base: float = 10000.0,
     ) -> None:
         super().__init__()
-        for name, size in (
-            ("embed_dim", embed_dim),
-            ("num_heads", num_heads),
-            ("kv_lora_rank", kv_lora_rank),
-            ("qk_nope_head_dim", qk_nope_head_dim),
-            ("qk_rope_head_dim", qk_rope_head_dim),
-            ("v_head_dim", v_head_dim),
-        ):
-            _validate.count(name, size)
+        _validate.counts(
+            embed_dim=embed_dim,
+            num_heads=num_heads,
+            kv_lora_rank=kv_lora_rank,
+            qk_nope_head_dim=qk_nope_head_dim,
+            qk_rope_head_dim=qk_rope_head_dim,
+            v_head_dim=v_head_dim,
+        )
         _validate.divides("2", 2, "qk_rope_head_dim", qk_rope_head_dim, "RoPE rotates pairs of features")
         if q_lora_rank is not None:
             _validate.count("q_lora_rank", q_lora_rank)

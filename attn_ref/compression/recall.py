@@ -78,13 +78,7 @@ class AssociativeRecall(nn.Module):
         self, num_keys: int, num_values: int, embed_dim: int, head_dim: int, attention: str = "softmax"
     ) -> None:
         super().__init__()
-        for name, size in (
-            ("num_keys", num_keys),
-            ("num_values", num_values),
-            ("embed_dim", embed_dim),
-            ("head_dim", head_dim),
-        ):
-            _validate.count(name, size)
+        _validate.counts(num_keys=num_keys, num_values=num_values, embed_dim=embed_dim, head_dim=head_dim)
         self.attention = _validate.one_of("attention", attention, ("softmax", "linear"))
         self.key_embed = nn.Embedding(num_keys, embed_dim)
         self.value_embed = nn.Embedding(num_values, embed_dim)
@@ -326,13 +320,7 @@ class RecallStack(nn.Module):
             )
         for number, kind in enumerate(layers):
             _validate.one_of(f"layers[{number}]", kind, STACK_KINDS)
-        for name, size in (
-            ("num_keys", num_keys),
-            ("num_values", num_values),
-            ("embed_dim", embed_dim),
-            ("head_dim", head_dim),
-        ):
-            _validate.count(name, size)
+        _validate.counts(num_keys=num_keys, num_values=num_values, embed_dim=embed_dim, head_dim=head_dim)
         self.kinds = layers
         self.key_embed = nn.Embedding(num_keys, embed_dim)
         self.value_embed = nn.Embedding(num_values, embed_dim)
@@ -398,8 +386,7 @@ def recall_batch(
         >>> torch.equal(values.gather(1, found), answers)
         True
     """
-    for name, size in (("batch_size", batch_size), ("num_queries", num_queries), ("num_values", num_values)):
-        _validate.count(name, size)
+    _validate.counts(batch_size=batch_size, num_queries=num_queries, num_values=num_values)
     _validate.count("num_keys", num_keys)
     _validate.count("num_pairs", num_pairs, maximum=num_keys)
     keys = torch.rand(batch_size, num_keys, generator=generator).argsort(dim=-1)[:, :num_pairs]  # (B, N)

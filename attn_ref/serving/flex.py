@@ -125,8 +125,7 @@ def create_block_mask(
                 [2, 2, 1]], dtype=torch.int8)
     """
     _check_signature("mask_mod", mask_mod, ("b", "h", "q_idx", "kv_idx"))
-    for name, size in (("B", B), ("H", H), ("L", L), ("S", S)):
-        _validate.count(name, size)
+    _validate.counts(B=B, H=H, L=L, S=S)
     block_q, block_k = block_sizes(block_size)
     n_q, n_k = -(-L // block_q), -(-S // block_k)
     kinds = torch.empty(B, H, n_q, n_k, dtype=torch.int8)  # (B, H, n_q, n_k)

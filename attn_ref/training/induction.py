@@ -212,13 +212,9 @@ class AttentionOnlyDecoder(nn.Module):
         self, vocab_size: int, context_length: int, embed_dim: int, num_layers: int, num_heads: int
     ) -> None:
         super().__init__()
-        for name, size in (
-            ("vocab_size", vocab_size),
-            ("context_length", context_length),
-            ("embed_dim", embed_dim),
-            ("num_layers", num_layers),
-        ):
-            _validate.count(name, size)
+        _validate.counts(
+            vocab_size=vocab_size, context_length=context_length, embed_dim=embed_dim, num_layers=num_layers
+        )
         self.vocab_size = vocab_size
         self.context_length = context_length
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)

@@ -83,13 +83,9 @@ class RotaryDecoder(nn.Module):
         base: float = 10000.0,
     ) -> None:
         super().__init__()
-        for name, size in (
-            ("vocab_size", vocab_size),
-            ("context_length", context_length),
-            ("embed_dim", embed_dim),
-            ("num_layers", num_layers),
-        ):
-            _validate.count(name, size)
+        _validate.counts(
+            vocab_size=vocab_size, context_length=context_length, embed_dim=embed_dim, num_layers=num_layers
+        )
         self.vocab_size = vocab_size
         self.context_length = context_length
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)

@@ -137,12 +137,7 @@ class TinyEncoderDecoder(nn.Module):
 
     def __init__(self, vocab_size: int, context_length: int, embed_dim: int, num_heads: int) -> None:
         super().__init__()
-        for name, size in (
-            ("vocab_size", vocab_size),
-            ("context_length", context_length),
-            ("embed_dim", embed_dim),
-        ):
-            _validate.count(name, size)
+        _validate.counts(vocab_size=vocab_size, context_length=context_length, embed_dim=embed_dim)
         self.vocab_size = vocab_size
         self.context_length = context_length
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
