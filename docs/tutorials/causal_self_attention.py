@@ -122,8 +122,8 @@ same = torch.allclose(xbow, running_mean, atol=1e-6)
 print("equal to the running mean of x:", same)
 
 # %% [markdown]
-# Every earlier token counts the same here, whatever it holds. Self-attention makes the
-# weights depend on the data.
+# Here every earlier token counts the same. Self-attention makes the weights depend on the
+# data.
 #
 # <details class="note">
 # <summary>Going deeper: attention as messages on a graph</summary>
@@ -142,13 +142,19 @@ print("equal to the running mean of x:", same)
 # ## Queries, keys and scores
 #
 # Each token emits a query (what it looks for), a key (what it offers) and a value (what it
-# passes on), each of size $d_k$: $Q = X W_Q$ with $W_Q$ of shape $(C, d_k)$, as `query(x)`
-# computes it. The layers draw their weights from the seeded generator, so the order in which
-# they are made decides which weights each gets. One batched product then compares every query
-# with every key of its sequence: transposing the last two axes of `k` turns each $(T, d_k)$
-# block into $(d_k, T)$, so the product holds one $(T, T)$ matrix of scores per sequence.
-# Dividing by $\sqrt{d_k}$ keeps their spread the same for any head size
+# passes on), each of size $d_k$: $Q = X W_Q$, as `query(x)` computes it. One batched product
+# `q @ k.transpose(-2, -1)` gives one $(T, T)$ matrix of scores per sequence. Dividing by
+# $\sqrt{d_k}$ keeps their spread the same for any head size
 # ([why](scaled_dot_product_step_by_step.md#the-variance-argument)).
+#
+# <details class="note">
+# <summary>Going deeper: the shapes, and the order of the layers</summary>
+#
+# $W_Q$ has shape $(C, d_k)$. Transposing the last two axes of `k` turns each $(T, d_k)$ block
+# into $(d_k, T)$. The layers draw their weights from the seeded generator, so the order in
+# which they are made decides which weights each gets.
+#
+# </details>
 
 # %%
 # Drawn from the seeded generator in this order: key, query, value.
@@ -204,9 +210,8 @@ first = torch.equal(wei[:, 0], wei_avg[0].expand(B, T))
 print("first row of every sequence is [1, 0, ..., 0]:", first)
 
 # %% [markdown]
-# The first picture follows query 5 of sequence 0 through the three steps: its scores against
-# all eight keys, the two future keys set to $-\infty$, the softmax over what is left. The
-# second shows every row of sequence 0 after the softmax, and their sums.
+# The first picture follows query 5 of sequence 0: its scores, the two future keys set to
+# $-\infty$, the softmax. The second shows every row of sequence 0 and their sums.
 
 # %% tags=["plot"]
 t = 5  # the query the picture follows
@@ -286,13 +291,15 @@ figure_to_svg(
 # scores**: query 0 sees only key 0. Unlike the average, the other rows are uneven: each query
 # spreads its weight according to its scores.
 #
-# **Why $-\infty$, and not a large negative number?** Code often masks with a large finite number $c$, such as $-10^{9}$, instead of $-\infty$. A
-# masked key then gets the weight $e^{c - m} / \sum_j e^{s_j - m}$ ($m$ the largest score),
-# zero only if the exponential underflows, which depends on the number format and the size of
-# the scores. With $-\infty$ it is zero in every format and at every scale.
+# **Why $-\infty$, and not a large negative number?** With $-\infty$ a masked weight is zero
+# in every number format and at every scale; a finite fill is zero only if it underflows.
 #
 # <details class="note">
 # <summary>Going deeper: finite fills, BERT's −10&nbsp;000, and float16</summary>
+#
+# Code often masks with a large finite number $c$, such as $-10^{9}$. A masked key then gets
+# the weight $e^{c - m} / \sum_j e^{s_j - m}$ ($m$ the largest score), zero only if the
+# exponential underflows, which depends on the number format and the size of the scores.
 #
 # The cell below measures the weight that leaks to future keys. First with fills of growing
 # size: small fills leak, large ones underflow to exactly zero in float32. Then with the mask
@@ -337,8 +344,8 @@ print(
 # Each output row mixes the *values* of the positions it may see:
 # $o_i = \sum_{j \le i} a_{ij} v_j$. `torch.nn.functional.scaled_dot_product_attention` with
 # `is_causal=True` computes the same in one call, and `attn_ref.scaled_dot_product_attention`
-# too (returning the weights as well), to within float32 rounding. The last lines collect the
-# steps into one function, the whole head in six lines.
+# too (returning the weights as well), to within float32 rounding. The last lines put the
+# whole head in one six-line function.
 
 # %%
 out = wei @ v  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
@@ -405,17 +412,16 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# Every position before the changed token stays exactly where it was, not moved even by a
-# rounding error: the new token enters their rows only through a key of weight exactly $0$.
-# The positions from 5 on see it and move. The other sequences do not move at all.
+# Every position before the changed token stays exactly where it was, to the last bit: the
+# new token enters their rows only with weight exactly $0$. Positions from 5 on move. Other
+# sequences do not.
 #
 # ## Padding: sequences of different lengths
 #
-# Real batches hold sequences of different lengths, padded to a common $T$.
-# `attn_ref.masks.padding_mask(lengths, T)`, of shape $(B, 1, T)$, marks the real keys; `&`
-# with the $(T, T)$ causal mask broadcasts to one $(B, T, T)$ mask. The padding can go after
-# the real tokens (on the right) or before them (on the left, common when a model generates
-# for a batch: every sequence then ends at the same position).
+# Real batches pad sequences of different lengths to a common $T$.
+# `attn_ref.masks.padding_mask(lengths, T)` marks the real keys; `&` with the causal mask
+# gives one $(B, T, T)$ mask. The padding goes on the right (after the tokens) or on the left
+# (common when generating: every sequence then ends at the same position).
 
 # %%
 lengths = [8, 5, 3, 6]  # real tokens per sequence; the rest is padding
@@ -611,15 +617,21 @@ print(
 # where `wei` is one $(T, T)$ matrix, not learned scores, which give one per sequence. The
 # fix: `out = wei @ v`, as in [the output](#the-output-checked-against-pytorch).
 #
-# <a id="meaning"></a>**"The model learned that these tokens are related."** A library is a
-# common picture of Q, K and V: the query is the question, the keys the labels on the books,
-# the values their contents. It invites reading a high weight as "these tokens are similar in
-# meaning". Here nothing was learned: the tokens are noise and the projections random. Other
-# random $W_Q$ and $W_K$ (other seeds, the same tokens) make query 7 prefer other keys (below).
-# Nor is a weight a similarity: the score of query $i$ against key $j$,
-# $(x_i W_Q) \cdot (x_j W_K)$, differs from that of query $j$ against key $i$ (the last line).
-# Only a trained model's weights can mean "this earlier token helps here"
+# <a id="meaning"></a>**"The model learned that these tokens are related."** Here nothing was
+# learned: the tokens are noise and the projections random. Other seeds, on the same tokens,
+# make query 7 prefer other keys (below). Nor is a weight a similarity: the score of query $i$
+# against key $j$, $(x_i W_Q) \cdot (x_j W_K)$, differs from that of query $j$ against key $i$
+# (the last line). Only a trained model's weights can mean "this earlier token helps here"
 # ([induction heads](induction_heads.md) shows one).
+#
+# <details class="note">
+# <summary>Going deeper: where the reading comes from</summary>
+#
+# A library is a common picture of Q, K and V: the query is the question, the keys the labels
+# on the books, the values their contents. It invites reading a high weight as "these tokens
+# are similar in meaning".
+#
+# </details>
 
 # %%
 out_of_tokens = wei_unscaled @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
@@ -636,10 +648,17 @@ print(f"largest |score(i, j) - score(j, i)|: {asymmetry:.2f}")
 
 # %% [markdown]
 # <a id="attention-date"></a>**"Attention was introduced by the 2017 transformer paper."**
-# Bahdanau et al. (2014) added it to a recurrent translation model, and the 2017 paper's
-# abstract says the best models of its day "also connect the encoder and decoder through an
-# attention mechanism". The transformer's novelty is a model "based solely on attention
-# mechanisms, dispensing with recurrence and convolutions entirely".
+# Bahdanau et al. (2014) added it to a recurrent translation model. The transformer's novelty
+# is a model "based solely on attention mechanisms, dispensing with recurrence and
+# convolutions entirely".
+#
+# <details class="note">
+# <summary>Going deeper: what the 2017 paper says of its predecessors</summary>
+#
+# Its abstract says the best models of its day "also connect the encoder and decoder through
+# an attention mechanism".
+#
+# </details>
 #
 # ## Exercises
 #

@@ -50,12 +50,19 @@ figure_to_svg(
 # %% [markdown]
 # ## A linear layer
 #
-# A linear layer maps an input row $x$ to an output row $y = x W + b$: output $j$ is the dot
-# product of $x$ with column $j$ of $W$, plus $b_j$. `nn.Linear(in_features, out_features)`
-# stores the transpose: its `weight` is $W^\top$, of shape `(out_features, in_features)`, one
-# row per output, and `layer(x)` computes `x @ layer.weight.T + layer.bias`. Leading axes of
-# `x` (a batch, a sequence of tokens) are carried through. The layer below starts from random
-# numbers, so the seed is fixed first: every run prints the same numbers.
+# A linear layer maps an input row $x$ to $y = x W + b$. `nn.Linear(in_features,
+# out_features)` stores the transpose: its `weight` is $W^\top$, one row per output, and
+# `layer(x)` computes `x @ layer.weight.T + layer.bias`. The seed is fixed first, so every run
+# prints the same numbers.
+#
+# <details class="note">
+# <summary>Going deeper: one output at a time, and leading axes</summary>
+#
+# Output $j$ is the dot product of $x$ with column $j$ of $W$, plus $b_j$. `weight` has shape
+# `(out_features, in_features)`. Leading axes of `x` (a batch, a sequence of tokens) are
+# carried through.
+#
+# </details>
 
 # %%
 import numpy as np
@@ -145,14 +152,12 @@ for name, result in (("nn.Linear", y), ("x @ W + b", y_manual)):
 #
 # ### Steps 1 to 3: queries, keys and values, scores, scaled
 #
-# The tokens are `attn_ref.examples.THREE_TOKENS`; NumPy computes in float64. All three
-# projections are the identity matrix here, so $Q = K = V = X$ and every number can be checked
-# by hand ([what this choice costs](#what-the-identity-projections-hide)). Entry $(i, j)$ of
-# $Q K^\top$ is the dot product of query $i$ with key $j$: how well token $j$ matches what
-# token $i$ looks for. Dividing by $\sqrt{d_k}$ keeps the scores' spread the same whatever the
-# width ([why](scaled_dot_product_step_by_step.md#the-variance-argument)). $d_k$ is the number of
-# features of a query: the **last axis** of $Q$, equal to $C$ here only because the
-# projections are square.
+# The tokens are `attn_ref.examples.THREE_TOKENS`, in float64. All three projections are the
+# identity, so $Q = K = V = X$ ([what this costs](#what-the-identity-projections-hide)).
+# Entry $(i, j)$ of $Q K^\top$ is how well token $j$ matches what token $i$ looks for.
+# Dividing by $\sqrt{d_k}$ keeps the scores' spread the same whatever the width
+# ([why](scaled_dot_product_step_by_step.md#the-variance-argument)). $d_k$ is the **last
+# axis** of $Q$; it equals $C$ here only because the projections are square.
 
 # %%
 X_np = np.array(THREE_TOKENS)  # (T, C) = (3, 4)
@@ -313,9 +318,8 @@ low, high = weights_r.min().item(), weights_r.max().item()
 print(f"weights from {low:.4f} to {high:.4f}; uniform: {1 / 3:.4f}")
 
 # %% [markdown]
-# The picture shows the projections: each entry of $Q$ is the dot product of a row of $X$ (to
-# its left) and a column of $W_Q$ (above it), as the framed row, column and entry show. The
-# three matrices $W_Q$, $W_K$ and $W_V$ are `rand_q.weight.T` and its two siblings.
+# In the picture, each entry of $Q$ is a row of $X$ (left) dotted with a column of $W_Q$
+# (above), as the frames show. $W_Q$ is `rand_q.weight.T`.
 
 # %% tags=["plot"]
 fig, ax = canvas(11.9, 9.3, scale=0.38)
@@ -351,12 +355,18 @@ figure_to_svg(
 
 # %% [markdown]
 # The second picture puts the two heads side by side. With identity projections the scores
-# mirror across the diagonal; with random ones they do not. (The weights are not symmetric
-# even with the identity: each row is divided by its own sum.) The random head's scores are
-# small and its weights close to uniform: `nn.Linear` draws its starting weights between
-# $\pm 1/\sqrt{n}$, with $n$ its number of inputs. Training adjusts $W_Q$, $W_K$ and $W_V$
-# until the weights help the task. Both weight grids share one colour scale, from 0 (dark
-# purple) to 1 (yellow).
+# mirror across the diagonal; with random ones they do not. The random head's weights are
+# close to uniform; training adjusts $W_Q$, $W_K$ and $W_V$ until they help the task.
+#
+# <details class="note">
+# <summary>Going deeper: reading the second picture</summary>
+#
+# The weights are not symmetric even with the identity: each row is divided by its own sum.
+# The random head's scores are small because `nn.Linear` draws its starting weights between
+# $\pm 1/\sqrt{n}$, with $n$ its number of inputs. Both weight grids share one colour scale,
+# from 0 (dark purple) to 1 (yellow).
+#
+# </details>
 
 # %% tags=["plot"]
 fig, ax = canvas(9.6, 9.6, scale=0.44)
@@ -461,9 +471,8 @@ print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {ratio:.4f}")
 
 # %% [markdown]
 # <a id="identity-for-reproducibility"></a>**Identity projections "for reproducibility".**
-# Setting $W_Q = W_K = W_V = I$ makes every run print the same numbers, but so does a seed, as
-# the random head shows. The identity gives numbers one can check by hand, and hides what real
-# projections do ([what it hides](#what-the-identity-projections-hide)).
+# A seed makes runs repeat just as well. The identity only makes numbers checkable by hand,
+# and hides what real projections do ([what it hides](#what-the-identity-projections-hide)).
 #
 # ## Exercises
 #
