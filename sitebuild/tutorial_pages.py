@@ -9,6 +9,8 @@ A code cell's tags say how the page shows it:
 
 - ``solution``: code and output inside a collapsed "Solution" block;
 - ``plot``: the code inside a collapsed "Plotting code" block, the plot in view under it;
+- ``check``: the code inside a collapsed "Checking code" block, what it printed in view under it
+  (a check of a claim, or a pitfall's symptom: the result is the lesson, the code is for later);
 - ``deeper``: code and output inside the collapsed "Going deeper" block that ends the markdown
   cell just before it, with the side topic's prose;
 - ``measured``: the cell times code or weighs its memory, so its output changes from build to
@@ -30,6 +32,7 @@ from nbformat import NotebookNode
 from attn_ref.plotting import PLOT_MIME
 
 INDENT = " " * 4
+FOLDED_CODE = {"plot": "Plotting code", "check": "Checking code"}  # tag: its collapsed block's title
 FRONT_MATTER = ("search",)  # notebook metadata a tutorial page takes as its front matter
 # A side topic in a markdown cell: <details class="note"><summary>Title</summary> body </details>
 DETAILS = re.compile(
@@ -79,8 +82,9 @@ def _add_code_cell(parts: list[str], cell: NotebookNode) -> None:
     outputs = list(_outputs(cell))
     if "solution" in tags:
         blocks = ['??? success "Solution"\n\n' + _indented("\n\n".join([code, *outputs]))]
-    elif "plot" in tags:
-        blocks = ['??? example "Plotting code"\n\n' + _indented(code), *outputs]
+    elif tags & FOLDED_CODE.keys():
+        (tag,) = tags & FOLDED_CODE.keys()
+        blocks = [f'??? example "{FOLDED_CODE[tag]}"\n\n' + _indented(code), *outputs]
     else:
         blocks = [code, *outputs]
     if "measured" in tags:  # its output differs from build to build: make measure skips it

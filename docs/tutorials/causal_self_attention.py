@@ -376,7 +376,7 @@ print("the function, same as the steps:", same)
 # cell replaces token 5 of sequence 0 with new random numbers and measures how far each output
 # of the function moves.
 
-# %%
+# %% tags=["check"]
 changed = 5
 x_changed = x.clone()
 new_token = torch.Generator().manual_seed(0)
@@ -596,7 +596,7 @@ print(
 # to uniform. The fix: divide, as [`scores`](#queries-keys-and-scores) does ([exercise 3](#exercises) shows
 # what the missing division amounts to).
 
-# %%
+# %% tags=["check"]
 wei_unscaled = torch.softmax(
     raw_scores.masked_fill(~allowed, float("-inf")), dim=-1
 )  # (B, T, T), no division
@@ -633,7 +633,7 @@ print(
 #
 # </details>
 
-# %%
+# %% tags=["check"]
 out_of_tokens = wei_unscaled @ x  # (B, T, T) @ (B, T, C) -> (B, T, C)
 print("wei @ x:", tuple(out_of_tokens.shape), " wei @ v:", tuple(out.shape))
 favourites = []

@@ -422,7 +422,7 @@ figure_to_svg(
 # gets another $y$. The fix: seed before making the layer, and use one input in the text and
 # in the code.
 
-# %%
+# %% tags=["check"]
 first, second = nn.Linear(3, 2), nn.Linear(3, 2)
 equal = torch.equal(first.weight, second.weight)
 print("two layers made without a seed have equal weights:", equal)
@@ -444,7 +444,7 @@ for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
 # ([a linear layer](#a-linear-layer)). The fix: `torch.testing.assert_close`, which allows for
 # rounding and says by how much two tensors differ when they do.
 
-# %%
+# %% tags=["check"]
 print("y == y_manual gives a tensor:", y == y_manual)
 try:
     assert y == y_manual
@@ -462,7 +462,7 @@ print("torch.testing.assert_close passes")
 # $d_k = 64$, the wrong scale would shrink every score by the factor printed last. The fix:
 # take $d_k$ from the last axis of $Q$ (`Q.shape[-1]`).
 
-# %%
+# %% tags=["check"]
 by_width = torch.softmax(scores_r / C**0.5, dim=-1) @ V_r  # 1/sqrt(C)
 print("1/sqrt(C) matches F.sdpa:", torch.allclose(by_width, sdpa_r))
 print(f"largest difference: {(by_width - sdpa_r).abs().max():.4f}")

@@ -171,3 +171,13 @@ def test_the_notebooks_search_setting_becomes_the_pages_front_matter():
     source, settings = meta.get_data(markdown_page(notebook, "tiles.ipynb"))
     assert settings == {"search": {"boost": 2}} and source.startswith("# Tiles\n\n[Download")
     assert meta.get_data(markdown_page(NOTEBOOK, "tiny.ipynb"))[1] == {}
+
+
+def test_checking_code_is_collapsed_and_what_it_printed_stays_in_view():
+    notebook = new_notebook(
+        cells=[new_markdown_cell("# Checks"), _code("print(2 + 2 == 4)", _printed("True\n"), tags=["check"])]
+    )
+    page = markdown_page(notebook, "checks.ipynb")
+    folded, shown = page.split("```text")
+    assert '??? example "Checking code"' in folded and "    print(2 + 2 == 4)" in folded
+    assert shown.lstrip("\n").startswith("True") and "print(" not in shown
