@@ -65,7 +65,7 @@ VALUES_MODULE = Path(__file__).resolve().parent / "values.py"
 TUTORIALS = Path("docs") / "tutorials"
 CACHE = Path(".cache") / "tutorials"
 WORKERS_VARIABLE = "SITE_EXECUTION_WORKERS"  # kernels at a time; the machine's cores by default
-CELL_TAGS = {"solution", "plot", "deeper", "measured"}
+CELL_TAGS = {"solution", "plot", "check", "deeper", "measured"}
 _durations_lock = threading.Lock()  # the executing threads record their times in one file
 
 # Run after the last cell, then removed. The kernel's working folder is empty, so it runs
