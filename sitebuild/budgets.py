@@ -32,7 +32,7 @@ CORE_PATH = (  # the five pages a newcomer reads first, in order (mkdocs.yml's "
     "tutorials/scaled_dot_product_step_by_step/",
     "concepts/transformer_block/",
 )
-CORE_PAGE_SCREENS = 10.0  # the height of a core page at 1280 x 900, in screens
+CORE_PAGE_SCREENS = 11.0  # the height of a core page at 1280 x 900, in screens ("about 10")
 CORE_PATH_PROSE_WORDS = 7000  # visible prose on the whole core path
 CORE_PATH_FIGURES = 20  # pictures on the whole core path
 VISIBLE_CELL_LINES = 25  # the longest code block a teaching page shows unfolded
