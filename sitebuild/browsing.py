@@ -100,7 +100,9 @@ LOAD_PLOTS = """() => Promise.all([...document.querySelectorAll("img[loading=laz
   .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
 READING = """screen => {
   const article = document.querySelector("article");
-  const shown = e => e.getClientRects().length > 0;
+  // Chromium keeps boxes for the content of a closed <details> (content-visibility), so a
+  // rendered box is not enough: nothing inside a folded block is shown.
+  const shown = e => e.getClientRects().length > 0 && !e.closest("details:not([open]) > :not(summary)");
   const pres = [...article.querySelectorAll("pre")].filter(shown);
   const code = pres.map(p => p.innerText).join("\\n");
   const text = article.innerText;
