@@ -69,8 +69,8 @@ figure_to_svg(
 # MoBA's gate (its equation 6):
 #
 # $$
-# s_{t,i} = q_t \cdot \bar k_i, \qquad
-# \bar k_i = \tfrac{1}{B} \textstyle\sum_{j \in \text{block } i} k_j
+# s_{t,i} = q_t \cdot \overline{k}_i, \qquad
+# \overline{k}_i = \tfrac{1}{B} \textstyle\sum_{j \in \text{block } i} k_j
 # $$
 #
 # It keeps its **own block** always, attended with the causal mask, and the `top_k`
