@@ -6,7 +6,7 @@ earlier ones, and runs exact attention over the keys of those blocks alone
 (MoBA, Lu et al., 2025; the selection branch of NSA, Yuan et al., 2025):
 
 $$
-s_{t,i} = q_t \cdot \bar k_i, \qquad \bar k_i = \operatorname{mean}_{j \in \text{block } i} k_j .
+s_{t,i} = q_t \cdot \overline{k}_i, \qquad \overline{k}_i = \operatorname{mean}_{j \in \text{block } i} k_j .
 $$
 
 - `block_mean_keys`, `block_scores`: the score of every block, for every query.
@@ -52,7 +52,7 @@ __all__ = [
 
 
 def block_mean_keys(key: Tensor, block_size: int) -> Tensor:
-    r"""The mean key of every block of ``block_size`` positions: $\bar k_i$.
+    r"""The mean key of every block of ``block_size`` positions: $\overline{k}_i$.
 
     Args:
         key: ``(..., S, d_k)``.
@@ -76,7 +76,7 @@ def block_mean_keys(key: Tensor, block_size: int) -> Tensor:
 
 
 def block_scores(query: Tensor, key: Tensor, block_size: int) -> Tensor:
-    r"""$s_{t,i} = q_t \cdot \bar k_i$: every query's score of every block (MoBA's gate, equation 6).
+    r"""$s_{t,i} = q_t \cdot \overline{k}_i$: every query's score of every block (MoBA's gate, equation 6).
 
     Args:
         query: ``(..., L, d_k)``.
