@@ -80,12 +80,19 @@ AXE_OPTIONS = {
 }
 
 
-def accessibility_violations(page) -> list[str]:
-    """axe-core's findings on the page as it is now: one line per rule and element. axe is put
-    into the page once (half a megabyte of script), then run as often as asked."""
+# The rules whose verdict depends on colours (axe's category "cat.color" within the tags above): all
+# that a page's other colour scheme can change, since the schemes differ in colours alone.
+COLOUR_RULES = ["color-contrast", "link-in-text-block"]
+
+
+def accessibility_violations(page, rules: list[str] | None = None) -> list[str]:
+    """axe-core's findings on the page as it is now, by every rule above or only by ``rules``: one
+    line per rule and element. axe is put into the page once (half a megabyte of script), then run
+    as often as asked."""
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.evaluate(AXE_SCRIPT)
-    response = page.evaluate("options => axe.run(document, options)", AXE_OPTIONS)
+    options = AXE_OPTIONS if rules is None else {**AXE_OPTIONS, "runOnly": {"type": "rule", "values": rules}}
+    response = page.evaluate("options => axe.run(document, options)", options)
     return [
         f"{violation['id']}: {' '.join(map(str, node['target']))}"
         for violation in response["violations"]

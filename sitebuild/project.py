@@ -20,19 +20,23 @@ TUTORIALS = ROOT / "docs" / "tutorials"
 EXEC_BLOCK = re.compile(r'^( *)```python exec="true"([^\n]*)\n(.*?)^\1```', re.M | re.S)
 
 
-def copy_project(destination: Path) -> Path:
-    """Copy the files git knows (tracked, or new and not ignored): no site, cache or venv."""
+def project_files(root: Path) -> list[Path]:
+    """The files git knows (tracked, or new and not ignored): no site, cache or venv."""
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT,
+        cwd=root,
         capture_output=True,
         check=True,
     ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, destination / name)
+    return [root / name for name in sorted(filter(None, listed.split("\0"))) if (root / name).is_file()]
+
+
+def copy_project(destination: Path) -> Path:
+    """Copy the project's files (`project_files`) to ``destination``."""
+    for source in project_files(ROOT):
+        target = destination / source.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
     return destination
 
 

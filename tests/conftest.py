@@ -13,7 +13,8 @@ from filelock import FileLock
 from sitebuild import execution as tutorial_execution
 from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS
 from sitebuild.local_server import serve
-from sitebuild.project import ROOT, TUTORIALS, build
+from sitebuild.project import ROOT, TUTORIALS
+from tests.support import kept
 from tests.support.built_site import BuiltSite
 from tests.support.shown import ExecutedTutorial
 
@@ -26,28 +27,27 @@ def _run_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pat
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> BuiltSite:
-    """The site, built once per test run with ``mkdocs build --strict``.
+    """The site, built with ``mkdocs build --strict`` once per input (tests/support/kept.py).
 
-    The first worker to get here builds it; the others wait and use it. The build executes the
-    tutorials that are not kept yet, under the same lock as `executed_tutorials`.
+    The first worker to get here executes the tutorials that are not kept yet, then builds the site
+    unless a build of the same inputs is kept; the others wait and use it.
     """
     run_folder = _run_folder(tmp_path_factory, worker_id)
-    site_dir, log_file, failed = (
-        run_folder / "site",
-        run_folder / "site-build.log",
-        run_folder / "site-failed",
-    )
+    chosen, failed = run_folder / "site-folder", run_folder / "site-failed"
     with FileLock(run_folder / "site.lock"):
         if failed.is_file():  # once is enough: every test that needs the site fails with the build's error
             pytest.fail(failed.read_text(), pytrace=False)
-        if not log_file.is_file():
+        if not chosen.is_file():
+            sources = sorted(TUTORIALS.glob("*.py"))
+            running = tutorial_execution.execute_all(sources, ROOT)
             try:
-                _, log = build(ROOT, site_dir)
+                folder = kept.built_site(kept.site_key(running[source].result() for source in sources))
             except RuntimeError as error:
                 failed.write_text(str(error))
                 raise
-            log_file.write_text(log)
-    return BuiltSite(site_dir, log_file.read_text())
+            chosen.write_text(str(folder))
+    folder = Path(chosen.read_text())
+    return BuiltSite(folder / "site", (folder / "build.log").read_text(), folder)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""The site as a test run built it (once, see the ``built_site`` fixture): its folder and the build's log."""
+"""The site as a test run reads it (the ``built_site`` fixture): its folder, the build's log, and the
+folder the build is kept in, where checks of the same build keep their results."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sitebuild.project import html_pages
 class BuiltSite:
     path: Path
     log: str
+    kept: Path
 
     def pages(self) -> list[Path]:
         return [page for page in html_pages(self.path) if page.name == "index.html"]
