@@ -28,6 +28,7 @@ from sitebuild.budgets import (
 )
 from sitebuild.project import PAGE_PATHS, ROOT
 from tests.support.built_site import BuiltSite
+from tests.support.colours import contrast, on
 from tests.support.forked import run_python
 from tests.support.looks import MODES, PageLooks
 
@@ -162,6 +163,15 @@ def test_each_figure_shows_the_drawing_of_the_scheme_unfiltered(looks, page_path
     drawing of it, the one of the reader's scheme, never a drawing turned around by a filter."""
     for shown in looks(page_path, "desktop").plots_shown[scheme]:
         assert shown == [f"plot-{scheme} none"], shown
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_code_is_drawn_at_4_5_to_1_or_more_in_both_schemes(looks, page_path, scheme):
+    """Every colour of code (each kind of token, printed output, folded code too) against its block's
+    background, WCAG 2.1 AA's 4.5:1; a translucent colour as it shows over the block."""
+    for pair in looks(page_path, "desktop").code_colours[scheme]:
+        ink, background = pair.split("|")
+        assert contrast(on(ink, background), on(background, background)) >= 4.5, pair
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -25,6 +25,7 @@ from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TO
 from attn_ref.masks import causal_mask
 from attn_ref.plotting import attention_heatmap
 from sitebuild.browsing import Tab, accessibility_violations
+from tests.support.colours import contrast, on, srgb
 from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.reference import EPS32, EPS64, as64
@@ -741,23 +742,6 @@ def test_the_sentence_and_the_table_change_in_the_same_frame(browser, server):
     tab.close()
 
 
-def srgb(css: str) -> tuple[int, ...]:
-    """An ``rgb(r, g, b)`` colour as its three 8-bit channels."""
-    return tuple(int(float(c)) for c in re.findall(r"[\d.]+", css)[:3])
-
-
-def contrast(a: tuple[int, ...], b: tuple[int, ...]) -> float:
-    """WCAG's contrast ratio of two 8-bit colours."""
-
-    def luminance(colour):
-        c = np.array(colour) / 255
-        linear = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-        return float(linear @ [0.2126, 0.7152, 0.0722])
-
-    high, low = sorted((luminance(a), luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
-
-
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_weights_are_coloured_as_the_sites_plots_colour_them(browser, server, scheme):
     """Each weight's cell in matplotlib's viridis, the map attn_ref.plotting draws weights with (dark
@@ -791,7 +775,7 @@ def test_the_weights_are_coloured_as_the_sites_plots_colour_them(browser, server
                 assert srgb(background) == (0, 0, 0) and "rgba" in background  # transparent: hatched
                 continue
             assert srgb(background) == tuple(round(255 * c) for c in viridis(float(w))[:3]), w
-            assert contrast(srgb(background), srgb(ink)) >= 4.5
+            assert contrast(on(background, background), on(ink, background)) >= 4.5
     # Token 0 sees only itself under the causal mask: a weight of 1, yellow, in both schemes.
     assert state["weights"][0][0] == 1
     assert srgb(cells[0][0]) == (0xFD, 0xE7, 0x25)

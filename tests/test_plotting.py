@@ -9,6 +9,7 @@ import torch
 from matplotlib.colors import to_rgba
 
 from attn_ref.plotting import DARK_PAPER, PLOT_MIME, attention_heatmap, dark_colour, figure_to_svg
+from tests.support.colours import contrast, luminance
 
 
 def test_heatmap_draws_the_weights_with_labels_and_numbers():
@@ -56,16 +57,6 @@ IMAGE_DATA = re.compile(r'xlink:href="data:image/png;base64,([^"]+)"')
 FILL = re.compile(r"fill: ?(#[0-9a-f]{6})")
 
 
-def _luminance(colour) -> float:
-    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgba(colour)[:3]]
-    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-
-
-def _contrast(a, b) -> float:
-    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
-
-
 def test_a_heatmaps_colours_mean_the_same_weight_in_both_drawings():
     """The weights and the colour bar are the same image in both; the numbers over the cells keep
     the colour chosen against their cell; the rest of the text turns light on the dark page."""
@@ -76,7 +67,7 @@ def test_a_heatmaps_colours_mean_the_same_weight_in_both_drawings():
     light_text, dark_text = _text_colours(svg.light), _text_colours(svg.dark)
     for number in ("1.00", "0.00", "0.25", "0.75"):  # over their cells: as chosen against them
         assert light_text[number] == dark_text[number]
-    assert light_text["weights"] == "#000000" and _contrast(dark_text["weights"], DARK_PAPER) >= 4.5
+    assert light_text["weights"] == "#000000" and contrast(dark_text["weights"], DARK_PAPER) >= 4.5
 
 
 @pytest.mark.parametrize("height", [2.4, 2.43, 2.46, 2.49, 2.52])
@@ -106,8 +97,8 @@ def _text_colours(svg: str) -> dict[str, str]:
 def test_ink_and_text_stand_out_from_the_dark_page_and_keep_their_hue(colour):
     import colorsys
 
-    assert _contrast(dark_colour(colour), DARK_PAPER) >= 3.0
-    assert _contrast(dark_colour(colour, "text"), DARK_PAPER) >= 4.5
+    assert contrast(dark_colour(colour), DARK_PAPER) >= 3.0
+    assert contrast(dark_colour(colour, "text"), DARK_PAPER) >= 4.5
     r, g, b, _ = to_rgba(colour)
     if max(r, g, b) - min(r, g, b) >= 0.08:  # a hue, not a grey
         hue = colorsys.rgb_to_hls(r, g, b)[0]
@@ -117,8 +108,8 @@ def test_ink_and_text_stand_out_from_the_dark_page_and_keep_their_hue(colour):
 
 def test_greys_turn_around_and_pale_fills_deepen():
     assert np.allclose(dark_colour("white")[:3], to_rgba(DARK_PAPER)[:3])
-    assert _luminance(dark_colour("black")) > 0.5 > _luminance(dark_colour("white"))
-    assert _luminance(dark_colour("#dbe9f6", "fill")) < 0.1  # a pale box behind text
+    assert luminance(dark_colour("black")) > 0.5 > luminance(dark_colour("white"))
+    assert luminance(dark_colour("#dbe9f6", "fill")) < 0.1  # a pale box behind text
     assert dark_colour("tab:orange", "fill") == to_rgba("tab:orange")  # a bar keeps its colour
     with pytest.raises(ValueError, match="role must be 'ink', 'text' or 'fill', got 'paint'"):
         dark_colour("red", "paint")

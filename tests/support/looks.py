@@ -99,6 +99,11 @@ PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")]
   [...frame.querySelectorAll("img.plot")].filter(i => i.getClientRects().length > 0)
     .map(i => [...i.classList].filter(c => c !== "plot").join(" ") + " " + getComputedStyle(i).filter))"""
 
+# Each colour the article's code is drawn in, with its block's background ("ink|background"): axe
+# cannot judge code, whose background holds the scroll cue's gradients, and reports it incomplete.
+CODE_COLOURS = """() => [...new Set([...document.querySelectorAll("article pre > code, article pre > code *")]
+  .map(e => getComputedStyle(e).color + "|" + getComputedStyle(e.closest("code")).backgroundColor))]"""
+
 
 @dataclass
 class Look:
@@ -115,6 +120,7 @@ class Look:
     copied: list[str | None]
     violations: dict[str, list[str]]  # colour scheme: axe-core's findings (desktop load only)
     plots_shown: dict[str, list[list[str]]]  # colour scheme: each figure's shown drawings (desktop)
+    code_colours: dict[str, list[str]]  # colour scheme: CODE_COLOURS (desktop)
     reading: dict  # what a reader meets at this width (sitebuild.browsing.READING)
     plot_scales: list[dict] | None = None  # each plot's drawing and its scale (narrow)
 
@@ -136,6 +142,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         copied=[],
         violations={},
         plots_shown={},
+        code_colours={},
         reading=measured,
     )
     name = page_path.strip("/").replace("/", "_") or "home"
@@ -143,11 +150,13 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         screenshot(tab.page, f"{name}-light")
         look.violations["light"] = accessibility_violations(tab.page)
         look.plots_shown["light"] = tab.page.evaluate(PLOTS_SHOWN)
+        look.code_colours["light"] = tab.page.evaluate(CODE_COLOURS)
         tab.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
         tab.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
         screenshot(tab.page, f"{name}-dark")
         look.violations["dark"] = accessibility_violations(tab.page, COLOUR_RULES)
         look.plots_shown["dark"] = tab.page.evaluate(PLOTS_SHOWN)
+        look.code_colours["dark"] = tab.page.evaluate(CODE_COLOURS)
         look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
     else:
         screenshot(tab.page, f"{name}-{mode}")
