@@ -274,7 +274,7 @@ for seed in SEEDS:
 # **A sink dropped on one path.** A kernel normalizes without the sink, as a plain
 # softmax would. Every test with a sink of zero weight passes. With zero scores, ten
 # keys whose values are 1 and a positive sink, the right output is
-# $S / (S + e^{\sigma_h})$ per head, and the dropped sink gives exactly 1:
+# $S / (S + e^{\sigma_h})$ per head, and the dropped sink gives 1:
 
 # %%
 H, S = 4, 10
