@@ -38,13 +38,10 @@ from attn_ref.modern import (
 )
 from attn_ref.serving import create_block_mask, flex_attention
 from tests.support.modern_reference import QUOTED, bill_by_hand
+from tests.support.reference import as64
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 F32 = 2**-23  # float32's unit roundoff, relative
-
-
-def as64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().numpy()
 
 
 # --- NumPy references, float64, written from the formulas ----------------------------------------

@@ -50,13 +50,13 @@ torch.set_printoptions(precision=3, sci_mode=False)
 row = torch.tensor([[[[0.5, -0.5, 1.0, 0.0, -1.0, 0.3]]]])  # (B, H, L, S)
 plain = row.softmax(-1)[0, 0, 0]
 with_sink = sink_softmax(row, torch.tensor([1.5]))[0, 0, 0]
-fig, ax = plt.subplots(figsize=(5.6, 2.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.0), layout="constrained")
 keys = np.arange(6)
 ax.bar(keys - 0.2, plain, width=0.4, color="C0", label="softmax")
 ax.bar(keys + 0.2, with_sink, width=0.4, color="C1", label="with sink 1.5")
 ax.bar(6.2, 1 - with_sink.sum(), width=0.4, color="gray", label="the sink")
-ax.set_xticks([*keys, 6.2], [*(f"key {j}" for j in keys), "sink"], fontsize=9)
-ax.set_ylabel("weight")
+ax.set_xticks([*keys, 6.2], [*(str(j) for j in keys), "sink"])
+ax.set(xlabel="key", ylabel="weight")
 ax.legend(fontsize=9)
 figure_to_svg(
     fig,
@@ -124,7 +124,7 @@ for seed in SEEDS:
         models[variant, seed], histories[variant, seed] = model, history
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.0), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.0), layout="constrained")
 for color, variant in (("C0", "none"), ("C1", "sink logit")):
     for seed in SEEDS:
         h = histories[variant, seed]

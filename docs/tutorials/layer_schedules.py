@@ -59,22 +59,28 @@ positions = torch.arange(8)
 full_mask = causal_mask(8)
 window_mask = sliding_window_mask(positions, positions, window=4)
 s = torch.linspace(-150, 150, 301)
-fig, ax = plt.subplots(1, 3, figsize=(5.6, 2.3), layout="constrained")
-for a, m, title in (
-    (ax[0], full_mask, "full"),
-    (ax[1], window_mask, "window of 4"),
+fig, ax = plt.subplot_mosaic(
+    [["full", "window"], ["cap", "cap"]],
+    figsize=(4.5, 4.4),
+    layout="constrained",
+)
+for name, m, title in (
+    ("full", full_mask, "full"),
+    ("window", window_mask, "window of 4"),
 ):
-    a.imshow(m.numpy(), cmap="viridis", vmin=0, vmax=1)
-    a.set(title=title, xlabel="key", ylabel="query", xticks=[], yticks=[])
-ax[2].plot(s, s, color="gray", linestyle=":", label="s")
-ax[2].plot(s, softcap(s, 50.0), color="C2", label="capped")
-ax[2].set(title="cap of 50", xlabel="logit s", ylim=(-160, 160))
-ax[2].legend(fontsize=8)
+    ax[name].imshow(m.numpy(), cmap="viridis", vmin=0, vmax=1)
+    ax[name].set(
+        title=title, xlabel="key", ylabel="query", xticks=[], yticks=[]
+    )
+ax["cap"].plot(s, s, color="gray", linestyle=":", label="s")
+ax["cap"].plot(s, softcap(s, 50.0), color="C2", label="50 tanh(s/50)")
+ax["cap"].set(title="a cap of 50", xlabel="logit s", ylim=(-160, 160))
+ax["cap"].legend(fontsize=9)
 figure_to_svg(
     fig,
-    alt="Left: an 8 by 8 causal mask, yellow (1) where a query may attend: "
-    "every earlier key. Middle: a sliding window of 4, yellow only on the "
-    "diagonal and the three keys before it. Right: the capped logit "
+    alt="Top left: an 8 by 8 causal mask, yellow (1) where a query may attend: "
+    "every earlier key. Top right: a sliding window of 4, yellow only on the "
+    "diagonal and the three keys before it. Below: the capped logit "
     "50 tanh(s/50) against s: equal near 0, flat below 50 far from it.",
 )
 
@@ -174,7 +180,7 @@ for config in PUBLISHED:
 
 # %% tags=["plot"]
 lengths = np.unique(np.geomspace(1, 131_072, 60).astype(int))
-fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.2), layout="constrained")
 for color, name in (("C0", "gpt-oss-20b"), ("C1", "Gemma 3 27B")):
     config = next(c for c in PUBLISHED if c.name == name)
     ax.loglog(
@@ -336,7 +342,7 @@ for seed in SEEDS:
         runs[variant, seed] = model, history
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 3.2), layout="constrained")
 for color, variant in zip(("C0", "C1", "C2"), VARIANTS, strict=True):
     for seed in SEEDS:
         ax.semilogy(

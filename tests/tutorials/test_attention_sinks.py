@@ -18,8 +18,8 @@ import torch
 from attn_ref.training import repeated_tokens
 from tests.support.modern_reference import decoder_np
 from tests.support.reference import as64, softmax
+from tests.support.training_claims import SEEDS
 
-SEEDS = (0, 1, 2, 3)
 V, T, PERIODS = 64, 32, (8, 16)
 
 

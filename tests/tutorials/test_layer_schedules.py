@@ -20,10 +20,9 @@ from attn_ref.modern import FULL, SLIDING, generate
 from attn_ref.training import repeated_tokens
 from tests.support.modern_reference import QUOTED, bill_by_hand, decoder_np
 from tests.support.reference import as64, softmax
+from tests.support.training_claims import LN_64, SEEDS
 
-SEEDS = (0, 1, 2, 3)
 V, T = 64, 32
-LN_64 = math.log(64)
 
 
 def test_the_schedules(values, printed):
