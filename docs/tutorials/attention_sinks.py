@@ -56,8 +56,8 @@ ax.bar(keys - 0.2, plain, width=0.4, color="C0", label="softmax")
 ax.bar(keys + 0.2, with_sink, width=0.4, color="C1", label="with sink 1.5")
 ax.bar(6.2, 1 - with_sink.sum(), width=0.4, color="gray", label="the sink")
 ax.set_xticks([*keys, 6.2], [*(str(j) for j in keys), "sink"])
-ax.set(xlabel="key", ylabel="weight")
-ax.legend(fontsize=9)
+ax.set(xlabel="key", ylabel="weight", ylim=(0, 0.6))
+ax.legend(fontsize=9, loc="upper left")
 figure_to_svg(
     fig,
     alt="Bars of one query's weights over six keys. With a plain softmax "
