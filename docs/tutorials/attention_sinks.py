@@ -366,7 +366,7 @@ print(
 )
 
 # %% [markdown]
-# The two differ: the mean of $1/(i+1)$ is not $1/(\bar{i}+1)$, as $1/(i+1)$ is
+# The two differ: the mean of $1/(i+1)$ is not $1/(\overline{i}+1)$, as $1/(i+1)$ is
 # convex (Jensen's inequality), so the early queries weigh more.
 #
 # ## Summary
