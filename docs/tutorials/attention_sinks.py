@@ -290,7 +290,7 @@ print("with the sink:", right)
 # running maximum $m$ starts at the sink). The check that catches it is the one
 # above: attention with a sink equals attention over one more key of value zero.
 # This happened in a real kernel ([modular #6198](https://github.com/modular/modular/issues/6198),
-# fixed by [#6591](https://github.com/modular/modular/pull/6591)).
+# with a fix proposed in [#6591](https://github.com/modular/modular/pull/6591)).
 #
 # **The sink of the wrong head.** Scores are often laid out as $(B \cdot H, L, S)$
 # rows, and a common mistake is to find a row's head as `row % H`. For one query
@@ -393,6 +393,6 @@ print(f"all twelve: {sum(seconds.values()):.1f} s of CPU time")
 # - Qwen3-Next's gate in Hugging Face Transformers:
 #   [modular_qwen3_next.py](https://github.com/huggingface/transformers/blob/043bb8dde14aae1a56b84cd230737cf5d0877912/src/transformers/models/qwen3_next/modular_qwen3_next.py).
 # - The dropped sink: [modular #6198](https://github.com/modular/modular/issues/6198)
-#   and its fix [#6591](https://github.com/modular/modular/pull/6591).
+#   and the fix proposed in [#6591](https://github.com/modular/modular/pull/6591).
 #
 # **Next:** [Attention without the T×T matrix](efficient_attention.md).

@@ -1057,4 +1057,4 @@ for s in SEEDS:
 # - Jianlin Su et al. [RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding](https://arxiv.org/abs/2104.09864). arXiv:2104.09864, 2021.
 #
-# Next: [Attention without the T×T matrix](efficient_attention.md).
+# Next: [Layer schedules and capped logits](layer_schedules.md).
