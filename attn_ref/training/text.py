@@ -129,8 +129,10 @@ def to_alphabet(text: str) -> str:
     ``ß``, ``°``) is dropped.
 
     Examples:
-        >>> to_alphabet("the \u201cfor\u201d clause\u2019s suite \u2014 done\u2026 \u00b0")
-        'the "for" clause\\'s suite - done... '
+        >>> to_alphabet("the \u201cfor\u201d clause\u2019s suite")
+        'the "for" clause\\'s suite'
+        >>> to_alphabet("\u2014 done\u2026 \u00b0")
+        '- done... '
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
