@@ -431,8 +431,23 @@ print(
 # Earlier copies: every head's score is close to uniform attention's. **This model
 # has no induction heads.** In Olsson et al.'s language models, in-context learning
 # and induction heads appear together "in a narrow window early in training (roughly
-# 2.5 to 5 billion tokens)"; this model has read about half a million characters, in windows of 32 where three-character contexts rarely repeat.
-# The [induction-heads page](induction_heads.md) trains them on a task that needs them.
+# 2.5 to 5 billion tokens)"; this model has read about half a million characters,
+# in windows of 32. The [induction-heads page](induction_heads.md) trains them on a
+# task that needs them.
+#
+# <details class="note"><summary>Going deeper: prefix matching on text</summary>
+#
+# Olsson et al. define an induction head on repeated random tokens: it "attends back
+# to previous tokens that were followed by the current and/or recent tokens". On
+# random tokens one matching token is rare and means a repeat. On text it is not:
+# every `e` follows some earlier `e`, so a one-character match would count almost
+# every key as a target, and uniform attention would score high. The page's
+# `induction_targets` asks for the last three characters to match (`k=3`), the
+# "recent tokens" of the definition, and requires the earlier copy to end before the
+# current one begins, so that inside a run like `-----` the previous character is
+# not a target.
+#
+# </details>
 
 # %%
 ratio = scores["earlier copy"].max().item() / baseline["earlier copy"]
@@ -501,6 +516,7 @@ def measure(m):
     }
 
 
+# %%
 seconds, by_seed, models = {0: train_seconds}, {0: measure(model)}, {0: model}
 for seed in (1, 2):
     torch.manual_seed(seed)
@@ -572,7 +588,7 @@ print(f"1.4697 nats = {1.4697 / LN2:.2f} bits per character")
 # and nanoGPT's model reads Shakespeare, with 65 characters, a context of 256 and
 # 6 layers of 384 features, for about 3 minutes on a GPU. char-rnn's README names,
 # as an example, a checkpoint with a validation loss of 2.0681 after almost one pass
-# over its data: nats too, on the same Shakespeare. Fix: convert with $\ln 2$, and
+# over its data: nats too. Fix: convert with $\ln 2$, and
 # compare models only on the same text; this page compares with baselines counted on
 # its own text.
 #
