@@ -74,7 +74,7 @@ targets = {
 kinds = torch.stack([t[:, -1].any(-1) for t in targets.values()]).sum(0)
 shown = int(kinds.argmax())
 text = corpus.held_out[shown * T : (shown + 1) * T]
-fig, axes = plt.subplots(4, 1, figsize=(5.6, 4.0), layout="constrained")
+fig, axes = plt.subplots(4, 1, figsize=(4.6, 4.0), layout="constrained")
 for ax, (name, t) in zip(axes, targets.items(), strict=True):
     keys = t[shown, -1].nonzero().flatten().tolist()
     for j, c in enumerate(text):
@@ -86,7 +86,7 @@ for ax, (name, t) in zip(axes, targets.items(), strict=True):
             ha="center",
             va="center",
             family="monospace",
-            fontsize=10,
+            fontsize=9,
             bbox=dict(
                 boxstyle="square,pad=0.2",
                 facecolor=colour,
@@ -247,7 +247,7 @@ print(f"{read:,} characters read: {read / len(train_ids):.2f} passes")
 # %% tags=["plot"]
 bits = np.array(history) / LN2
 smooth = np.convolve(bits, np.ones(25) / 25, mode="valid")
-fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.6, 3.2), layout="constrained")
 ax.plot(bits, color="C0", alpha=0.3, linewidth=1)
 ax.plot(np.arange(24, len(bits)), smooth, color="C0", label="training batch")
 for name, colour in (("unigram", "C2"), ("bigram", "C1")):
@@ -281,7 +281,7 @@ for name, base in baselines.items():
     print(f"  {name:>8} {base:.3f}: the model is {base - bpc:.2f} bits lower")
 
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(5.6, 2.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.6, 2.8), layout="constrained")
 by_position = losses.mean(0).numpy()
 ax.plot(np.arange(1, T), by_position, marker=".", color="C0")
 ax.axhline(baselines["bigram"], color="C1", linestyle="--", label="bigram")
@@ -320,7 +320,7 @@ with torch.no_grad():
     _, shown_weights = model(held[shown : shown + 1])
 labels = [repr(c)[1:-1] if c == "\n" else c for c in text]
 fig, axes = plt.subplots(
-    2, 4, figsize=(5.6, 3.4), sharex=True, sharey=True, layout="constrained"
+    2, 4, figsize=(4.6, 3.4), sharex=True, sharey=True, layout="constrained"
 )
 for (layer, head), ax in zip(np.ndindex(2, 4), axes.flat, strict=True):
     image = ax.imshow(
@@ -376,7 +376,7 @@ for name, s in scores.items():
 
 # %% tags=["plot"]
 fig, axes = plt.subplots(
-    2, 4, figsize=(5.6, 3.0), sharex=True, sharey=True, layout="constrained"
+    2, 4, figsize=(4.6, 3.0), sharex=True, sharey=True, layout="constrained"
 )
 distances = np.arange(1, 9)
 for (layer, head), ax in zip(np.ndindex(2, 4), axes.flat, strict=True):
