@@ -342,10 +342,14 @@ figure_to_svg(
 # averaged over those queries (`target_scores`):
 #
 # $$
-# \text{score}_h = \operatorname{mean}_{(b, i):\ \text{query } i \text{ has a target}}
-# \ \sum_{j \text{ a target of } i} a^{(h)}_{b i j}
+# \begin{aligned}
+# \text{score}_h = \operatorname{mean}_{(b, i)}\;
+# & \sum_{j \in t(b, i)} a^{(h)}_{b i j}, \\
+# & \text{over queries with } t(b, i) \neq \varnothing
+# \end{aligned}
 # $$
 #
+# where $t(b, i)$ is the set of query $i$'s targets in window $b$.
 # This is the *prefix matching score* of Olsson et al. (2022), "the average fraction of
 # a head's attention weight given to the token we expect an induction head to attend
 # to", with other targets. A head that spreads its weight evenly over the keys it may
