@@ -561,10 +561,11 @@ def target_scores(weights: Tensor, targets: Tensor) -> Tensor:
     r"""Each head's mean attention weight on its targets, over the queries that have one.
 
     $$
-    \text{score}_h = \operatorname{mean}_{(b, i):\; \exists j\, t_{bij}}\;
+    \text{score}_h = \operatorname{mean}_{(b, i) \in Q}\;
     \sum_{j:\, t_{bij}} a^{(h)}_{bij}
     $$
 
+    where $Q$ holds the queries that have at least one target.
     A head that always attends to its targets scores 1. A head that spreads
     its weight evenly also scores above 0, since the targets are among the
     keys it sees: compare a score with that of uniform weights.
