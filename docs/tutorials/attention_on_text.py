@@ -343,9 +343,9 @@ figure_to_svg(
 #
 # $$
 # \begin{aligned}
-# \text{score}_h = \operatorname{mean}_{(b, i)}\;
-# & \sum_{j \in t(b, i)} a^{(h)}_{b i j}, \\
-# & \text{over queries with } t(b, i) \neq \varnothing
+# & \text{score}_h = \operatorname{mean}_{(b, i)}
+# \sum_{j \in t(b, i)} a^{(h)}_{b i j}, \\
+# & \text{over the queries with } t(b, i) \neq \varnothing
 # \end{aligned}
 # $$
 #
