@@ -270,8 +270,11 @@ class CharTransformer(nn.Module):
     r"""A decoder-only transformer over characters that returns its attention weights.
 
     $$
-    x_0 = E[c] + P, \qquad x_{\ell+1} = \operatorname{Block}_\ell(x_\ell), \qquad
-    \text{logits} = \operatorname{LN}(x_L)\, W_U
+    \begin{aligned}
+    x_0 &= E[c] + P, \\
+    x_{\ell+1} &= \operatorname{Block}_\ell(x_\ell), \\
+    \text{logits} &= \operatorname{LN}(x_L)\, W_U
+    \end{aligned}
     $$
 
     Each block is a `attn_ref.decoder.DecoderBlock` (pre-norm: causal
@@ -788,8 +791,10 @@ def induction_targets(batch: Tensor, k: int = 3) -> Tensor:
     r"""Query $i$ targets every key $j$ that followed an earlier copy of the query's last ``k`` characters.
 
     $$
-    t_{ij} = \big[\, x_{j-k} \dots x_{j-1} = x_{i-k+1} \dots x_i \,\big]
-    \quad\text{and}\quad j - 1 < i - k + 1
+    \begin{aligned}
+    t_{ij} = {} & \big[\, x_{j-k} \dots x_{j-1} = x_{i-k+1} \dots x_i \,\big] \\
+    & \text{and } j - 1 < i - k + 1
+    \end{aligned}
     $$
 
     With ``k = 1`` this is the prefix matching of Olsson et al. (2022): keys
