@@ -345,7 +345,7 @@ figure_to_svg(
 # \begin{aligned}
 # & \text{score}_h = \operatorname{mean}_{(b, i)}
 # \sum_{j \in t(b, i)} a^{(h)}_{b i j}, \\
-# & \text{over the queries with } t(b, i) \neq \varnothing
+# & \text{over the queries that have a target}
 # \end{aligned}
 # $$
 #
