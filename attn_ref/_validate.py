@@ -202,3 +202,17 @@ def boolean(name: str, x: object, *, min_ndim: int = 0) -> Tensor:
     if x.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
     return x
+
+
+def fraction(name: str, value: object) -> float:
+    """A fraction strictly between 0 and 1, such as the share of a text held out."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+def ids_below(name: str, x: Tensor, size: int) -> Tensor:
+    """Integer ids in ``[0, size)``, such as characters of an alphabet of ``size``."""
+    if x.numel() and (x.min() < 0 or x.max() >= size):
+        raise ValueError(f"{name} must hold ids in [0, {size - 1}], got {x.min().item()} .. {x.max().item()}")
+    return x

@@ -19,6 +19,11 @@ in a few seconds each, so that a page can show what trained heads do. Its module
   `train_sorting`). Its cross-attention takes its queries from the output written so far and
   its keys and values from the input, as in the encoder-decoder of Vaswani et al. (2017), with
   inputs of different lengths padded in one batch.
+- `attn_ref.training.text`: `CharTransformer`, a two-block decoder of
+  `attn_ref.decoder.DecoderBlock` s over 96 characters, trained on Python's own documentation
+  (`load_corpus`, `train_char_model`); `target_scores` reads what its heads attend to (the
+  previous character, a word's start, the bracket or quote still open, an earlier copy), and
+  `ablated_losses`, `closing_predictions` and `context_losses` check it with the loss.
 - `attn_ref.training.to_torch`: `to_torch_multihead` copies an
   `attn_ref.multihead.MultiHeadAttention` into `torch.nn.MultiheadAttention`, to check the
   models against PyTorch.
@@ -50,29 +55,79 @@ from attn_ref.training.induction import (
 from attn_ref.training.playground import model_from_playground_json, playground_json
 from attn_ref.training.rotary import RotaryDecoder, with_frequencies
 from attn_ref.training.sorting import SortingBatch, TinyEncoderDecoder, sorting_batch, train_sorting
+from attn_ref.training.text import (
+    ALPHABET,
+    CharTransformer,
+    Corpus,
+    ablated_losses,
+    closing_predictions,
+    context_losses,
+    copy_predictions,
+    corpus_documents,
+    decode,
+    encode,
+    induction_targets,
+    load_corpus,
+    ngram_bits,
+    open_spans,
+    opener_targets,
+    previous_char_targets,
+    sample,
+    split_documents,
+    target_scores,
+    to_alphabet,
+    train_char_model,
+    window_losses,
+    windows,
+    word_start_targets,
+)
 from attn_ref.training.to_torch import to_torch_multihead
 
 __all__ = [
+    "ALPHABET",
     "AttentionOnlyDecoder",
+    "CharTransformer",
+    "Corpus",
     "InductionHistory",
     "RotaryDecoder",
     "SortingBatch",
     "TinyEncoderDecoder",
+    "ablated_losses",
+    "closing_predictions",
+    "context_losses",
+    "copy_predictions",
     "copying_scores",
+    "corpus_documents",
+    "decode",
+    "encode",
     "head_logits",
+    "induction_targets",
+    "load_corpus",
     "model_from_playground_json",
     "next_token_losses",
+    "ngram_bits",
     "one_token_induction_losses",
+    "open_spans",
+    "opener_targets",
     "part_masks",
     "playground_json",
     "prefix_matching_scores",
+    "previous_char_targets",
     "previous_token_scores",
     "repeated_tokens",
+    "sample",
     "sorting_batch",
+    "split_documents",
+    "target_scores",
+    "to_alphabet",
     "to_torch_multihead",
     "token_scores",
+    "train_char_model",
     "train_induction",
     "train_sorting",
+    "window_losses",
+    "windows",
     "with_frequencies",
     "without_heads",
+    "word_start_targets",
 ]
