@@ -553,5 +553,5 @@ for name in ("encoder_attn", "decoder_attn", "cross_attn"):
 # - PyTorch: [`torch.nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html),
 #   whose `key_padding_mask` and boolean `attn_mask` are `True` where a key is ignored.
 #
-# Next: [Where am I? Positions in attention](../concepts/positions.md) gives attention
-# the order of the tokens, which it cannot see on its own.
+# Next: [Attention on real text](attention_on_text.md) trains a small model on
+# English prose and code, and reads what its heads attend to.
