@@ -25,6 +25,14 @@ def _run_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pat
     return run_folder.parent if worker_id != "master" else run_folder  # a worker's folder sits in the run's
 
 
+def _kept_executions() -> dict[Path, Path]:
+    """Each tutorial's kept execution (its notebook), executing first those not kept yet. Called
+    under the run's site lock, so that one worker executes while the others wait."""
+    sources = sorted(TUTORIALS.glob("*.py"))
+    running = tutorial_execution.execute_all(sources, ROOT)
+    return {source: running[source].result() for source in sources}
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> BuiltSite:
     """The site, built with ``mkdocs build --strict`` once per input (tests/support/kept.py).
@@ -38,10 +46,9 @@ def built_site(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Buil
         if failed.is_file():  # once is enough: every test that needs the site fails with the build's error
             pytest.fail(failed.read_text(), pytrace=False)
         if not chosen.is_file():
-            sources = sorted(TUTORIALS.glob("*.py"))
-            running = tutorial_execution.execute_all(sources, ROOT)
+            executions = _kept_executions()
             try:
-                folder = kept.built_site(kept.site_key(running[source].result() for source in sources))
+                folder = kept.built_site(kept.site_key(executions.values()))
             except RuntimeError as error:
                 failed.write_text(str(error))
                 raise
@@ -60,16 +67,14 @@ def executed_tutorials(
     It needs no built site: a tutorial not executed yet is executed here, under the build's lock,
     so that a tutorial's test can run on its own in seconds once the tutorial is kept.
     """
-    sources = sorted(TUTORIALS.glob("*.py"))
     with FileLock(_run_folder(tmp_path_factory, worker_id) / "site.lock"):
-        running = tutorial_execution.execute_all(sources, ROOT)
-        kept = {source: running[source].result() for source in sources}
+        executions = _kept_executions()
     return {
         source.stem: ExecutedTutorial(
             tutorial_execution.notebook(source, notebook),
             pickle.loads(tutorial_execution.saved_values(notebook).read_bytes()),
         )
-        for source, notebook in kept.items()
+        for source, notebook in executions.items()
     }
 
 

@@ -101,8 +101,18 @@ PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")]
 
 # Each colour the article's code is drawn in, with its block's background ("ink|background"): axe
 # cannot judge code, whose background holds the scroll cue's gradients, and reports it incomplete.
-CODE_COLOURS = """() => [...new Set([...document.querySelectorAll("article pre > code, article pre > code *")]
-  .map(e => getComputedStyle(e).color + "|" + getComputedStyle(e.closest("code")).backgroundColor))]"""
+# Read with transitions off: Material eases a code block's background into the other scheme's.
+CODE_COLOURS = """() => {
+  const still = document.head.appendChild(document.createElement("style"));
+  still.textContent = "* { transition: none !important; }";
+  const colours = [...new Set([...document.querySelectorAll("article pre > code, article pre > code *")]
+    .map(e => getComputedStyle(e).color + "|" + getComputedStyle(e.closest("code")).backgroundColor))];
+  still.remove();
+  return colours;
+}"""
+# Every finite animation on the page has ended (a scheme's colours eased in).
+SETTLED = """() => Promise.all(document.getAnimations()
+  .filter(a => a.effect.getComputedTiming().endTime !== Infinity).map(a => a.finished))"""
 
 
 @dataclass
@@ -153,6 +163,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         look.code_colours["light"] = tab.page.evaluate(CODE_COLOURS)
         tab.page.emulate_media(color_scheme="dark")  # Material follows the reader's scheme live
         tab.page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
+        tab.page.evaluate(SETTLED)
         screenshot(tab.page, f"{name}-dark")
         look.violations["dark"] = accessibility_violations(tab.page, COLOUR_RULES)
         look.plots_shown["dark"] = tab.page.evaluate(PLOTS_SHOWN)
