@@ -215,6 +215,28 @@ def test_search_lands_on_the_page_that_teaches_it(home, server, query):
     assert search_first_hit(home.page, server, query) in SEARCHES[query]
 
 
+SEARCH_INDEX_REQUESTS = """() => performance.getEntriesByType("resource")
+  .filter(entry => entry.name.endsWith("/search/search_index.json")).length"""
+
+
+def test_the_search_index_is_fetched_when_a_reader_searches_not_on_every_visit(browser, server):
+    """docs/javascripts/search_on_demand.js holds back Material's request for the index, the largest
+    file of a first visit, until the search is opened, or the address carries a query."""
+    tab = Tab(browser, server).open("")
+    tab.page.wait_for_load_state("networkidle")
+    before = tab.page.evaluate(SEARCH_INDEX_REQUESTS)
+    hit = search_first_hit(tab.page, server, "KV cache")
+    after = tab.page.evaluate(SEARCH_INDEX_REQUESTS)
+    tab.open("?q=rotary")  # a search shared as a link searches at once
+    shared = tab.page.locator(".md-search-result__item > a").first
+    shared.wait_for()
+    shared_hit = shared.get_attribute("href").removeprefix(server).split("?")[0].split("#")[0]
+    tab.close()
+    assert (before, after) == (0, 1)
+    assert hit in SEARCHES["KV cache"]
+    assert shared_hit in SEARCHES["rotary"]
+
+
 def test_search_index_leaves_out_printed_output_and_examples_keeps_prose_and_api_summaries(built_site):
     index = (built_site.path / "search" / "search_index.json").read_text()
     assert "scaled_dot_product_attention: True" not in index  # printed on the pipeline page
