@@ -30,6 +30,8 @@ SAME_NAME_OTHER_THING = {
     "linear": {REFERENCE, WORST_CASE, BLOCK},
     "softmax": {REFERENCE, WORST_CASE},
     "multihead_attention": {REFERENCE, WORST_CASE},
+    "layer_norm": {REFERENCE, BLOCK},
+    "gelu": {REFERENCE, BLOCK},
     # A number printed in full; a float32 input, held exactly.
     "exact": {PRINTED, WORST_CASE},
     # Within float32 attention's bounds, nan matching nan; within the gradients' bounds, with a

@@ -58,42 +58,25 @@ LN2 = math.log(2)
 # --- references -------------------------------------------------------------------------------
 
 
-def as64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().numpy()
-
-
-def layer_norm(x: np.ndarray, norm: nn.LayerNorm) -> np.ndarray:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased, as LayerNorm
-    return (x - mean) / np.sqrt(var + norm.eps) * as64(norm.weight) + as64(norm.bias)
-
-
-def linear(x: np.ndarray, layer: nn.Linear) -> np.ndarray:
-    out = x @ as64(layer.weight).T
-    return out if layer.bias is None else out + as64(layer.bias)
-
-
-def gelu(x: np.ndarray) -> np.ndarray:
-    """The exact GELU, x Phi(x), with Phi written with erf."""
-    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
-
-
 def forward64(model: CharTransformer, tokens: np.ndarray, zeroed=()) -> tuple[np.ndarray, list[np.ndarray]]:
     """The model written out in float64: logits and each layer's (B, H, T, T) weights.
 
     ``zeroed`` lists (layer, head) pairs whose output is dropped before the output projection.
     """
     B, T = tokens.shape
-    x = as64(model.token_embedding.weight)[tokens] + as64(model.position_embedding.weight)[:T]
+    x = (
+        reference.as64(model.token_embedding.weight)[tokens]
+        + reference.as64(model.position_embedding.weight)[:T]
+    )
     allowed = reference.causal(T)
     all_weights = []
     for layer, block in enumerate(model.blocks):
         attn = block.attn
         H, d_k = attn.num_heads, attn.head_dim
-        h = layer_norm(x, block.norm1)
+        h = reference.layer_norm(x, block.norm1)
 
         def heads(y, projection, H=H, d_k=d_k):  # (B, T, C) -> (B, H, T, d_k)
-            return linear(y, projection).reshape(B, T, H, d_k).transpose(0, 2, 1, 3)
+            return reference.linear(y, projection).reshape(B, T, H, d_k).transpose(0, 2, 1, 3)
 
         out, weights = reference.attention(
             heads(h, attn.q_proj), heads(h, attn.k_proj), heads(h, attn.v_proj), allowed
@@ -102,11 +85,11 @@ def forward64(model: CharTransformer, tokens: np.ndarray, zeroed=()) -> tuple[np
             if zl == layer:
                 out[:, zh] = 0.0
         concat = out.transpose(0, 2, 1, 3).reshape(B, T, H * d_k)
-        x = x + linear(concat, attn.out_proj)
-        mlp_in = layer_norm(x, block.norm2)
-        x = x + linear(gelu(linear(mlp_in, block.mlp[0])), block.mlp[2])
+        x = x + reference.linear(concat, attn.out_proj)
+        mlp_in = reference.layer_norm(x, block.norm2)
+        x = x + reference.linear(reference.gelu(reference.linear(mlp_in, block.mlp[0])), block.mlp[2])
         all_weights.append(weights)
-    return linear(layer_norm(x, model.norm), model.head), all_weights
+    return reference.linear(reference.layer_norm(x, model.norm), model.head), all_weights
 
 
 def nll_bits(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -213,9 +196,9 @@ def test_model_matches_float64_numpy(case):
     model, tokens = case
     logits, weights = model(tokens)
     expected_logits, expected_weights = forward64(model, tokens.numpy())
-    np.testing.assert_allclose(as64(logits), expected_logits, atol=1e-9)
+    np.testing.assert_allclose(reference.as64(logits), expected_logits, atol=1e-9)
     for ours, theirs in zip(weights, expected_weights, strict=True):
-        np.testing.assert_allclose(as64(ours), theirs, atol=1e-12)
+        np.testing.assert_allclose(reference.as64(ours), theirs, atol=1e-12)
 
 
 @MODEL_SETTINGS
@@ -258,9 +241,11 @@ def test_without_heads_drops_exactly_those_heads(case, data):
     zeroed = data.draw(st.lists(st.sampled_from(pairs), max_size=3, unique=True))
     ablated = without_heads(model, zeroed)
     expected, _ = forward64(model, tokens.numpy(), zeroed)
-    np.testing.assert_allclose(as64(ablated(tokens)[0]), expected, atol=1e-9)
+    np.testing.assert_allclose(reference.as64(ablated(tokens)[0]), expected, atol=1e-9)
     # the original is left as it was
-    np.testing.assert_allclose(as64(model(tokens)[0]), forward64(model, tokens.numpy())[0], atol=1e-9)
+    np.testing.assert_allclose(
+        reference.as64(model(tokens)[0]), forward64(model, tokens.numpy())[0], atol=1e-9
+    )
 
 
 def test_window_losses_against_numpy():
@@ -268,7 +253,7 @@ def test_window_losses_against_numpy():
     model = CharTransformer(12, 8, 2, 2).double().eval()
     batch = torch.randint(0, 96, (70, 12))  # more rows than one chunk of 64
     expected = nll_bits(forward64(model, batch.numpy())[0], batch.numpy())
-    np.testing.assert_allclose(as64(window_losses(model, batch)) / LN2, expected, atol=1e-9)
+    np.testing.assert_allclose(reference.as64(window_losses(model, batch)) / LN2, expected, atol=1e-9)
 
 
 def test_context_losses_read_only_the_last_characters():
@@ -277,7 +262,7 @@ def test_context_losses_read_only_the_last_characters():
     ids = torch.randint(0, 96, (200,))
     positions = torch.tensor([12, 50, 51, 199])
     for context in (1, 5, 12):
-        got = as64(context_losses(model, ids, positions, context)) / LN2
+        got = reference.as64(context_losses(model, ids, positions, context)) / LN2
         for k, p in enumerate(positions.tolist()):
             rows = ids[p - context : p + 1].numpy()[None]  # the context, then the character
             logits, _ = forward64(model, rows[:, :-1])
@@ -294,7 +279,7 @@ def test_ablated_losses_zero_one_head_at_a_time():
     assert sorted(losses) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for pair, got in losses.items():
         expected = nll_bits(forward64(model, batch.numpy(), [pair])[0], batch.numpy())
-        np.testing.assert_allclose(as64(got) / LN2, expected, atol=1e-9)
+        np.testing.assert_allclose(reference.as64(got) / LN2, expected, atol=1e-9)
 
 
 def test_training_is_seeded_and_lowers_the_loss():
@@ -367,7 +352,9 @@ def test_target_scores_against_loops(B, H, T, seed):
     targets = torch.rand(B, T, T, generator=g) < 0.3
     targets[0, -1, 0] = True  # at least one query has a target
     np.testing.assert_allclose(
-        as64(target_scores(weights, targets)), scores_by_loops(weights.numpy(), targets.numpy()), atol=1e-12
+        reference.as64(target_scores(weights, targets)),
+        scores_by_loops(weights.numpy(), targets.numpy()),
+        atol=1e-12,
     )
 
 

@@ -24,6 +24,7 @@
 import itertools
 import math
 import re
+import textwrap
 import time
 from collections import Counter
 
@@ -307,7 +308,8 @@ figure_to_svg(
 # %%
 for temperature in (0.5, 1.0):
     print(f"temperature {temperature}:")
-    print("The " + sample(model, "The ", 160, temperature, seed=0) + "\n")
+    text = "The " + sample(model, "The ", 160, temperature, seed=0)
+    print(textwrap.fill(text, 64, replace_whitespace=False) + "\n")
 
 # %% [markdown]
 # ## What each head attends to
@@ -326,7 +328,7 @@ for (layer, head), ax in zip(np.ndindex(2, 4), axes.flat, strict=True):
     image = ax.imshow(
         shown_weights[layer][0, head], cmap="viridis", vmin=0, vmax=1
     )
-    ax.set_title(f"{layer}.{head}", fontsize=9)
+    ax.set_title(f"{layer}.{head}")
     ax.set_xticks([])
     ax.set_yticks([])
 fig.colorbar(image, ax=axes, shrink=0.7, label="weight")
@@ -390,7 +392,7 @@ for (layer, head), ax in zip(np.ndindex(2, 4), axes.flat, strict=True):
         for d in distances
     ]
     ax.bar(distances, profile, color=f"C{layer}")
-    ax.set_title(f"{layer}.{head}", fontsize=9)
+    ax.set_title(f"{layer}.{head}")
     ax.set_xticks([1, 4, 8])
 for ax in axes[1]:
     ax.set_xlabel("distance back")
@@ -417,8 +419,9 @@ figure_to_svg(
 ROLE = 0.25
 quote_heads = [(1, h) for h in range(4) if scores["open quote"][1, h] > ROLE]
 best_quote = int(scores["open quote"][1].argmax())
+print(f"quote heads: {quote_heads}")
 print(
-    f"quote heads: {quote_heads}; best: layer 1 head {best_quote}, score "
+    f"best: layer 1 head {best_quote}, score "
     f"{scores['open quote'][1, best_quote]:.2f} (uniform "
     f"{baseline['open quote']:.2f})"
 )
@@ -478,9 +481,9 @@ for (layer, head), d in change.items():
     )
 together = window_losses(without_heads(model, quote_heads), held) / LN2
 together = together - losses
+print(f"quote heads {quote_heads} together:")
 print(
-    f"quote heads {quote_heads} together: closing quotes "
-    f"{together[closing].mean():+.2f}, "
+    f"  closing quotes {together[closing].mean():+.2f}, "
     f"elsewhere {together[~closing].mean():+.3f}"
 )
 
@@ -531,21 +534,29 @@ for seed in (1, 2):
     by_seed[seed] = measure(models[seed])
 
 # %%
-print(
-    "seed   bpc  bigram-bpc  prev L0  quote L1  quote heads  "
-    "Δ closing  Δ else  bracket  word start  copy/uniform"
-)
-for seed, f in by_seed.items():
-    s = f["scores"]
-    print(
-        f"{seed:>4} {f['bpc']:.3f} {baselines['bigram'] - f['bpc']:>10.2f} "
-        f"{s['previous character'][0].max():>8.2f} "
-        f"{s['open quote'][1].max():>9.2f} {f['quote heads']!s:>12} "
-        f"{f['closing']:>+10.2f} {f['elsewhere']:>+7.3f} "
-        f"{s['bracket'][1].max():>8.2f} "
-        f"{s['word start'].max():>11.2f} "
-        f"{s['earlier copy'].max() / baseline['earlier copy']:>13.2f}"
-    )
+rows = {  # one column per seed
+    "bits per character": lambda f: f"{f['bpc']:.3f}",
+    "below the bigram": lambda f: f"{baselines['bigram'] - f['bpc']:.2f}",
+    "previous char, layer 0": lambda f: (
+        f"{f['scores']['previous character'][0].max():.2f}"
+    ),
+    "open quote, layer 1": lambda f: (
+        f"{f['scores']['open quote'][1].max():.2f}"
+    ),
+    "quote heads (layer 1)": lambda f: (
+        ",".join(str(h) for _, h in f["quote heads"]) or "none"
+    ),
+    "zeroed: closing quotes": lambda f: f"{f['closing']:+.2f}",
+    "zeroed: elsewhere": lambda f: f"{f['elsewhere']:+.3f}",
+    "bracket": lambda f: f"{f['scores']['bracket'][1].max():.2f}",
+    "word start": lambda f: f"{f['scores']['word start'].max():.2f}",
+    "earlier copy / uniform": lambda f: (
+        f"{f['scores']['earlier copy'].max() / baseline['earlier copy']:.2f}"
+    ),
+}
+print(f"{'seed':<23}" + "".join(f"{seed:>8}" for seed in by_seed))
+for name, cell in rows.items():
+    print(f"{name:<23}" + "".join(f"{cell(f):>8}" for f in by_seed.values()))
 
 # %% [markdown]
 # Every seed tells the same story with its own numbers: about a bit per character
@@ -620,7 +631,7 @@ print(
 try:
     encode("the \u201cfor\u201d statement")
 except ValueError as error:
-    print(error)
+    print(textwrap.fill(str(error), 64))
 print(encode(to_alphabet("the \u201cfor\u201d statement")).shape)
 
 # %% [markdown]
@@ -740,18 +751,23 @@ for temperature in (0.5, 1.0, 1.5):
 # The closing figures, as this build computed them:
 
 # %% tags=["measured"]
+print(
+    f"baselines: uniform {baselines['uniform']:.2f}, unigram "
+    f"{baselines['unigram']:.2f}, bigram {baselines['bigram']:.2f} bits"
+)
 for seed, f in by_seed.items():
     s = f["scores"]
     print(
         f"seed {seed}: trained in {seconds[seed]:.1f} s; held-out "
-        f"{f['bpc']:.3f} bits per character (uniform "
-        f"{baselines['uniform']:.2f}, unigram {baselines['unigram']:.2f}, "
-        f"bigram {baselines['bigram']:.2f})"
+        f"{f['bpc']:.3f} bits per character"
     )
     print(
         f"  quote heads {f['quote heads']}, best score "
-        f"{s['open quote'][1].max():.2f}; zeroed: closing quotes "
-        f"{f['closing']:+.2f} bits, elsewhere {f['elsewhere']:+.3f}"
+        f"{s['open quote'][1].max():.2f}"
+    )
+    print(
+        f"  zeroed: closing quotes {f['closing']:+.2f} bits, "
+        f"elsewhere {f['elsewhere']:+.3f}"
     )
 print(f"this execution: {time.process_time():.0f} s of CPU time in all")
 

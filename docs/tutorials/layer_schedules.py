@@ -78,7 +78,8 @@ ax["cap"].set(title="a cap of 50", xlabel="logit s", ylim=(-160, 160))
 ax["cap"].legend(fontsize=9)
 figure_to_svg(
     fig,
-    alt="Top left: an 8 by 8 causal mask, yellow (1) where a query may attend: "
+    alt="Top left: an 8 by 8 causal mask, yellow (1) where a query may "
+    "attend: "
     "every earlier key. Top right: a sliding window of 4, yellow only on the "
     "diagonal and the three keys before it. Below: the capped logit "
     "50 tanh(s/50) against s: equal near 0, flat below 50 far from it.",

@@ -6,6 +6,8 @@ machine epsilons and unit roundoffs that the tests' rounding bounds are written 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -110,6 +112,21 @@ def linear(x, module) -> np.ndarray:
     """``x @ W^T + b`` in float64, from an ``nn.Linear``'s weights."""
     out = np.asarray(x, dtype=np.float64) @ as64(module.weight).T
     return out if module.bias is None else out + as64(module.bias)
+
+
+def layer_norm(x, norm) -> np.ndarray:
+    """An ``nn.LayerNorm`` over the last axis in float64: (x - mean) / sqrt(var + eps) * gamma + beta,
+    with the biased variance, as LayerNorm computes it."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + norm.eps) * as64(norm.weight) + as64(norm.bias)
+
+
+def gelu(x) -> np.ndarray:
+    """The exact GELU, x Phi(x), with Phi written with erf."""
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
 def multihead(query, key, layer, allowed=None):
