@@ -822,6 +822,7 @@ def test_the_playground_adds_little_script_and_style(browser, server):
     loaded = {}
     for path in ("", PAGE):
         visit = Tab(browser, server, **DESKTOP).open(path)
+        visit.page.wait_for_load_state("networkidle")  # Material's search worker loads after "load"
         loaded[path] = visit.page.evaluate(LOADED_FILES)
         if path == PAGE:
             assert 0 < visit.page.evaluate(PAGE_SIZE) <= PAGE_BUDGET

@@ -138,6 +138,8 @@ class Look:
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
     """Load the page in ``tab``, read its facts, take its screenshots if asked, then copy its code."""
     tab.open(page_path)
+    if mode == "desktop":  # every request of the visit: Material's search worker loads after "load"
+        tab.page.wait_for_load_state("networkidle")
     transferred = tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None  # before the scroll
     measured = reading(tab.page, MODES[mode]["viewport"]["height"])  # loads the plots first
     look = Look(
