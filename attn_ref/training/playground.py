@@ -23,6 +23,25 @@ _EMBEDDINGS = ("token_embedding.weight", "position_embedding.weight")
 _PROJECTIONS = {0: ("q_proj", "k_proj", "v_proj", "out_proj"), 1: ("q_proj", "k_proj")}
 
 
+def int8_entry(tensor: Tensor) -> dict:
+    """One tensor as a playground file stores it: ``{"shape", "scale", "int8"}``.
+
+    The scale is the largest entry's size over 127 (6 digits kept), the step between two levels;
+    each entry rounds to the nearest level and is stored as a signed byte, row after row, in base64.
+    """
+    values = tensor.detach().float().cpu()
+    scale = float(f"{values.abs().max().item() / 127:.6g}") or 1.0  # an all-zero tensor: any step
+    levels = (values / scale).round().clamp(-127, 127).to(torch.int8)
+    encoded = base64.b64encode(levels.numpy().tobytes()).decode("ascii")
+    return {"shape": list(values.shape), "scale": scale, "int8": encoded}
+
+
+def from_int8_entry(stored: dict) -> Tensor:
+    """The float32 tensor an `int8_entry` stands for: each level times the scale."""
+    levels = torch.frombuffer(bytearray(base64.b64decode(stored["int8"])), dtype=torch.int8)
+    return (levels.float() * stored["scale"]).reshape(stored["shape"])  # rows, one after the other
+
+
 def _playground_tensors(model: AttentionOnlyDecoder) -> dict[str, Tensor]:
     """The tensors the attention weights of both layers depend on, by their state_dict names."""
     state = model.state_dict()
@@ -66,13 +85,7 @@ def playground_json(model: AttentionOnlyDecoder) -> str:
     """
     if len(model.layers) != 2:
         raise ValueError(f"model must have 2 layers, got {len(model.layers)}")
-    tensors = {}
-    for name, tensor in _playground_tensors(model).items():
-        values = tensor.detach().float().cpu()
-        scale = float(f"{values.abs().max().item() / 127:.6g}") or 1.0  # the step between two levels
-        levels = (values / scale).round().clamp(-127, 127).to(torch.int8)
-        encoded = base64.b64encode(levels.numpy().tobytes()).decode("ascii")
-        tensors[name] = {"shape": list(values.shape), "scale": scale, "int8": encoded}
+    tensors = {name: int8_entry(tensor) for name, tensor in _playground_tensors(model).items()}
     document = {
         "format": PLAYGROUND_FORMAT,
         "version": 2,
@@ -120,7 +133,6 @@ def model_from_playground_json(text: str) -> AttentionOnlyDecoder:
     )
     state = {name: torch.zeros_like(tensor) for name, tensor in model.state_dict().items()}
     for name, stored in document["tensors"].items():
-        levels = torch.frombuffer(bytearray(base64.b64decode(stored["int8"])), dtype=torch.int8)
-        state[name] = (levels.float() * stored["scale"]).reshape(stored["shape"])  # rows, one after the other
+        state[name] = from_int8_entry(stored)
     model.load_state_dict(state)
     return model.eval()
