@@ -181,6 +181,20 @@ def test_typing_editing_and_clearing(view, references):
     check_numbers(read_state(page), references, "x")
 
 
+def test_the_open_quote_heads_find_the_open_quote_as_the_page_says(view, references):
+    """What to try: with a quote open, the open-quote heads put most of the last character's weight
+    on it (runs: 0.5 to 0.99 each, 0.81 on average); once it is closed, little (runs: 0.03 at most)."""
+    page = view.page
+    quote = [(h["layer"], h["head"]) for h in read_state(page)["named"] if h["role"] == "open quote"]
+    assert quote
+    for typed, low, high in (('Use "import', 0.5, 1.0), ('Use "import" to', 0.0, 0.1)):
+        field(page).fill(typed)
+        state = read_state(page)
+        check_numbers(state, references, typed)
+        on_the_quote = np.mean([state["weights"][layer][head][-1][typed.index('"')] for layer, head in quote])
+        assert low <= on_the_quote <= high, typed
+
+
 @pytest.mark.parametrize(
     "typed, says",
     [
