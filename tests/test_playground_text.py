@@ -122,6 +122,19 @@ def check_list_and_maps(page, state: dict, text: str) -> None:
         assert shown[0::2] == labels and shown[1::2] == labels
 
 
+def test_the_published_model_is_the_tutorials_seed_0_and_small(model_text, executed_tutorials):
+    values = executed_tutorials["attention_on_text"].values
+    assert model_text == values["exported"]
+    # One signed byte per parameter, in base64 (4 characters for 3 bytes), and the names and sizes.
+    parameters = sum(p.numel() for p in values["models"][0].parameters())
+    assert len(model_text.encode()) <= parameters * 4 / 3 + 4 * 1024
+    reloaded = char_model_from_playground_json(model_text).state_dict()
+    stored = json.loads(model_text)["tensors"]
+    for name, tensor in values["models"][0].state_dict().items():  # within half a step of seed 0's
+        step = stored[name]["scale"]
+        assert (reloaded[name] - tensor).abs().max().item() <= step * (0.5 + 1e-4)
+
+
 def test_the_first_state_is_the_models_and_the_named_heads_are_the_files(view, references, model_text):
     page = view.page
     text = page.get_attribute(".pgt", "data-text")

@@ -1,8 +1,10 @@
 r"""The induction playground's file: the trained model's attention weights, as a small JSON document.
 
 `playground_json` writes it for the page that runs the model in the browser, and
-`model_from_playground_json` reads it back. They serve the site, and ship in the
-wheel because the induction tutorial's downloaded notebook calls them.
+`model_from_playground_json` reads it back. `int8_entry` and `from_int8_entry` store and read one
+tensor as signed bytes and a scale, in this file and in the text playground's
+(`attn_ref.training.text.char_playground_json`). They serve the site, and ship in the wheel
+because the tutorials' downloaded notebooks call them.
 """
 
 from __future__ import annotations
