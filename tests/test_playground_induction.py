@@ -13,7 +13,6 @@ matplotlib's viridis colours those weights, in both schemes, and labelled with t
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
@@ -24,6 +23,7 @@ from matplotlib.colors import to_hex
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
 from sitebuild.browsing import Tab, accessibility_violations
+from tests.support.playground_files import float64_from_levels
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.training_claims import COPYING, ROLE, ov_copying  # the tutorial's criterion
 
@@ -52,12 +52,7 @@ def references(model_text):
     """The model in float32 as model_from_playground_json builds it, and in float64 from the same
     int8 levels and scales."""
     float32 = model_from_playground_json(model_text)
-    float64 = model_from_playground_json(model_text).double()
-    state = float64.state_dict()
-    for name, stored in json.loads(model_text)["tensors"].items():
-        levels = np.frombuffer(base64.b64decode(stored["int8"]), dtype=np.int8)
-        state[name] = torch.from_numpy(levels.astype(np.float64) * stored["scale"]).reshape(stored["shape"])
-    float64.load_state_dict(state)
+    float64 = float64_from_levels(model_from_playground_json(model_text), model_text)
     return float32, float64
 
 

@@ -10,9 +10,12 @@ than a few steps: the trained models' claims are checked in
 
 from __future__ import annotations
 
+import base64
 import collections
+import copy
 import hashlib
 import itertools
+import json
 import math
 import re
 import string
@@ -24,11 +27,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_ref.training import without_heads
+from attn_ref.training import AttentionOnlyDecoder, playground_json, without_heads
 from attn_ref.training.text import (
     ALPHABET,
     CharTransformer,
     ablated_losses,
+    char_model_from_playground_json,
+    char_playground_json,
     closing_predictions,
     context_losses,
     copy_predictions,
@@ -565,6 +570,110 @@ def test_induction_and_copy_targets_against_loops(tokens, k):
     ],
 )
 def test_bad_arguments_are_named(call, error, words):
+    with pytest.raises(error) as raised:
+        call()
+    assert words in str(raised.value)
+
+
+# --- the playground's file ------------------------------------------------------------------------
+
+
+def decoded_levels(stored: dict) -> np.ndarray:
+    """A stored tensor by the documented rule: signed bytes, row after row, times the scale (float64)."""
+    levels = np.frombuffer(base64.b64decode(stored["int8"]), dtype=np.int8)
+    return (levels.astype(np.float64) * stored["scale"]).reshape(stored["shape"])
+
+
+def test_char_playground_json_decodes_by_its_documented_format():
+    torch.manual_seed(0)
+    model = CharTransformer(32, embed_dim=32, num_layers=2, num_heads=4)  # the tutorial's shape
+    heads = {(1, 3): ("open quote", 0.41234567), (0, 2): ("previous character", 0.5)}
+    text = char_playground_json(model, heads)
+    assert len(text.encode()) <= 64 * 1024
+    document = json.loads(text)
+    assert document["format"] == "attn_ref character model, int8" and document["version"] == 1
+    assert document["alphabet"] == ALPHABET
+    sizes = {key: document[key] for key in ("context_length", "embed_dim", "num_layers", "num_heads")}
+    assert sizes == {"context_length": 32, "embed_dim": 32, "num_layers": 2, "num_heads": 4}
+    assert document["heads"] == [  # in (layer, head) order, scores to 6 decimals
+        {"layer": 0, "head": 2, "role": "previous character", "score": 0.5},
+        {"layer": 1, "head": 3, "role": "open quote", "score": 0.412346},
+    ]
+    state = model.state_dict()
+    assert sorted(document["tensors"]) == sorted(state)  # every parameter: the page runs the whole model
+    reloaded = char_model_from_playground_json(text)
+    assert not reloaded.training
+    for name, stored in document["tensors"].items():
+        original = state[name].double().numpy()
+        decoded = decoded_levels(stored)
+        # One scale per tensor, the largest entry over 127 (6 digits kept; 1 for a tensor of zeros,
+        # such as a fresh bias); each entry rounds to the nearest level, so it moves by at most half
+        # a step (and a float32 hair).
+        assert stored["scale"] == pytest.approx(np.abs(original).max() / 127 or 1.0, rel=1e-5)
+        assert np.abs(decoded - original).max() <= stored["scale"] * (0.5 + 1e-4)
+        np.testing.assert_allclose(reloaded.state_dict()[name].double().numpy(), decoded, rtol=1e-6, atol=0)
+
+
+def test_the_reloaded_model_computes_what_its_decoded_weights_compute():
+    """Its logits and weights are those of the original model with the decoded weights put in,
+    in float64: what a browser reading the file computes."""
+    torch.manual_seed(1)
+    model = CharTransformer(16, embed_dim=8, num_layers=2, num_heads=2)
+    text = char_playground_json(model, {})
+    decoded = copy.deepcopy(model).double()
+    with torch.no_grad():
+        for name, stored in json.loads(text)["tensors"].items():
+            decoded.get_parameter(name).copy_(torch.from_numpy(decoded_levels(stored)))
+    ids = encode('x = f("a", b)')[None]
+    logits, weights = char_model_from_playground_json(text).double()(ids)
+    expected_logits, expected_weights = decoded(ids)
+    torch.testing.assert_close(logits, expected_logits, rtol=0, atol=1e-6)  # float32 levels times scale
+    for ours, expected in zip(weights, expected_weights, strict=True):
+        torch.testing.assert_close(ours, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: char_playground_json(nn.Linear(2, 2), {}), TypeError, "model must be a CharTransformer"),
+        (
+            lambda: char_playground_json(CharTransformer(4, 8, 1, 2), [(0, 0)]),
+            TypeError,
+            "heads must be a mapping",
+        ),
+        (
+            lambda: char_playground_json(CharTransformer(4, 8, 1, 2), {(0, 2): ("quote", 0.3)}),
+            ValueError,
+            "heads has the key (0, 2), not a head of model: layer in [0, 0], head in [0, 1]",
+        ),
+        (
+            lambda: char_playground_json(CharTransformer(4, 8, 1, 2), {(0, 1): ("", 0.3)}),
+            ValueError,
+            "heads[(0, 1)] must be (role, score) with a non-empty role",
+        ),
+        (
+            lambda: char_playground_json(CharTransformer(4, 8, 1, 2), {(0, 1): ("quote", float("nan"))}),
+            ValueError,
+            "heads[(0, 1)]'s score must be a finite number",
+        ),
+        (lambda: char_model_from_playground_json(b"{}"), TypeError, "text must be a str"),
+        (
+            lambda: char_model_from_playground_json(playground_json(AttentionOnlyDecoder(8, 4, 8, 2, 2))),
+            ValueError,
+            "text is not version 1 of 'attn_ref character model, int8'",
+        ),
+        (
+            lambda: char_model_from_playground_json(
+                char_playground_json(CharTransformer(4, 8, 1, 2), {}).replace(
+                    '"alphabet":"\\n', '"alphabet":"\\t'
+                )
+            ),
+            ValueError,
+            "text's alphabet is not ALPHABET",
+        ),
+    ],
+)
+def test_the_playground_files_bad_arguments_are_named(call, error, words):
     with pytest.raises(error) as raised:
         call()
     assert words in str(raised.value)

@@ -23,7 +23,8 @@ in a few seconds each, so that a page can show what trained heads do. Its module
   `attn_ref.decoder.DecoderBlock` s over 96 characters, trained on Python's own documentation
   (`load_corpus`, `train_char_model`); `target_scores` reads what its heads attend to (the
   previous character, a word's start, the bracket or quote still open, an earlier copy), and
-  `ablated_losses`, `closing_predictions` and `context_losses` check it with the loss.
+  `ablated_losses`, `closing_predictions` and `context_losses` check it with the loss;
+  `char_playground_json` writes it to a small JSON file for the page that runs it in the browser.
 - `attn_ref.training.to_torch`: `to_torch_multihead` copies an
   `attn_ref.multihead.MultiHeadAttention` into `torch.nn.MultiheadAttention`, to check the
   models against PyTorch.
@@ -60,6 +61,8 @@ from attn_ref.training.text import (
     CharTransformer,
     Corpus,
     ablated_losses,
+    char_model_from_playground_json,
+    char_playground_json,
     closing_predictions,
     context_losses,
     copy_predictions,
@@ -93,6 +96,8 @@ __all__ = [
     "SortingBatch",
     "TinyEncoderDecoder",
     "ablated_losses",
+    "char_model_from_playground_json",
+    "char_playground_json",
     "closing_predictions",
     "context_losses",
     "copy_predictions",

@@ -1,8 +1,10 @@
 r"""The induction playground's file: the trained model's attention weights, as a small JSON document.
 
 `playground_json` writes it for the page that runs the model in the browser, and
-`model_from_playground_json` reads it back. They serve the site, and ship in the
-wheel because the induction tutorial's downloaded notebook calls them.
+`model_from_playground_json` reads it back. `int8_entry` and `from_int8_entry` store and read one
+tensor as signed bytes and a scale, in this file and in the text playground's
+(`attn_ref.training.text.char_playground_json`). They serve the site, and ship in the wheel
+because the tutorials' downloaded notebooks call them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,25 @@ __all__ = ["model_from_playground_json", "playground_json"]
 PLAYGROUND_FORMAT = "attn_ref induction model, attention only, int8"
 _EMBEDDINGS = ("token_embedding.weight", "position_embedding.weight")
 _PROJECTIONS = {0: ("q_proj", "k_proj", "v_proj", "out_proj"), 1: ("q_proj", "k_proj")}
+
+
+def int8_entry(tensor: Tensor) -> dict:
+    """One tensor as a playground file stores it: ``{"shape", "scale", "int8"}``.
+
+    The scale is the largest entry's size over 127 (6 digits kept), the step between two levels;
+    each entry rounds to the nearest level and is stored as a signed byte, row after row, in base64.
+    """
+    values = tensor.detach().float().cpu()
+    scale = float(f"{values.abs().max().item() / 127:.6g}") or 1.0  # an all-zero tensor: any step
+    levels = (values / scale).round().clamp(-127, 127).to(torch.int8)
+    encoded = base64.b64encode(levels.numpy().tobytes()).decode("ascii")
+    return {"shape": list(values.shape), "scale": scale, "int8": encoded}
+
+
+def from_int8_entry(stored: dict) -> Tensor:
+    """The float32 tensor an `int8_entry` stands for: each level times the scale."""
+    levels = torch.frombuffer(bytearray(base64.b64decode(stored["int8"])), dtype=torch.int8)
+    return (levels.float() * stored["scale"]).reshape(stored["shape"])  # rows, one after the other
 
 
 def _playground_tensors(model: AttentionOnlyDecoder) -> dict[str, Tensor]:
@@ -66,13 +87,7 @@ def playground_json(model: AttentionOnlyDecoder) -> str:
     """
     if len(model.layers) != 2:
         raise ValueError(f"model must have 2 layers, got {len(model.layers)}")
-    tensors = {}
-    for name, tensor in _playground_tensors(model).items():
-        values = tensor.detach().float().cpu()
-        scale = float(f"{values.abs().max().item() / 127:.6g}") or 1.0  # the step between two levels
-        levels = (values / scale).round().clamp(-127, 127).to(torch.int8)
-        encoded = base64.b64encode(levels.numpy().tobytes()).decode("ascii")
-        tensors[name] = {"shape": list(values.shape), "scale": scale, "int8": encoded}
+    tensors = {name: int8_entry(tensor) for name, tensor in _playground_tensors(model).items()}
     document = {
         "format": PLAYGROUND_FORMAT,
         "version": 2,
@@ -120,7 +135,6 @@ def model_from_playground_json(text: str) -> AttentionOnlyDecoder:
     )
     state = {name: torch.zeros_like(tensor) for name, tensor in model.state_dict().items()}
     for name, stored in document["tensors"].items():
-        levels = torch.frombuffer(bytearray(base64.b64decode(stored["int8"])), dtype=torch.int8)
-        state[name] = (levels.float() * stored["scale"]).reshape(stored["shape"])  # rows, one after the other
+        state[name] = from_int8_entry(stored)
     model.load_state_dict(state)
     return model.eval()

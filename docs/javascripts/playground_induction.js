@@ -5,35 +5,20 @@
 // model's two attention layers on the tokens the reader types, draws every head's weights with
 // the tokens on both axes, names the induction heads as the tutorial does, and writes the tokens,
 // weights and names back as JSON in data-state, where the tests read them.
+// It runs after docs/javascripts/playground_models.js, whose helpers it shares with the text playground.
 (() => {
   "use strict";
 
-  const SVG_NS = "http://www.w3.org/2000/svg";
-  const SETTLE_MS = 250; // the live region speaks this long after the last change
+  const { tensor, linear, headWeights, headOutputs, el, svg, fmt, drawMap, showError, announcer, start } =
+    window.attnPlayground;
   // The tutorial's criterion: a layer-1 head is an induction head when its prefix-matching score
   // is above ROLE (here, on the typed tokens) and its copying score above COPYING (the file holds
   // it, computed from the full-precision weights at build).
   const ROLE = 0.3;
   const COPYING = 0.5;
-  // Each map in SVG units of one cell: room on the left for the queries' tokens, and below for
-  // the keys' tokens, in two staggered lines so that neighbouring labels never touch.
-  const LEFT = 1.9;
-  const BELOW = 2.2;
-  const LABEL_SIZE = 0.85;
+  const LEFT = 1.9; // room, in cells, for the queries' tokens left of each map
 
   // ---- The model, read as attn_ref.training.model_from_playground_json reads it ----
-
-  // Signed bytes times the tensor's scale, in row-major order: rows of [rows][cols].
-  function tensor(stored) {
-    const bytes = Uint8Array.from(atob(stored.int8), (c) => c.charCodeAt(0));
-    const levels = new Int8Array(bytes.buffer);
-    const [rows, cols = 1] = stored.shape;
-    const out = [];
-    for (let r = 0; r < rows; r++) {
-      out.push(Array.from(levels.subarray(r * cols, (r + 1) * cols), (n) => n * stored.scale));
-    }
-    return stored.shape.length === 1 ? out.map((row) => row[0]) : out;
-  }
 
   function readModel(document_) {
     const t = (name) => tensor(document_.tensors[name]);
@@ -53,30 +38,6 @@
 
   // ---- The forward pass, as AttentionOnlyDecoder.forward computes it ----
 
-  // nn.Linear: y = x W^T + b, for each row x.
-  const linear = (X, { W, b }) => X.map((x) => W.map((w, o) => w.reduce((s, wc, c) => s + wc * x[c], 0) + b[o]));
-
-  // Causal softmax(q k^T / sqrt(d_k)) for each head: weights[h][i][j], zero for j > i.
-  function headWeights(Q, K, model) {
-    const scale = 1 / Math.sqrt(model.dk);
-    const T = Q.length;
-    return Array.from({ length: model.heads }, (_, h) => {
-      const lo = h * model.dk; // head h reads features lo .. lo + d_k - 1
-      return Q.map((q, i) => {
-        const scores = [];
-        for (let j = 0; j <= i; j++) {
-          let d = 0;
-          for (let c = lo; c < lo + model.dk; c++) d += q[c] * K[j][c];
-          scores.push(d * scale);
-        }
-        const max = Math.max(...scores); // subtracted so that exp never overflows
-        const exps = scores.map((s) => Math.exp(s - max));
-        const total = exps.reduce((a, b) => a + b, 0);
-        return Array.from({ length: T }, (_, j) => (j <= i ? exps[j] / total : 0));
-      });
-    });
-  }
-
   function forward(tokens, model) {
     let x = tokens.map((t, i) => model.E[t].map((e, c) => e + model.P[i][c])); // (T, C)
     const weights = [];
@@ -84,14 +45,7 @@
       const w = headWeights(linear(x, layer.q_proj), linear(x, layer.k_proj), model);
       weights.push(w);
       if (l === 0) {
-        const V = linear(x, layer.v_proj);
-        const heads = x.map((_, i) =>
-          V[0].map((_, c) => {
-            const h = Math.floor(c / model.dk);
-            return w[h][i].reduce((s, a, j) => s + a * V[j][c], 0);
-          }),
-        ); // (T, C): the heads side by side
-        const out = linear(heads, layer.out_proj);
+        const out = linear(headOutputs(w, linear(x, layer.v_proj), model.dk), layer.out_proj);
         x = x.map((row, i) => row.map((v, c) => v + out[i][c])); // the residual stream layer 1 reads
       }
     }
@@ -133,81 +87,17 @@
 
   // ---- Drawing ----
 
-  function el(tag, attributes = {}, parent = null, namespace = null) {
-    const node = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
-    for (const [name, value] of Object.entries(attributes)) {
-      if (name === "text") node.textContent = value;
-      else node.setAttribute(name, value);
-    }
-    if (parent) parent.append(node);
-    return node;
-  }
-  const svg = (tag, attributes, parent) => el(tag, attributes, parent, SVG_NS);
-  const fmt = (x) => x.toFixed(2);
-
-  // Matplotlib's viridis, the tutorials' colour map, entry for entry (256 colours, dark purple
-  // for 0 to yellow for 1), looked up as matplotlib looks it up; the same in both colour schemes.
-  const VIRIDIS =
-    "44015444025645045745055946075a46085c460a5d460b5e470d60470e61471063471164471365481467481668481769" +
-    "48186a481a6c481b6d481c6e481d6f481f70482071482173482374482475482576482677482878482979472a7a472c7a" +
-    "472d7b472e7c472f7d46307e46327e46337f463480453581453781453882443983443a83443b84433d84433e85423f85" +
-    "4240864241864142874144874045884046883f47883f48893e49893e4a893e4c8a3d4d8a3d4e8a3c4f8a3c508b3b518b" +
-    "3b528b3a538b3a548c39558c39568c38588c38598c375a8c375b8d365c8d365d8d355e8d355f8d34608d34618d33628d" +
-    "33638d32648e32658e31668e31678e31688e30698e306a8e2f6b8e2f6c8e2e6d8e2e6e8e2e6f8e2d708e2d718e2c718e" +
-    "2c728e2c738e2b748e2b758e2a768e2a778e2a788e29798e297a8e297b8e287c8e287d8e277e8e277f8e27808e26818e" +
-    "26828e26828e25838e25848e25858e24868e24878e23888e23898e238a8d228b8d228c8d228d8d218e8d218f8d21908d" +
-    "21918c20928c20928c20938c1f948c1f958b1f968b1f978b1f988b1f998a1f9a8a1e9b8a1e9c891e9d891f9e891f9f88" +
-    "1fa0881fa1881fa1871fa28720a38620a48621a58521a68522a78522a88423a98324aa8325ab8225ac8226ad8127ad81" +
-    "28ae8029af7f2ab07f2cb17e2db27d2eb37c2fb47c31b57b32b67a34b67935b77937b87838b9773aba763bbb753dbc74" +
-    "3fbc7340bd7242be7144bf7046c06f48c16e4ac16d4cc26c4ec36b50c46a52c56954c56856c66758c7655ac8645cc863" +
-    "5ec96260ca6063cb5f65cb5e67cc5c69cd5b6ccd5a6ece5870cf5773d05675d05477d1537ad1517cd2507fd34e81d34d" +
-    "84d44b86d54989d5488bd6468ed64590d74393d74195d84098d83e9bd93c9dd93ba0da39a2da37a5db36a8db34aadc32" +
-    "addc30b0dd2fb2dd2db5de2bb8de29bade28bddf26c0df25c2df23c5e021c8e020cae11fcde11dd0e11cd2e21bd5e21a" +
-    "d8e219dae319dde318dfe318e2e418e5e419e7e419eae51aece51befe51cf1e51df4e61ef6e620f8e621fbe723fde725";
-  function colour(a) {
-    const i = Math.min(Math.max(Math.floor(a * 256), 0), 255);
-    return `#${VIRIDIS.slice(6 * i, 6 * i + 6)}`;
-  }
-
   function drawHead(figure, w, tokens, targets, query, isInduction, label) {
     const T = tokens.length;
     figure.classList.toggle("pgi-induction", isInduction);
     const map = figure.querySelector("svg");
-    map.replaceChildren();
-    map.setAttribute("viewBox", `0 0 ${LEFT + T} ${T + BELOW}`);
-    svg("rect", { x: LEFT, y: 0, width: T, height: T, class: "pgi-masked" }, map); // above the diagonal
-    for (let i = 0; i < T; i++) {
-      for (let j = 0; j <= i; j++) {
-        svg("rect", { x: LEFT + j, y: i, width: 1.02, height: 1.02, fill: colour(w[i][j]), class: "pgi-cell" }, map);
-      }
-    }
-    if (isInduction) {
-      for (let i = 0; i < T; i++) {
-        for (let j = 0; j <= i; j++) {
-          if (targets[i][j]) svg("rect", { x: LEFT + j + 0.15, y: i + 0.15, width: 0.7, height: 0.7, class: "pgi-target" }, map);
-        }
-      }
-    }
-    svg("rect", { x: LEFT, y: query, width: query + 1, height: 1, class: "pgi-row" }, map);
-    const labels = svg("g", { class: "pgi-labels", "font-size": LABEL_SIZE, "aria-hidden": "true" }, map);
-    tokens.forEach((t, i) => {
-      svg("text", { x: LEFT - 0.25, y: i + 0.5, "text-anchor": "end", "dominant-baseline": "central", text: t }, labels);
-      const below = T + (i % 2 === 0 ? 0.85 : 1.75); // even keys on the first line, odd on the second
-      svg("text", { x: LEFT + i + 0.5, y: below, "text-anchor": "middle", "dominant-baseline": "central", text: t }, labels);
-    });
+    const outlined = isInduction ? (i, j) => targets[i][j] : null; // the keys an induction head should pick
+    drawMap(map, { weights: w, labels: tokens.map(String), query, prefix: "pgi", left: LEFT, outlined });
     const top = w[query].indexOf(Math.max(...w[query]));
     map.setAttribute("aria-label", `${label}: weights of ${T} queries over ${T} keys, each labelled by its token.`);
     figure.querySelector(".pgi-caption").textContent = `${label}${isInduction ? ", induction head" : ""}`;
     figure.querySelector(".pgi-readout").textContent =
       `Query ${query} (token ${tokens[query]}): ${fmt(w[query][top])} on key ${top} (token ${tokens[top]}).`;
-  }
-
-  function announcer(region) {
-    let timer = null;
-    return (text) => {
-      clearTimeout(timer);
-      timer = setTimeout(() => (region.textContent = text), SETTLE_MS);
-    };
   }
 
   function build(root, model) {
@@ -247,6 +137,7 @@
     const status = el("p", { class: "pgi-status", "aria-live": "polite" }, root);
     const say = announcer(status);
 
+    const view = { input, alert: error, slider: query, parts: [maps, legend] };
     let current = null; // the last valid tokens and their weights
 
     function draw() {
@@ -262,23 +153,13 @@
 
     function update() {
       const parsed = parse(input.value, model);
+      showError(view, parsed.error ?? null);
       if (parsed.error) {
-        error.textContent = parsed.error;
-        error.hidden = false;
-        input.setAttribute("aria-invalid", "true");
-        maps.hidden = true;
-        legend.hidden = true;
-        query.disabled = true;
         current = null;
         root.dataset.state = JSON.stringify({ input: input.value, error: parsed.error, tokens: null, weights: null });
         say("");
         return;
       }
-      error.hidden = true;
-      input.removeAttribute("aria-invalid");
-      maps.hidden = false;
-      legend.hidden = false;
-      query.disabled = false;
       const { tokens } = parsed;
       const weights = forward(tokens, model);
       const targets = inductionTargets(tokens);
@@ -330,16 +211,5 @@
     update();
   }
 
-  async function start(root) {
-    try {
-      const response = await fetch(root.dataset.model);
-      if (!response.ok) throw new Error(response.statusText);
-      build(root, readModel(await response.json()));
-    } catch (problem) {
-      root.replaceChildren();
-      el("p", { class: "pgi-error", role: "alert", text: `The trained model could not be loaded (${problem.message}).` }, root);
-    }
-  }
-
-  document.querySelectorAll(".pgi[data-model]").forEach(start);
+  start(".pgi[data-model]", readModel, build, "pgi-error");
 })();

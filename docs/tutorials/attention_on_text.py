@@ -21,12 +21,14 @@
 # last three. Which of these does a trained head do?
 
 # %% tags=["plot"]
+import gzip
 import itertools
 import math
 import re
 import textwrap
 import time
 from collections import Counter
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -38,6 +40,8 @@ from attn_ref.training import (
     ALPHABET,
     CharTransformer,
     ablated_losses,
+    char_model_from_playground_json,
+    char_playground_json,
     closing_predictions,
     context_losses,
     encode,
@@ -566,6 +570,38 @@ for name, cell in rows.items():
 # than the others: the page names no head for either.
 
 # %% [markdown]
+# ## This model in your browser
+#
+# [The text playground](../playground_text.md) runs this page's model, seed 0, in your
+# browser: type any text, and it shows the next-character probabilities and every
+# head's weights, with the heads this page named labelled. The folded cell writes the
+# model and those heads to a small file beside this page (`char_playground_json`),
+# each weight rounded to a signed byte times one scale per tensor, and measures
+# what the rounding costs on the held-out text.
+
+# %% tags=["check"]
+prev_head = int(scores["previous character"][0].argmax())
+named = {}
+for role, pairs in (
+    ("previous character", [(0, prev_head)]),
+    ("open quote", quote_heads),
+):
+    for pair in pairs:
+        named[pair] = (role, scores[role][pair].item())
+exported = char_playground_json(model, named)
+Path("attention_on_text.json").write_text(exported)
+reloaded = char_model_from_playground_json(exported)
+reloaded_bpc = (window_losses(reloaded, held) / LN2).mean().item()
+size = len(exported.encode())
+print(f"{size:,} bytes, {len(gzip.compress(exported.encode())):,} compressed")
+print(
+    f"held-out bits per character: {bpc:.4f}, from the file "
+    f"{reloaded_bpc:.4f} ({reloaded_bpc - bpc:+.4f})"
+)
+for (layer, head), (role, score) in named.items():
+    print(f"head {layer}.{head}: {role} (score {score:.2f})")
+
+# %% [markdown]
 # ## Common pitfalls
 #
 # **A score without its baseline.** "The head with the highest score on earlier copies
@@ -577,7 +613,6 @@ for name, cell in rows.items():
 # previous-character head costs bits on closing quotes too, so it also closes quotes."
 
 # %%
-prev_head = int(scores["previous character"][0].argmax())
 for pair in ((0, prev_head), (1, best_quote)):
     d = change[pair]
     print(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 from collections import Counter
 
@@ -143,6 +144,25 @@ def test_the_page_shows_the_models_it_trained(values, measured):
     for seed in TRAINED_SEEDS:
         assert values["by_seed"][seed]["bpc"] == pytest.approx(measured[seed]["bits"].mean(), abs=1e-4)
     assert values["bpc"] == pytest.approx(measured[0]["bits"].mean(), abs=1e-4)
+
+
+def test_the_playground_file_holds_seed_0_and_the_heads_named_here(values, measured):
+    """The file the playground reads: seed 0's tensors (their shapes and scales), and the heads
+    this page names, by the scores measured here with NumPy."""
+    document = json.loads(values["exported"])
+    f = measured[0]
+    expected = [("previous character", (0, f["best_previous"]), f["scores"]["previous"])]
+    expected += [("open quote", pair, f["scores"]["quote"]) for pair in f["quote_heads"]]
+    assert [(h["role"], (h["layer"], h["head"])) for h in document["heads"]] == sorted(
+        ((role, pair) for role, pair, _ in expected), key=lambda named: named[1]
+    )
+    for h in document["heads"]:
+        scores = next(s for role, _, s in expected if role == h["role"])
+        assert h["score"] == pytest.approx(scores[h["layer"], h["head"]], abs=1e-5)
+    state = values["models"][0].state_dict()
+    for name, stored in document["tensors"].items():
+        assert stored["shape"] == list(state[name].shape)
+        assert stored["scale"] == pytest.approx(state[name].abs().max().item() / 127, rel=1e-5)
 
 
 @pytest.mark.parametrize("seed", TRAINED_SEEDS)
