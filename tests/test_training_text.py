@@ -644,7 +644,7 @@ def test_the_reloaded_model_computes_what_its_decoded_weights_compute():
         (
             lambda: char_playground_json(CharTransformer(4, 8, 1, 2), {(0, 2): ("quote", 0.3)}),
             ValueError,
-            "heads has the key (0, 2), not a head of model: layer in [0, 0], head in [0, 1]",
+            "heads' key (0, 2): model has layers 0-0, heads 0-1",
         ),
         (
             lambda: char_playground_json(CharTransformer(4, 8, 1, 2), {(0, 1): ("", 0.3)}),

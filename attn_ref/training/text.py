@@ -885,14 +885,16 @@ def char_playground_json(model: CharTransformer, heads: Mapping[tuple[int, int],
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = CharTransformer(16, embed_dim=8, num_layers=2, num_heads=2)
+        >>> model = CharTransformer(
+        ...     context_length=16, embed_dim=8, num_layers=2, num_heads=2
+        ... )
         >>> text = char_playground_json(model, {(1, 0): ("open quote", 0.4)})
         >>> json.loads(text)["heads"]
         [{'layer': 1, 'head': 0, 'role': 'open quote', 'score': 0.4}]
         >>> char_playground_json(model, {(2, 0): ("open quote", 0.4)})
         Traceback (most recent call last):
         ...
-        ValueError: heads has the key (2, 0), not a head of model: layer in [0, 1], head in [0, 1]
+        ValueError: heads' key (2, 0): model has layers 0-1, heads 0-1
     """
     if not isinstance(model, CharTransformer):
         raise TypeError(f"model must be a CharTransformer, got {type(model).__name__}")
@@ -907,10 +909,7 @@ def char_playground_json(model: CharTransformer, heads: Mapping[tuple[int, int],
             or not all(isinstance(k, int) and not isinstance(k, bool) for k in key)
             or not (0 <= key[0] < layers and 0 <= key[1] < per_layer)
         ):
-            raise ValueError(
-                f"heads has the key {key!r}, not a head of model: "
-                f"layer in [0, {layers - 1}], head in [0, {per_layer - 1}]"
-            )
+            raise ValueError(f"heads' key {key!r}: model has layers 0-{layers - 1}, heads 0-{per_layer - 1}")
         value = heads[key]
         if not isinstance(value, tuple) or len(value) != 2 or not isinstance(value[0], str) or not value[0]:
             raise ValueError(f"heads[{key!r}] must be (role, score) with a non-empty role, got {value!r}")
@@ -945,12 +944,15 @@ def char_model_from_playground_json(text: str) -> CharTransformer:
 
     Examples:
         >>> _ = torch.manual_seed(0)
-        >>> model = CharTransformer(16, embed_dim=8, num_layers=2, num_heads=2)
+        >>> model = CharTransformer(
+        ...     context_length=16, embed_dim=8, num_layers=2, num_heads=2
+        ... )
         >>> copy = char_model_from_playground_json(char_playground_json(model, {}))
         >>> tokens = encode('print("hi")')[None]
         >>> probabilities = [m(tokens)[0].softmax(-1) for m in (model, copy)]
-        >>> (probabilities[0] - probabilities[1]).abs().max() < 0.01  # int8 weights: close
-        tensor(True)
+        >>> difference = probabilities[0] - probabilities[1]
+        >>> bool(difference.abs().max() < 0.01)  # int8 weights: close
+        True
         >>> char_model_from_playground_json('{"format": "something else"}')
         Traceback (most recent call last):
         ...

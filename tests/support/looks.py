@@ -69,8 +69,14 @@ COPY_PYTHON = """async selector => {
     if (button.getClientRects().length === 0) { texts.push(null); continue; }
     await navigator.clipboard.writeText("");
     button.click();
-    await new Promise(resolve => setTimeout(resolve, 0));  // let the copy handler finish
-    texts.push(await navigator.clipboard.readText());
+    // The copy handler writes the clipboard asynchronously, later on a busy machine: wait for it
+    // (an empty clipboard after two seconds is what the button copied).
+    let text = "";
+    for (const started = Date.now(); text === "" && Date.now() - started < 2000; ) {
+      await new Promise(resolve => setTimeout(resolve, 10));
+      text = await navigator.clipboard.readText();
+    }
+    texts.push(text);
   }
   return texts;
 }"""
