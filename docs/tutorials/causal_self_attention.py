@@ -87,37 +87,23 @@ figure_to_svg(
 #
 # ## The mask in code
 #
-# The head is page 2's: three linear layers without bias, holding the hand-set $W_Q$, $W_K$,
-# $W_V$ of `attn_ref.examples`. `torch.tril` keeps the lower triangle of a matrix, the
-# diagonal included: on a matrix of ones, it is `True` where key $j$ comes at or before query
-# $i$. `masked_fill` writes $-\infty$ where the mask is `False`.
+# The head is page 2's, with its hand-set $W_Q$, $W_K$, $W_V$ from `attn_ref.examples`, applied
+# as `X @ W` (what its `nn.Linear` layers compute). `torch.tril` keeps the lower triangle of a
+# matrix, the diagonal included: on a matrix of ones, it is `True` where key $j$ comes at or
+# before query $i$. `masked_fill` writes $-\infty$ where the mask is `False`.
 
 # %%
 import math
 
 import torch
-from torch import nn
 
-from attn_ref.examples import (
-    SENTENCE,
-    SENTENCE_W_K,
-    SENTENCE_W_Q,
-    SENTENCE_W_V,
-)
+import attn_ref.examples as ex
 
-
-def linear(W):  # an nn.Linear without bias that computes x @ W
-    layer = nn.Linear(*W.shape, bias=False)  # weight: W^T, (out, in)
-    layer.weight.copy_(W.T)
-    return layer
-
-
-torch.set_grad_enabled(False)  # forward passes only
-to_query, to_key, to_value = (
-    linear(torch.tensor(W)) for W in (SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)
-)
-X = torch.tensor(SENTENCE)  # (T, C) = (4, 6): Alice, met, Bob, she
-Q, K, V = to_query(X), to_key(X), to_value(X)  # (T, d_k) each
+X = torch.tensor(ex.SENTENCE)  # (T, C) = (4, 6): Alice, met, Bob, she
+W_Q = torch.tensor(ex.SENTENCE_W_Q)  # (C, d_k) = (6, 2)
+W_K = torch.tensor(ex.SENTENCE_W_K)
+W_V = torch.tensor(ex.SENTENCE_W_V)
+Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, d_k) each
 T, d_k = Q.shape
 scores = Q @ K.T / math.sqrt(d_k)  # (T, T)
 allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))  # True: j <= i
@@ -178,15 +164,15 @@ figure_to_svg(
 # ## A batch of sentences
 #
 # A model reads many sentences at once, stacked into a batch $x$ of shape $(B, T, C)$. Here
-# $B = 2$: the sentence, and *Bob met Alice she*. `nn.Linear` acts on the last axis, so
-# `to_query(x)` is $(B, T, d_k)$. `k.transpose(-2, -1)` swaps the last two axes of the keys,
+# $B = 2$: the sentence, and *Bob met Alice she*. `x @ W_Q` multiplies the last axis, so
+# the queries are $(B, T, d_k)$. `k.transpose(-2, -1)` swaps the last two axes of the keys,
 # so one product gives every sentence its own $(T, T)$ scores; the one $(T, T)$ mask applies to
 # every sentence (PyTorch broadcasts it over $B$).
 
 # %%
 order = [2, 1, 0, 3]  # Bob met Alice she
 x = torch.stack([X, X[order]])  # (B, T, C) = (2, 4, 6)
-q, k, v = to_query(x), to_key(x), to_value(x)  # (B, T, d_k) each
+q, k, v = x @ W_Q, x @ W_K, x @ W_V  # (B, T, d_k) each
 scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, T, T)
 weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1)
 out = weights @ v  # (B, T, T) @ (B, T, d_v) -> (B, T, d_v)
@@ -245,7 +231,7 @@ import torch.nn.functional as F
 
 
 def causal_self_attention(x):  # (B, T, C) -> (B, T, d_v), the layers above
-    q, k, v = to_query(x), to_key(x), to_value(x)  # (B, T, d_k) each
+    q, k, v = x @ W_Q, x @ W_K, x @ W_V  # (B, T, d_k) each
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, T, T)
     T = x.shape[1]
     allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
@@ -328,7 +314,7 @@ print("row sums, masked before: ", weights[0].sum(dim=-1).numpy().round(2))
 
 # %% tags=["check"]
 def head_with(allowed, x):  # the head, with the mask as an argument
-    q, k, v = to_query(x), to_key(x), to_value(x)
+    q, k, v = x @ W_Q, x @ W_K, x @ W_V
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1)
     return weights @ v

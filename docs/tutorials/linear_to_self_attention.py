@@ -3,8 +3,10 @@
 #
 # [Page 1](../concepts/mental_model.md) gave each token of *Alice met Bob she* a query, a key
 # and a value. In a model they are computed from the token itself, by three linear layers:
-# $Q = X W_Q$, $K = X W_K$, $V = X W_V$. This page builds that head from `nn.Linear`, step by
-# step, and checks it against PyTorch's own attention. It assumes page 1, matrix products and
+# $Q = X W_Q$, $K = X W_K$, $V = X W_V$. Those three projections and the attention they feed
+# make one **head** ([page 4](scaled_dot_product_step_by_step.md) runs several side by side).
+# This page builds that head from `nn.Linear`, step by step, and checks it against PyTorch's own
+# attention. It assumes page 1, matrix products and
 # a little PyTorch. Symbols follow the [notation](../notation.md): a token is a row vector. The
 # cells run in order, as one notebook (the button below the title downloads it).
 #
@@ -35,7 +37,7 @@ matrices = [
     torch.tensor(W) for W in (SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)
 ]
 outputs = [["name?", "fem.?"], ["name", "fem."], ["Alice", "Bob"]]
-fig, ax = canvas(9.4, 18.6, scale=0.4)
+fig, ax = canvas(9.4, 18.6, scale=0.38)
 grid(ax, X_drawn, 2.2, 1.4, decimals=0, row_names=tokens, column_names=short)
 note(ax, 5.2, 0.3, "X: a row of features per token")
 for n, (name, W) in enumerate(zip("QKV", matrices, strict=True)):
@@ -60,41 +62,21 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# ## A linear layer
+# ## Three linear layers
 #
 # `nn.Linear(in_features, out_features, bias=False)` maps a row $x$ to $x W$. It stores the
-# transpose: its `weight` is $W^\top$, one row per output, and `layer(x)` computes
-# `x @ layer.weight.T`. Here the layer is the query projection, with $W_Q$ copied in, applied to
-# the features of *she*:
+# transpose: its `weight` is $W^\top$, one row per output feature, and `layer(x)` computes
+# `x @ layer.weight.T`. Each output feature is one row of `weight` dotted with $x$, as the
+# picture framed. A layer maps every row of $X$ at once, so with $W_Q$ copied in,
+# `to_query(X)` is $Q = X W_Q$, of shape $(T, d_k)$: page 1's queries.
 
 # %%
 import torch
 from torch import nn
 
-from attn_ref.examples import SENTENCE, SENTENCE_W_Q
+import attn_ref.examples as ex
 
 torch.set_grad_enabled(False)  # forward passes only: no gradients
-X = torch.tensor(SENTENCE)  # (T, C) = (4, 6): Alice, met, Bob, she
-W_Q = torch.tensor(SENTENCE_W_Q)  # (C, d_k) = (6, 2)
-C, d_k = W_Q.shape
-to_query = nn.Linear(C, d_k, bias=False)  # weight: W_Q^T, (d_k, C)
-to_query.weight.copy_(W_Q.T)
-x_she = X[3]  # (C,): pronoun, female
-print("to_query(x_she):", to_query(x_she))
-print("x_she @ W_Q:    ", x_she @ W_Q)
-
-# %% [markdown]
-# Each output is one row of `weight` dotted with $x$, as the picture framed: row 0 reads *verb*
-# and *pronoun*, row 1 reads *pronoun* alone. *she* is a pronoun, so it asks both questions
-# (*a name?*, *female?*).
-#
-# ## Queries, keys and values
-#
-# Three such layers give every token its three vectors at once: a layer maps each row of $X$,
-# so `to_query(X)` is $Q = X W_Q$, of shape $(T, d_k)$. These are page 1's vectors.
-
-# %%
-from attn_ref.examples import SENTENCE_W_K, SENTENCE_W_V
 
 
 def linear(W):  # an nn.Linear without bias that computes x @ W
@@ -103,12 +85,16 @@ def linear(W):  # an nn.Linear without bias that computes x @ W
     return layer
 
 
-to_key = linear(torch.tensor(SENTENCE_W_K))  # (C, d_k) = (6, 2)
-to_value = linear(torch.tensor(SENTENCE_W_V))  # (C, d_v) = (6, 2)
-Q, K, V = to_query(X), to_key(X), to_value(X)  # (T, 2) each
-print("Q, a row per token:", Q.tolist())
-print("K:", K.tolist())
-print("V:", V.tolist())
+X = torch.tensor(ex.SENTENCE)  # (T, C) = (4, 6): Alice, met, Bob, she
+to_query = linear(torch.tensor(ex.SENTENCE_W_Q))  # W_Q: (C, d_k) = (6, 2)
+to_key = linear(torch.tensor(ex.SENTENCE_W_K))
+to_value = linear(torch.tensor(ex.SENTENCE_W_V))
+Q, K, V = to_query(X), to_key(X), to_value(X)  # (T, d_k) each
+T, C = X.shape
+d_k = Q.shape[-1]  # the width of a query and of a key: 2
+print("to_query.weight, a row per output:", to_query.weight.tolist())
+print("Q = to_query(X), a row per token: ", Q.tolist())
+print("K:", K.tolist(), " V:", V.tolist())
 
 # %% [markdown]
 # ## Why not the tokens themselves?
@@ -125,11 +111,12 @@ import math
 plain = torch.softmax(X @ X.T / math.sqrt(C), dim=-1)  # (T, T): no projections
 projected = torch.softmax(Q @ K.T / math.sqrt(d_k), dim=-1)  # (T, T)
 print(
-    "she, no projections, attends most to:", SENTENCE_TOKENS[plain[3].argmax()]
+    "she, no projections, attends most to:",
+    ex.SENTENCE_TOKENS[plain[3].argmax()],
 )
 print(
     "she, projected, attends most to:     ",
-    SENTENCE_TOKENS[projected[3].argmax()],
+    ex.SENTENCE_TOKENS[projected[3].argmax()],
 )
 print("X X^T symmetric:", torch.equal(X @ X.T, (X @ X.T).T))
 print("Q K^T symmetric:", torch.equal(Q @ K.T, (Q @ K.T).T))
@@ -329,7 +316,7 @@ print("equal:", torch.allclose(doubled, squared))
 # and output, then compute them.
 
 # %% tags=["solution"]
-W_K_blind = torch.tensor(SENTENCE_W_K)  # (C, d_k)
+W_K_blind = torch.tensor(ex.SENTENCE_W_K)  # (C, d_k)
 W_K_blind[3] = 0.0  # row 3 is the feature "female"
 K_blind = X @ W_K_blind  # (T, d_k): Alice's key is now (1, 0), like Bob's
 weights_blind = torch.softmax(Q @ K_blind.T / math.sqrt(d_k), dim=-1)

@@ -116,14 +116,21 @@ figure_to_svg(
 # the scores spread like $\sqrt{d_k}$, and dividing by $\sqrt{d_k}$ brings their variance back
 # to 1 at every width.
 #
-# The spread matters because the softmax only sees differences between scores. Spread widely,
-# the largest score takes almost all the weight, and the softmax's derivative,
-# $\partial p_i / \partial z_j = p_i (\delta_{ij} - p_j)$, is near zero wherever every $p_i$ is
-# near 0 or 1: $W_Q$ and $W_K$ get almost no gradient. In the paper's words, large dot products
-# push "the softmax function into regions where it has extremely small gradients"
-# (section 3.2.1). The plot draws such queries and keys, 500 queries of ten keys at each
-# width, and measures the scores' spread and each row's largest weight, with and without the
-# division.
+# The spread matters because the softmax only sees differences between scores: spread widely,
+# the largest score takes almost all the weight, and a softmax that is nearly one-hot passes
+# back almost no gradient to $W_Q$ and $W_K$. The plot draws such queries and keys, 500 queries
+# of ten keys at each width, with and without the division.
+#
+# <details class="note">
+# <summary>Going deeper: why a saturated softmax learns slowly</summary>
+#
+# The softmax's derivative is $\partial p_i / \partial z_j = p_i (\delta_{ij} - p_j)$: near zero
+# wherever every $p_i$ is near 0 or 1. In the paper's words, large dot products push "the
+# softmax function into regions where it has extremely small gradients" (section 3.2.1). The
+# [in-depth page](heads_in_depth.md#the-scale-measured-three-ways) measures the gradient's
+# size too.
+#
+# </details>
 
 # %% tags=["plot"]
 generator = torch.Generator().manual_seed(0)
@@ -179,25 +186,13 @@ import math
 
 import torch
 
-from attn_ref.examples import (
-    SENTENCE,
-    SENTENCE_FEATURES,  # the names of the C features
-    SENTENCE_HEADS_W_K,
-    SENTENCE_HEADS_W_O,
-    SENTENCE_HEADS_W_Q,
-    SENTENCE_HEADS_W_V,
-)
+import attn_ref.examples as ex
 
-x = torch.tensor(SENTENCE)[None]  # (B, T, C) = (1, 4, 6)
-W_Q, W_K, W_V, W_O = (
-    torch.tensor(M)  # (C, C) each
-    for M in (
-        SENTENCE_HEADS_W_Q,
-        SENTENCE_HEADS_W_K,
-        SENTENCE_HEADS_W_V,
-        SENTENCE_HEADS_W_O,
-    )
-)
+x = torch.tensor(ex.SENTENCE)[None]  # (B, T, C) = (1, 4, 6)
+W_Q = torch.tensor(ex.SENTENCE_HEADS_W_Q)  # (C, C): both heads side by side
+W_K = torch.tensor(ex.SENTENCE_HEADS_W_K)
+W_V = torch.tensor(ex.SENTENCE_HEADS_W_V)
+W_O = torch.tensor(ex.SENTENCE_HEADS_W_O)
 B, T, C = x.shape
 H = 2  # heads
 d_k = C // H  # 3 features per head
@@ -320,7 +315,7 @@ figure_to_svg(
 # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
 merged = heads.transpose(1, 2).reshape(B, T, C)
 output = merged @ W_O  # (B, T, C) @ (C, C) -> (B, T, C)
-print("features:    ", SENTENCE_FEATURES)
+print("features:    ", ex.SENTENCE_FEATURES)
 print("she's output:", output[0, 3].numpy().round(2))
 
 # %% tags=["plot"]
@@ -380,26 +375,22 @@ class CausalMultiHeadAttention(nn.Module):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"{n_heads=} must divide {d_model=}")
-        self.n_heads, self.d_k = n_heads, d_model // n_heads
+        self.n_heads = n_heads
         self.W_q = nn.Linear(d_model, d_model, bias=False)
         self.W_k = nn.Linear(d_model, d_model, bias=False)
         self.W_v = nn.Linear(d_model, d_model, bias=False)
         self.W_o = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, x):  # x: (B, T, d_model)
+    def forward(self, x):  # x: (B, T, C), C = d_model
         B, T, C = x.shape
-        H, d_k = self.n_heads, self.d_k
-        # project; split the C features into H heads: (B, H, T, d_k)
-        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)
+        H, d_k = self.n_heads, C // self.n_heads
+        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
         k = self.W_k(x).view(B, T, H, d_k).transpose(1, 2)
         v = self.W_v(x).view(B, T, H, d_k).transpose(1, 2)
         scores = q @ k.transpose(-2, -1) / d_k**0.5  # (B, H, T, T)
         allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
-        heads = weights @ v  # (B, H, T, d_k)
-        merged = heads.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.W_o(merged)
+        weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        return self.W_o((weights @ v).transpose(1, 2).reshape(B, T, C))
 
 
 # %% [markdown]
@@ -471,7 +462,7 @@ print(
 
 # %% tags=["check"]
 broken = heads.reshape(B, T, C) @ W_O  # no transpose
-print("features:                    ", SENTENCE_FEATURES)
+print("features:                    ", ex.SENTENCE_FEATURES)
 print("Alice's output, broken merge:", broken[0, 0].numpy().round(2))
 print("Alice's output, right merge: ", output[0, 0].numpy().round(2))
 

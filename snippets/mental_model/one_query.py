@@ -128,12 +128,27 @@ print("same as PyTorch's:", torch.allclose(output, reference, atol=1e-6))
 # --8<-- [end:every]
 
 # --8<-- [start:every_picture]
-# The matrices above, drawn (continues the two blocks above): Q, Kᵀ and
+# Every query at once, drawn from the numbers attn_ref computes: Q, Kᵀ and
 # their scores, the weights, V and the output.
-from attn_ref.diagrams import arrow, canvas, grid, note
-from attn_ref.examples import SENTENCE_TOKENS
+import torch
 
-T = len(SENTENCE_TOKENS)
+from attn_ref import scaled_dot_product_attention
+from attn_ref.diagrams import arrow, canvas, grid, note
+from attn_ref.examples import (
+    SENTENCE,
+    SENTENCE_TOKENS,
+    SENTENCE_W_K,
+    SENTENCE_W_Q,
+    SENTENCE_W_V,
+)
+
+X = torch.tensor(SENTENCE)  # (T, C): the tokens' features (page 2)
+Q, K, V = (
+    X @ torch.tensor(W) for W in (SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)
+)
+T, d_k = K.shape
+output, weights = scaled_dot_product_attention(Q, K, V)  # (T, d_v), (T, T)
+scores = Q @ K.T / d_k**0.5  # (T, T)
 matrices_fig, ax = canvas(11.0, 12.6, scale=0.4)
 left, top = 1.8, 3.0  # Q's left edge, and the top of the scores
 signed = float(max(Q.abs().max(), K.abs().max()))  # one scale: Q and K

@@ -13,6 +13,7 @@ mask = causal_mask(T)  # (T, T): True where a query may see a key
 # --8<-- [end:setup]
 
 # --8<-- [start:lines]
+# Continues the folded setup above: block, x and mask.
 with torch.no_grad():
     h = block.norm1(x)  # (B, T, C): what attention reads
     a, _ = block.attn(h, h, h, attn_mask=mask)  # (B, T, C): what it writes

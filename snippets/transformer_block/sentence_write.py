@@ -1,6 +1,6 @@
 # How the heads write into the stream: page 4's two heads on "she", each
 # head's output times its own rows of W_O, added to the token.
-# --8<-- [start:writes]
+# --8<-- [start:compute]
 import math
 
 import torch
@@ -36,12 +36,14 @@ heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_k)
 # Head h writes its output times its d_k rows of W_O: a (B, T, C) update.
 writes = [heads[:, h] @ W_O[h * d_k : (h + 1) * d_k] for h in range(H)]
 merged = heads.transpose(1, 2).reshape(B, T, C)  # the heads side by side
-print("merged @ W_O = sum of the heads' writes:", end=" ")
-print(torch.allclose(merged @ W_O, writes[0] + writes[1]))
 stream = x + writes[0] + writes[1]  # the residual stream after attention
+# --8<-- [end:compute]
+# --8<-- [start:report]
+same = torch.allclose(merged @ W_O, writes[0] + writes[1])
+print("merged @ W_O = sum of the heads' writes:", same)
 print("she before:", x[0, 3].numpy())
 print("she after: ", stream[0, 3].numpy().round(2))
-# --8<-- [end:writes]
+# --8<-- [end:report]
 
 # --8<-- [start:picture]
 from attn_ref.diagrams import canvas, grid, note

@@ -48,8 +48,8 @@ def test_projections_are_x_times_w(tutorial, values):
     """Small integers: X W is exact in float32, so the layers give it bit for bit."""
     for name, expected in (("Q", Q), ("K", K), ("V", V)):
         np.testing.assert_array_equal(as64(values[name]), expected)
-    assert_printed(tutorial, [*Q[SHE], *Q[SHE]])  # to_query(x_she), then x_she @ W_Q
-    assert_printed(tutorial, [*Q.ravel(), *K.ravel(), *V.ravel()], gaps=True)
+    # to_query.weight (W_Q transposed, a row per output), then Q, K and V, row by row.
+    assert_printed(tutorial, [*W_Q.T.ravel(), *Q.ravel(), *K.ravel(), *V.ravel()])
 
 
 def test_without_projections_she_finds_herself_and_with_them_alice(tutorial, values):
@@ -57,7 +57,7 @@ def test_without_projections_she_finds_herself_and_with_them_alice(tutorial, val
     assert_within(values["projected"], EXACT.weights, EXACT.weights_error, "projected weights")
     assert leads(PLAIN.weights[SHE], PLAIN.weights_error[SHE], SHE)
     assert leads(EXACT.weights[SHE], EXACT.weights_error[SHE], ALICE)
-    text = printed_by_cell(tutorial)[3]
+    (text,) = [text for text in printed_by_cell(tutorial) if "attends most to" in text]
     assert re.search(r"no projections, attends most to:\s+she\b", text)
     assert re.search(r"projected, attends most to:\s+Alice\b", text)
     assert (X @ X.T == (X @ X.T).T).all() and not (Q @ K.T == (Q @ K.T).T).all()
@@ -106,7 +106,7 @@ def test_pictures_draw_the_computed_numbers(tutorial, pictures, values):
 
 
 def test_pitfall_the_transposed_weight(tutorial, values):
-    text = printed_by_cell(tutorial)[9]
+    (text,) = [text for text in printed_by_cell(tutorial) if "X @ to_query.weight" in text]
     assert "X @ to_query.weight:" in text and "cannot be multiplied" in text
     square = as64(values["square"].weight)
     wrong, right = X @ square, X @ square.T
