@@ -265,30 +265,55 @@ print("she's output before (Alice, Bob):", before[0, 3].numpy().round(3))
 print("she's output after:              ", after[0, 3].numpy().round(3))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.0, 4.6, scale=0.42)
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+fig, ax = canvas(10.2, 6.0, scale=0.42)
 carol_words = ["Alice", "met", "Carol", "she"]
-box = grid(
-    ax,
-    moved,
-    3.0,
-    1.6,
-    cmap="Reds",
-    vmin=0.0,
-    vmax=1.0,
-    decimals=2,
-    column_names=carol_words,
-    label="how far each output moved",
-)
-outline(ax, Box(3.0 + 2, 1.6, 1, 1))  # the changed token
-note(ax, 2.8, 2.1, "Bob → Carol", ha="right", fontsize=11)
-arrow(ax, (5.5, 3.7), (3.6, 2.7))
-note(ax, 5.5, 4.05, "before the change: cannot move", fontsize=10)
+xs = [1.9 + 2.3 * j for j in range(T)]
+
+
+def token_box(x, y, text, colour):
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - 0.9, y - 0.4),
+            1.8,
+            0.8,
+            boxstyle="round,pad=0.05",
+            fc=colour,
+            ec="black",
+        )
+    )
+    note(ax, x, y, text, fontsize=11)
+
+
+for j, word in enumerate(carol_words):  # the inputs, Bob changed to Carol
+    token_box(xs[j], 1.0, word, "#f8dcc0" if j == 2 else "#cfe0f5")
+for i in range(T):  # output i reads the tokens 0..i
+    for j in range(i + 1):
+        changed = j == 2
+        ax.add_patch(
+            FancyArrowPatch(
+                (xs[j], 1.45),
+                (xs[i], 4.05),
+                arrowstyle="-|>",
+                mutation_scale=10,
+                lw=2.2 if changed else 0.8,
+                color="#c0392b" if changed else "0.55",
+            )
+        )
+for i in range(T):  # the outputs, and how far each moved
+    token_box(xs[i], 4.5, f"{moved[i]:.2f}", "#ffffff")
+note(ax, 5.35, 5.5, "how far each output moved", fontsize=11)
+note(ax, 0.1, 1.0, "in", ha="left", fontsize=10)
+note(ax, 0.1, 4.5, "out", ha="left", fontsize=10)
 figure_to_svg(
     fig,
-    alt="How far each output moved when Bob became Carol, one cell per "
-    "position: exactly 0 for Alice and met, which come before the change; "
-    + ", ".join(f"{m:.2f}" for m in moved[2:].tolist())
-    + " for Carol and she.",
+    alt="The tokens Alice, met, Carol and she above their outputs. Each "
+    "output has an arrow from itself and every token before it; the arrows "
+    "from Carol, the changed token, are thick and red, and reach only Carol's "
+    "and she's outputs. Under each output, how far it moved: "
+    + ", ".join(f"{m:.2f}" for m in moved.tolist())
+    + ".",
 )
 
 # %% [markdown]

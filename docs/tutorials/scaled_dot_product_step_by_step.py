@@ -8,13 +8,13 @@
 # # Scaled dot-product attention and heads
 #
 # The head of [page 3](causal_self_attention.md) gives each token one row of weights. But
-# *she* needs two things from the sentence: *who* it is (*Alice*) and *what happened* (*met*).
-# One row cannot put most of its weight on both. **Multi-head attention** runs several heads
-# side by side, each with its own projections, and mixes their outputs. This page first shows
-# why the scores are divided by $\sqrt{d_k}$, then builds causal multi-head attention step by
-# step, ending with the whole module in one block, checked against PyTorch, and a command that
-# checks yours. Shapes follow the [notation table](../notation.md): `(B, T, C)` for tokens,
-# `(B, H, T, d_k)` for heads. The cells run in order, as one notebook.
+# *she* needs two things: *who* it is (*Alice*) and *what happened* (*met*), and one row cannot
+# put most of its weight on both. **Multi-head attention** runs several heads side by side and
+# mixes their outputs. This page shows why the scores are divided by $\sqrt{d_k}$, then builds
+# causal multi-head attention step by step, up to the whole module in one block, checked
+# against PyTorch, and a command that checks yours. Shapes follow the
+# [notation table](../notation.md): `(B, T, C)` for tokens, `(B, H, T, d_k)` for heads. The
+# cells run in order, as one notebook.
 #
 # The picture follows *she* through two hand-set heads. Head 0 asks page 3's question (*a
 # female name?*) and finds *Alice*; head 1 asks *the verb?* and finds *met*. Each head
@@ -418,7 +418,9 @@ theirs = nn.MultiheadAttention(8, 2, bias=False, batch_first=True)
 in_proj = [ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]
 theirs.in_proj_weight.copy_(torch.cat(in_proj))  # (3C, C)
 theirs.out_proj.weight.copy_(ours.W_o.weight)
-blocked = ~torch.tril(torch.ones(5, 5, dtype=torch.bool))  # True: may NOT see
+# nn.MultiheadAttention reads a boolean mask the other way round: True =
+# may NOT attend (the bugs page: "A mask that means the opposite")
+blocked = ~torch.tril(torch.ones(5, 5, dtype=torch.bool))
 expected, _ = theirs(x_rand, x_rand, x_rand, attn_mask=blocked)
 print(
     "random weights, same as nn.MultiheadAttention:",
@@ -436,11 +438,6 @@ print(
 )
 
 # %% [markdown]
-# `nn.MultiheadAttention` reads a boolean mask the other way round from
-# `scaled_dot_product_attention`: `True` there means *may not* attend, hence `blocked`
-# ([the bugs page](../practice/bugs.md#a-mask-that-means-the-opposite) shows what goes wrong
-# otherwise).
-#
 # **Your turn.** Close this page, write `CausalMultiHeadAttention` from memory in a file such as
 # `my_attention.py`, and check it:
 #
@@ -448,9 +445,8 @@ print(
 # python -m attn_ref.check causal-mha my_attention.py
 # ```
 #
-# The command runs the tests this page's module passes (the shapes, the scale, causality, the
-# split and the merge of the heads, agreement with PyTorch) and says in plain words which one
-# fails.
+# It runs the tests this page's module passes (shapes, scale, causality, the heads' split and
+# merge, agreement with PyTorch) and says in plain words which one fails.
 #
 # ## Common pitfalls
 #
