@@ -38,7 +38,7 @@ sees = torch.tril(torch.ones(T_drawn, T_drawn, dtype=torch.bool))
 weights_drawn = torch.softmax(
     scores_drawn.masked_fill(~sees, -math.inf), dim=-1
 )
-fig, ax = canvas(9.4, 16.4, scale=0.4)
+fig, ax = canvas(9.4, 16.4, scale=0.36)
 panels = [
     (scores_drawn, None, "scores Q Kᵀ / √2", {}),
     (scores_drawn, sees, "+ the mask: −∞ where\nthe key comes later", {}),
@@ -119,7 +119,7 @@ print(weights.numpy().round(2))
 
 # %% tags=["plot"]
 unmasked = torch.softmax(scores, dim=-1)  # (T, T): page 2's weights
-fig, ax = canvas(9.6, 5.4, scale=0.44)
+fig, ax = canvas(9.6, 5.4, scale=0.4)
 for n, (row, seen, label) in enumerate(
     [
         (unmasked[1], None, "met, no mask"),

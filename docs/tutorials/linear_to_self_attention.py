@@ -122,7 +122,7 @@ print("X X^T symmetric:", torch.equal(X @ X.T, (X @ X.T).T))
 print("Q K^T symmetric:", torch.equal(Q @ K.T, (Q @ K.T).T))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.6, 7.6, scale=0.42)
+fig, ax = canvas(10.6, 7.6, scale=0.4)
 panels = [
     (plain, 1.6, f"no projections\nsoftmax(X Xᵀ/√{C})"),
     (projected, 6.4, f"projected\nsoftmax(Q Kᵀ/√{d_k})"),
@@ -224,7 +224,7 @@ def step(
     note(ax, x, y, text, fontsize=10)
 
 
-fig, ax = canvas(11.4, 10.2, scale=0.42)
+fig, ax = canvas(11.4, 10.2, scale=0.38)
 T = X.shape[0]
 step(ax, 5.7, 0.9, f"X  ({T}, {C})", "#cfe0f5", width=2.6)
 columns = {"Q": 1.9, "K": 5.7, "V": 9.5}

@@ -63,7 +63,7 @@ for h in range(n):
     drawn_w.append(torch.softmax(s, dim=-1))
     drawn_out.append(drawn_w[-1] @ v_h)
 she = tokens.index("she")
-fig, ax = canvas(11.4, 11.0, scale=0.42)
+fig, ax = canvas(11.4, 11.0, scale=0.39)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
     top = 1.5 + 2.7 * h
     box = grid(
@@ -145,7 +145,7 @@ for width in widths:
         spread[name].append([s.std(), p.amax(-1).mean()])
 table = {name: torch.tensor(rows) for name, rows in spread.items()}
 fig, axes = plt.subplots(
-    2, 1, figsize=(4.4, 3.8), sharex=True, layout="constrained"
+    2, 1, figsize=(4.4, 3.3), sharex=True, layout="constrained"
 )
 for name, style in (("plain", "o-"), ("scaled", "s--")):
     label = "q·k" if name == "plain" else "q·k / √dₖ"
@@ -179,7 +179,11 @@ figure_to_svg(
 # tokens for every head at once. Here $C = 6$ and $H = 2$, so $d_k = 3$; the hand-set matrices
 # are in `attn_ref.examples`, head 0 in columns 0 to 2, head 1 in columns 3 to 5.
 #
-# **1. Project.** As on page 2, but for both heads at once: $(B, T, C)$ in, $(B, T, C)$ out.
+# **1. Project, then split into heads.** As on page 2, but for both heads at once: $(B, T, C)$
+# in, $(B, T, C)$ out. Then `view(B, T, H, d_k)` cuts each token's $C$ features into $H$ groups
+# of $d_k$, without moving a number: head $h$ gets features $h d_k$ to $(h + 1) d_k - 1$.
+# `transpose(1, 2)` brings the heads forward, $(B, H, T, d_k)$, so that each head is one more
+# batch of page 3's attention.
 
 # %%
 import math
@@ -197,15 +201,7 @@ B, T, C = x.shape
 H = 2  # heads
 d_k = C // H  # 3 features per head
 Q, K, V = x @ W_Q, x @ W_K, x @ W_V  # (B, T, C) each
-
-# %% [markdown]
-# **2. Split into heads.** `view(B, T, H, d_k)` cuts each token's $C$ features into $H$ groups
-# of $d_k$, without moving a number: head $h$ gets features $h d_k$ to $(h + 1) d_k - 1$.
-# `transpose(1, 2)` then brings the heads forward, $(B, H, T, d_k)$, so that each head is one
-# more batch of page 3's attention.
-
-# %%
-# (B, T, C) -> (B, T, H, d_k) -> (B, H, T, d_k)
+# Split: (B, T, C) -> (B, T, H, d_k) -> (B, H, T, d_k)
 q = Q.view(B, T, H, d_k).transpose(1, 2)
 k = K.view(B, T, H, d_k).transpose(1, 2)
 v = V.view(B, T, H, d_k).transpose(1, 2)
@@ -213,7 +209,7 @@ print("Q:", tuple(Q.shape), "-> q:", tuple(q.shape))
 print("head 1 is features 3 to 5 of Q:", torch.equal(q[:, 1], Q[..., 3:]))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.8, 12.1, scale=0.42)
+fig, ax = canvas(10.8, 12.1, scale=0.37)
 c = 0.6  # the side of a cell
 for row, (name, full, split) in enumerate(
     (("Q", Q, q), ("K", K, k), ("V", V, v))
@@ -262,7 +258,7 @@ figure_to_svg(
 # Head 0's keys hold *name* and *female*, head 1's hold *verb*; head 0's values hold who a
 # token is, head 1's whether it is the verb.
 #
-# **3. Scores, mask, softmax, in every head at once.** The lines of page 3, unchanged: they act
+# **2. Scores, mask, softmax, in every head at once.** The lines of page 3, unchanged: they act
 # on the last two axes, and the $(T, T)$ mask broadcasts over $B$ and $H$. Each head divides
 # by the square root of its own width, $d_k = 3$.
 
@@ -274,7 +270,7 @@ weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
 heads = weights @ v  # (B, H, T, T) @ (B, H, T, d_k) -> (B, H, T, d_k)
 
 # %% tags=["plot"]
-fig, ax = canvas(11.2, 7.2, scale=0.4)
+fig, ax = canvas(11.2, 7.2, scale=0.38)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
     left = 1.6 + 5.4 * h
     grid(
@@ -305,7 +301,7 @@ figure_to_svg(
 # in *met*'s. (Rows with nothing to ask, such as *Bob*'s in head 0, spread their weight over
 # what they may see.)
 #
-# **4. Merge, then $W_O$.** `transpose(1, 2)` puts the heads back beside each other,
+# **3. Merge, then $W_O$.** `transpose(1, 2)` puts the heads back beside each other,
 # $(B, T, H, d_k)$, and `reshape(B, T, C)` lays each token's $H$ outputs side by side: the
 # concatenation. $W_O$, $(C, C)$, then mixes them. Row block $h$ of $W_O$ reads head $h$:
 # here it writes head 0's *Alice* and *Bob* and head 1's *verb* back into the sentence's own
@@ -319,7 +315,7 @@ print("features:    ", ex.SENTENCE_FEATURES)
 print("she's output:", output[0, 3].numpy().round(2))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.0, 13.2, scale=0.42)
+fig, ax = canvas(10.0, 13.2, scale=0.37)
 m_box = grid(ax, merged[0], 1.6, 1.6, decimals=2, vmax=1.0, row_names=tokens)
 ax.plot([1.6 + d, 1.6 + d], [1.3, 5.9], color="black", lw=2.5)
 note(ax, 1.6 + d / 2, 1.05, "head 0", fontsize=11)
@@ -461,20 +457,6 @@ broken = heads.reshape(B, T, C) @ W_O  # no transpose
 print("features:                    ", ex.SENTENCE_FEATURES)
 print("Alice's output, broken merge:", broken[0, 0].numpy().round(2))
 print("Alice's output, right merge: ", output[0, 0].numpy().round(2))
-
-# %% [markdown]
-# <a id="scale-by-model-width"></a>**Dividing by $\sqrt{C}$ instead of $\sqrt{d_k}$.** Each head's
-# scores are dot products of $d_k$ features, so the scale is $1/\sqrt{d_k}$, the width of a
-# head, not of the model. With $\sqrt{C}$ every head's weights come out flatter than
-# PyTorch's ([the same bug in the wild](../practice/bugs.md#scaled-by-the-model-width-not-the-head-width)):
-
-# %% tags=["check"]
-flat = torch.softmax(
-    (q @ k.transpose(-2, -1) / math.sqrt(C)).masked_fill(~allowed, -math.inf),
-    -1,
-)
-print(f"she -> Alice in head 0, sqrt(C):   {flat[0, 0, 3, 0]:.2f}")
-print(f"she -> Alice in head 0, sqrt(d_k): {weights[0, 0, 3, 0]:.2f}")
 
 # %% [markdown]
 # ## Exercises

@@ -38,7 +38,7 @@ from attn_ref.diagrams import arrow, canvas, grid
 shown = {"x": x, "h": h, "a": a, "x_mid": x_mid, "h_mid": h_mid, "m": m}
 top = max(t.abs().max().item() for t in (*shown.values(), out))
 scale = {"cell": 0.28, "vmax": top}
-fig, ax = canvas(10.4, 11.0, scale=0.41)
+fig, ax = canvas(10.4, 11.0, scale=0.37)
 stream_x, branch_x = 0.2, 5.7  # left: the stream; right: what the parts do
 pieces = [  # (tensor, column, row, label)
     (x, stream_x, 0, "$x$, the stream"),

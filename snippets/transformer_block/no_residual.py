@@ -1,4 +1,5 @@
 # Forgetting the residual: x = attention(LN(x)) replaces the stream.
+# --8<-- [start:compute]
 import torch
 import torch.nn.functional as F
 
@@ -14,6 +15,9 @@ with torch.no_grad():
     a, _ = block.attn(h, h, h, attn_mask=causal_mask(T))  # (B, T, C)
 kept = F.cosine_similarity(x + a, x, dim=-1)[0]  # (T,): x = x + a
 replaced = F.cosine_similarity(a, x, dim=-1)[0]  # (T,): x = a, no residual
+# --8<-- [end:compute]
+# --8<-- [start:report]
 print("each token after attention, cosine with itself before:")
 print("  x + a:", kept.numpy().round(2))
 print("  a:    ", replaced.numpy().round(2))
+# --8<-- [end:report]
