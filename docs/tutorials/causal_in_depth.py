@@ -591,10 +591,9 @@ print(
 # %% [markdown]
 # ## Common pitfalls
 #
-# <a id="no-division"></a>**Forgetting to divide by $\sqrt{d_k}$.** A common mistake is to
-# say that the scores are divided by the square root of the key size, "to stabilize
-# training", and then write `wei = q @ k.transpose(-2, -1)`, which never divides. The weights
-# then come from scores spread $\sqrt{d_k}$ times as wide, and are sharper: after the first
+# <a id="no-division"></a>**`wei = q @ k.transpose(-2, -1)`, with no division.** Code can say
+# in a comment that the scores are divided by $\sqrt{d_k}$ and still leave the division out.
+# The weights then come from scores spread $\sqrt{d_k}$ times as wide, and are sharper: after the first
 # row, the largest weight of every row is higher (below). Query 7's unscaled weights put three
 # keys (6, 7 and 3, almost level) far ahead of the other four; its scaled row is much closer
 # to uniform. The fix: divide, as [`scores`](#queries-keys-and-scores) does ([exercise 3](#exercises) shows
@@ -617,9 +616,10 @@ print(
 # %% [markdown]
 # <a id="mixes-tokens"></a>**`out = wei @ x`.** Mixing the tokens instead of their values
 # leaves out the value projection: the output keeps the token width $C$, not $d_k$ (the first
-# line below). The shape comment `(T,T) @ (B,T,C) --> (B,T,C)` fits the average of the past,
-# where `wei` is one $(T, T)$ matrix, not learned scores, which give one per sequence. The
-# fix: `out = wei @ v`, as in [the output](#the-output-checked-against-pytorch).
+# line below). `wei @ x` is right only for the average of the past, where `wei` is one
+# $(T, T)$ matrix of equal weights and there is no value projection; with learned scores there
+# is one matrix per sequence, and the values to mix. The fix: `out = wei @ v`, as in
+# [the output](#the-output-checked-against-pytorch).
 #
 # <a id="meaning"></a>**"The model learned that these tokens are related."** Here nothing was
 # learned: the tokens are noise and the projections random. Other seeds, on the same tokens,

@@ -441,8 +441,7 @@ figure_to_svg(
 # %% [markdown]
 # ## Common pitfalls
 #
-# **1. Reading the width from axis 1.** A common mistake is
-# `d_model = x.size(1)`. In `(B, T, C)` axis 1 is $T$, the number of tokens. With ten
+# **1. `d_model = x.size(1)`.** In `(B, T, C)` axis 1 is $T$, the number of tokens. With ten
 # tokens of ten features it runs; keep four tokens, and the identity matrix it builds
 # has the wrong size (first lines below). The fix: `x.size(-1)`.
 #
@@ -463,17 +462,15 @@ narrow = weights @ V[..., :4]  # values 4 features wide: (B, T, 4)
 print("values of width 4 give an output of shape", tuple(narrow.shape))
 
 # %% [markdown]
-# **3. A product by hand that cannot be right.** A common slip writes the sums of
-# [one product by hand](#one-product-by-hand) correctly, then gives a result such as
-# `claimed` below, wrong in most entries. The check: the rows of $A$ sum to one, so
-# each row of $O$ must rise by the same step as the rows of $V$; the claimed rows rise
-# by another. In words too: each output *row* is a weighted sum of the value *rows*.
+# **3. A product by hand that cannot be right.** A hand-computed $AV$ can be checked without
+# redoing it: the rows of $A$ sum to one, so each row of $O$ must rise by the same step as the
+# rows of $V$. The matrix `claimed` below, wrong in most entries, fails that check at once:
+# its rows rise by another step. In words too: each output *row* is a weighted sum of the
+# value *rows* ([one product by hand](#one-product-by-hand)).
 #
-# **4. "Combining the heads" with one head and a fresh layer.** A common shortcut sets
-# one head, reshapes with `view(B, -1, 1 * C)` and applies a new, unseeded
-# `nn.Linear`. With one head the reshape returns the same tensor, and an untrained
-# layer made without a seed prints numbers that change from run to run (two seeds
-# below). The fix: [multi-head attention](scaled_dot_product_step_by_step.md#multi-head-attention), $H > 1$ heads and a
+# **4. One head, `view(B, -1, 1 * C)` and a fresh `nn.Linear` as "combining the heads".**
+# With one head the reshape returns the same tensor, and an untrained layer made without a
+# seed prints numbers that change from run to run (two seeds below). The fix: [multi-head attention](scaled_dot_product_step_by_step.md#multi-head-attention), $H > 1$ heads and a
 # learned (here, seeded) $W_O$.
 
 # %% tags=["plot"]
@@ -536,8 +533,8 @@ print(f"derived, exp(|x_0|^2 / sqrt(d_k)): {derived:.2f}")
 # weights of one row are in the ratio e^(s - s') of their scores s, s'.
 
 # %% [markdown]
-# **3. Merge the heads with a reshape.** A common bug merges the heads with
-# `head_outputs.reshape(B, T, C)` and no transpose. Predict whether it raises an error,
+# **3. Merge the heads with a reshape.** Merge the heads with `head_outputs.reshape(B, T, C)`
+# and no transpose. Predict whether it raises an error,
 # and which numbers land in row 0. Then fix it without `merge_heads`.
 
 # %% tags=["solution"]

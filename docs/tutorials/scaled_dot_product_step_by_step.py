@@ -7,19 +7,16 @@
 # %% [markdown]
 # # Scaled dot-product attention and heads
 #
-# The head of [page 3](causal_self_attention.md) gives each token one row of weights. But
-# *she* needs two things: *who* it is (*Alice*) and *what happened* (*met*), and one row cannot
-# put most of its weight on both. **Multi-head attention** runs several heads side by side and
-# mixes their outputs. This page shows why the scores are divided by $\sqrt{d_k}$, then builds
-# causal multi-head attention step by step, up to the whole module in one block, checked
-# against PyTorch, and a command that checks yours. Shapes follow the
-# [notation table](../notation.md): `(B, T, C)` for tokens, `(B, H, T, d_k)` for heads. The
-# cells run in order, as one notebook.
+# The head of [page 3](causal_self_attention.md) gives each token one row of weights, but *she*
+# needs two things, *who* (*Alice*) and *what happened* (*met*). **Multi-head attention** runs
+# several heads side by side and mixes their outputs. This page shows why the scores are divided
+# by $\sqrt{d_k}$, then builds causal multi-head attention step by step, up to one block of code
+# checked against PyTorch. Shapes follow the [notation table](../notation.md). The cells run in
+# order, as one notebook.
 #
-# The picture follows *she* through two hand-set heads. Head 0 asks page 3's question (*a
-# female name?*) and finds *Alice*; head 1 asks *the verb?* and finds *met*. Each head
-# returns three features; side by side they make six, and $W_O$ writes them back as the
-# sentence's own features: *she* now carries *alice* and *verb*.
+# The picture follows *she* through two hand-set heads: head 0 asks *a female name?* and finds
+# *Alice*, head 1 asks *the verb?* and finds *met*. Side by side, their outputs go through $W_O$:
+# *she* now carries *alice* and *verb*.
 
 # %% tags=["plot"]
 import math
@@ -104,10 +101,9 @@ figure_to_svg(
 #
 # ## Why divide by √d_k
 #
-# Take a query $q$ and a key $k$ of width $d_k$ whose components are independent, with mean 0
-# and variance 1, as Vaswani et al. (2017, footnote 4) assume. Their dot product is a sum of
-# $d_k$ terms $q_m k_m$, each of mean 0 and variance $\mathbb{E}[q_m^2]\,\mathbb{E}[k_m^2] = 1$.
-# Independent variances add, so
+# Take $q$ and $k$ of width $d_k$ with independent components of mean 0 and variance 1, as
+# Vaswani et al. (2017, footnote 4) assume. Their dot product sums $d_k$ terms $q_m k_m$, each of
+# mean 0 and variance $\mathbb{E}[q_m^2]\,\mathbb{E}[k_m^2] = 1$, and independent variances add:
 #
 # $$
 # \operatorname{Var}(q \cdot k) = d_k :
@@ -116,10 +112,9 @@ figure_to_svg(
 # the scores spread like $\sqrt{d_k}$, and dividing by $\sqrt{d_k}$ brings their variance back
 # to 1 at every width.
 #
-# The spread matters because the softmax only sees differences between scores: spread widely,
-# the largest score takes almost all the weight, and a softmax that is nearly one-hot passes
-# back almost no gradient to $W_Q$ and $W_K$. The plot draws such queries and keys, 500 queries
-# of ten keys at each width, with and without the division.
+# Spread widely, the largest score takes almost all the weight, and a nearly one-hot softmax
+# passes back almost no gradient to $W_Q$ and $W_K$. The plot draws 500 such queries of ten keys
+# at each width.
 #
 # <details class="note">
 # <summary>Going deeper: why a saturated softmax learns slowly</summary>
@@ -145,7 +140,7 @@ for width in widths:
         spread[name].append([s.std(), p.amax(-1).mean()])
 table = {name: torch.tensor(rows) for name, rows in spread.items()}
 fig, axes = plt.subplots(
-    2, 1, figsize=(4.4, 3.3), sharex=True, layout="constrained"
+    2, 1, figsize=(4.4, 3.0), sharex=True, layout="constrained"
 )
 for name, style in (("plain", "o-"), ("scaled", "s--")):
     label = "q·k" if name == "plain" else "q·k / √dₖ"
@@ -167,17 +162,16 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# Unscaled, the spread follows $\sqrt{d_k}$ and the rows drift towards one-hot as $d_k$ grows;
-# scaled, both stay where they start. A model that left the division out could learn $W_Q$
-# $\sqrt{d_k}$ times smaller instead, but it would start training with saturated rows.
+# Unscaled, the spread follows $\sqrt{d_k}$ and the rows drift towards one-hot; scaled, both
+# stay put. (A model could learn a $W_Q$ $\sqrt{d_k}$ times smaller instead, but it would start
+# training saturated.)
 #
 # ## Several heads, step by step
 #
-# Multi-head attention with $H$ heads keeps the model's width $C$: each head works in
-# $d_k = C / H$ features, with its own $W_Q^{(h)}$, $W_K^{(h)}$, $W_V^{(h)}$ of shape
-# $(C, d_k)$. Side by side they fill one $(C, C)$ matrix per role, so one product projects the
-# tokens for every head at once. Here $C = 6$ and $H = 2$, so $d_k = 3$; the hand-set matrices
-# are in `attn_ref.examples`, head 0 in columns 0 to 2, head 1 in columns 3 to 5.
+# With $H$ heads, each head works in $d_k = C / H$ features, with its own $W_Q^{(h)}$,
+# $W_K^{(h)}$, $W_V^{(h)}$ of shape $(C, d_k)$. Side by side they fill one $(C, C)$ matrix per
+# role, so one product projects the tokens for every head. Here $C = 6$, $H = 2$, $d_k = 3$: head
+# 0 in columns 0 to 2 of the hand-set matrices of `attn_ref.examples`, head 1 in columns 3 to 5.
 #
 # **1. Project, then split into heads.** As on page 2, but for both heads at once: $(B, T, C)$
 # in, $(B, T, C)$ out. Then `view(B, T, H, d_k)` cuts each token's $C$ features into $H$ groups
@@ -210,7 +204,7 @@ print("head 1 is features 3 to 5 of Q:", torch.equal(q[:, 1], Q[..., 3:]))
 
 # %% tags=["plot"]
 fig, ax = canvas(10.8, 12.1, scale=0.37)
-c = 0.6  # the side of a cell
+c = 0.55  # the side of a cell
 for row, (name, full, split) in enumerate(
     (("Q", Q, q), ("K", K, k), ("V", V, v))
 ):
@@ -255,9 +249,6 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# Head 0's keys hold *name* and *female*, head 1's hold *verb*; head 0's values hold who a
-# token is, head 1's whether it is the verb.
-#
 # **2. Scores, mask, softmax, in every head at once.** The lines of page 3, unchanged: they act
 # on the last two axes, and the $(T, T)$ mask broadcasts over $B$ and $H$. Each head divides
 # by the square root of its own width, $d_k = 3$.
@@ -297,15 +288,13 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# The two heads look for different things: head 0's weight sits in *Alice*'s column, head 1's
-# in *met*'s. (Rows with nothing to ask, such as *Bob*'s in head 0, spread their weight over
-# what they may see.)
+# The heads look for different things: head 0's weight sits in *Alice*'s column, head 1's in
+# *met*'s. (*Bob* asks nothing of head 0 and spreads its weight.)
 #
 # **3. Merge, then $W_O$.** `transpose(1, 2)` puts the heads back beside each other,
-# $(B, T, H, d_k)$, and `reshape(B, T, C)` lays each token's $H$ outputs side by side: the
-# concatenation. $W_O$, $(C, C)$, then mixes them. Row block $h$ of $W_O$ reads head $h$:
-# here it writes head 0's *Alice* and *Bob* and head 1's *verb* back into the sentence's own
-# features. (A trained $W_O$ mixes every head into every feature.)
+# $(B, T, H, d_k)$, and `reshape(B, T, C)` lays each token's outputs side by side. $W_O$,
+# $(C, C)$, then mixes them: here it writes head 0's *Alice* and *Bob* and head 1's *verb* back
+# as the sentence's own features (a trained $W_O$ mixes every head into every feature).
 
 # %%
 # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
@@ -315,13 +304,13 @@ print("features:    ", ex.SENTENCE_FEATURES)
 print("she's output:", output[0, 3].numpy().round(2))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.0, 13.2, scale=0.37)
+fig, ax = canvas(10.0, 12.3, scale=0.39)
 m_box = grid(ax, merged[0], 1.6, 1.6, decimals=2, vmax=1.0, row_names=tokens)
 ax.plot([1.6 + d, 1.6 + d], [1.3, 5.9], color="black", lw=2.5)
 note(ax, 1.6 + d / 2, 1.05, "head 0", fontsize=11)
 note(ax, 1.6 + d * 1.5, 1.05, "head 1", fontsize=11)
 note(ax, 7.7, 3.6, "merged\n(B, T, C)", ha="left", fontsize=11)
-out_top = 9.0
+out_top = 8.1
 grid(
     ax,
     output[0],
@@ -338,7 +327,7 @@ for i, j in zip(*torch.nonzero(W_O, as_tuple=True), strict=True):
 note(
     ax,
     7.7,
-    7.0,
+    6.6,
     "× W_O: each 1\nof W_O is an\narrow here",
     ha="left",
     fontsize=10,
@@ -358,8 +347,8 @@ figure_to_svg(
 #
 # ## The whole module
 #
-# Those steps, with the four matrices held by `nn.Linear` layers, are causal multi-head
-# attention. The block below runs alone: copy it into a file, or better, write it from memory.
+# Those steps, with the four matrices in `nn.Linear` layers, are causal multi-head attention.
+# The block runs alone: copy it into a file, or better, write it from memory.
 
 # %%
 import torch
@@ -390,10 +379,8 @@ class CausalMultiHeadAttention(nn.Module):
 
 
 # %% [markdown]
-# With the hand-set matrices copied in (`nn.Linear` stores $W^\top$), it gives the steps'
-# output. With its own random weights, it gives what PyTorch's `nn.MultiheadAttention` gives
-# when handed the same weights and a causal mask, and what `scaled_dot_product_attention`
-# with `is_causal=True` gives on the same heads:
+# With the hand-set matrices copied in, it gives the steps' output; with random weights, what
+# PyTorch's `nn.MultiheadAttention` and `scaled_dot_product_attention(is_causal=True)` give:
 
 # %% tags=["check"]
 import torch.nn.functional as F
@@ -513,14 +500,11 @@ print(f"4 C^2 = {4 * 512**2:,}")
 # - Vaswani et al. [Attention Is All You Need](https://arxiv.org/abs/1706.03762), NeurIPS
 #   2017: scaled dot-product attention and footnote 4, the variance of $q \cdot k$ (section
 #   3.2.1); multi-head attention, $d_k = d_\text{model} / h$ (section 3.2.2).
-# - Sebastian Raschka. *Build a Large Language Model (From Scratch)*, chapter 3, and its code,
-#   [rasbt/LLMs-from-scratch](https://github.com/rasbt/LLMs-from-scratch): a causal
+# - Raschka, *Build a Large Language Model (From Scratch)*, chapter 3
+#   ([its code](https://github.com/rasbt/LLMs-from-scratch/tree/main/ch03)): a causal
 #   multi-head attention class of the same shape.
-# - PyTorch:
-#   [`torch.nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html)
-#   (`in_proj_weight`, and `attn_mask`: `True` may not attend) and
-#   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
-#   (`is_causal`).
+# - PyTorch: [`nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html),
+#   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html).
 #
 # **Next:** [the transformer block](../concepts/transformer_block.md) puts this module where a
 # model uses it: between a layer norm and the residual stream, beside an MLP.
