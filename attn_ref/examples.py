@@ -15,6 +15,32 @@ Examples:
     tensor([[0.6200, 0.7200, 0.8200, 0.9200],
             [0.5000, 0.6000, 0.7000, 0.8000],
             [0.5400, 0.6400, 0.7400, 0.8400]])
+
+    The running example of the core path: the hand-set head makes *she* find
+    *Alice* and take her identity, and *met* split its weight between the
+    two names.
+
+    >>> X = torch.tensor(SENTENCE)  # (T, C) = (4, 6)
+    >>> Q, K, V = (X @ torch.tensor(W) for W in (
+    ...     SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V))
+    >>> weights = torch.softmax(Q @ K.T / 2**0.5, dim=-1)  # (T, T)
+    >>> weights[3]  # she: Alice, met, Bob, she
+    tensor([0.8915, 0.0031, 0.0527, 0.0527])
+    >>> (weights @ V)[3]  # she's output: "is Alice", "is Bob"
+    tensor([0.8915, 0.0527])
+    >>> weights[1]  # met
+    tensor([0.4721, 0.0279, 0.4721, 0.0279])
+
+    Head 0 of the two heads is that head, with a third feature of zeros:
+
+    >>> heads = [torch.tensor(W) for W in (
+    ...     SENTENCE_HEADS_W_Q, SENTENCE_HEADS_W_K, SENTENCE_HEADS_W_V)]
+    >>> ones = [torch.tensor(W) for W in (
+    ...     SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)]
+    >>> all(torch.equal(W[:, :2], w) for W, w in zip(heads, ones))
+    True
+    >>> all(not W[:, 2].any() for W in heads)
+    True
 """
 
 from __future__ import annotations
@@ -34,7 +60,14 @@ __all__ = [
     "LOOKUP_VALUES",
     "SENTENCE",
     "SENTENCE_FEATURES",
+    "SENTENCE_HEADS_W_K",
+    "SENTENCE_HEADS_W_O",
+    "SENTENCE_HEADS_W_Q",
+    "SENTENCE_HEADS_W_V",
     "SENTENCE_TOKENS",
+    "SENTENCE_W_K",
+    "SENTENCE_W_Q",
+    "SENTENCE_W_V",
     "TEN_TOKENS",
     "THREE_TOKENS",
 ]
@@ -74,6 +107,86 @@ SENTENCE_TOKENS: list[str] = ["Alice", "met", "Bob", "she"]
 
 #: What each column of ``SENTENCE`` means.
 SENTENCE_FEATURES: list[str] = ["name", "verb", "pronoun", "female", "alice", "bob"]
+
+# One head for the sentence, set by hand so that each projection does one visible job (the core
+# path's pages 1 to 3). Rows are the features of SENTENCE_FEATURES, columns the head's d_k = 2
+# features: for a key, "is a name" and "is female"; for a value, "is Alice" and "is Bob".
+
+#: ``W_Q``, ``(C, d_k) = (6, 2)``: a pronoun asks for a female name, a verb for any name.
+SENTENCE_W_Q: list[list[float]] = [
+    [0.0, 0.0],  # name
+    [4.0, 0.0],  # verb: asks "a name?"
+    [4.0, 4.0],  # pronoun: asks "a name? female?"
+    [0.0, 0.0],  # female
+    [0.0, 0.0],  # alice
+    [0.0, 0.0],  # bob
+]
+
+#: ``W_K``, ``(6, 2)``: a token is found as a name, and as female.
+SENTENCE_W_K: list[list[float]] = [
+    [1.0, 0.0],  # name
+    [0.0, 0.0],
+    [0.0, 0.0],
+    [0.0, 1.0],  # female
+    [0.0, 0.0],
+    [0.0, 0.0],
+]
+
+#: ``W_V``, ``(6, 2)``: a token passes on who it is, Alice or Bob.
+SENTENCE_W_V: list[list[float]] = [
+    [0.0, 0.0],
+    [0.0, 0.0],
+    [0.0, 0.0],
+    [0.0, 0.0],
+    [1.0, 0.0],  # alice
+    [0.0, 1.0],  # bob
+]
+
+# Two heads for the sentence (page 4), side by side in (C, C) = (6, 6) matrices: head h owns
+# columns 3h to 3h + 2 (d_k = 3). Head 0 is the head above, with a third column of zeros; head 1
+# lets a name or a pronoun look for the verb, and passes the verb on.
+
+#: ``W_Q`` of both heads, ``(6, 6)``.
+SENTENCE_HEADS_W_Q: list[list[float]] = [
+    [0.0, 0.0, 0.0, 6.0, 0.0, 0.0],  # name: head 1 asks "the verb?"
+    [4.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # verb: head 0 asks "a name?"
+    [4.0, 4.0, 0.0, 6.0, 0.0, 0.0],  # pronoun: both
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+]
+
+#: ``W_K`` of both heads, ``(6, 6)``.
+SENTENCE_HEADS_W_K: list[list[float]] = [
+    [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # name
+    [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],  # verb, for head 1
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],  # female
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+]
+
+#: ``W_V`` of both heads, ``(6, 6)``.
+SENTENCE_HEADS_W_V: list[list[float]] = [
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],  # verb, for head 1
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # alice
+    [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],  # bob
+]
+
+#: ``W_O``, ``(6, 6)``: row i is feature i of the heads side by side, column j a feature of
+#: SENTENCE_FEATURES. It writes head 0's "Alice" and "Bob" and head 1's "verb" back as the
+#: sentence's own features, so the output reads as they do.
+SENTENCE_HEADS_W_O: list[list[float]] = [
+    [0.0, 0.0, 0.0, 0.0, 1.0, 0.0],  # head 0, "is Alice" -> alice
+    [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],  # head 0, "is Bob" -> bob
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],  # head 1, "the verb" -> verb
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+]
 
 #: Batch, time and channels of the causal self-attention tutorial, ``(B, T, C)``.
 BATCH_SHAPE: tuple[int, int, int] = (4, 8, 32)

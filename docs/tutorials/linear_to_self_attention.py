@@ -1,576 +1,351 @@
 # %% [markdown]
 # # From nn.Linear to self-attention
 #
-# One head of self-attention is three linear layers, a softmax and a weighted average. This
-# page builds it from one `nn.Linear`, on three tokens of four features each: by hand in NumPy,
-# then in PyTorch, checked against PyTorch's own attention. It assumes matrix products and a
-# little PyTorch; [What attention computes](../concepts/mental_model.md) says why attention is
-# built this way. Symbols follow the [notation](../notation.md): a token is a row vector, and
-# $Q = X W_Q$.
+# [Page 1](../concepts/mental_model.md) gave each token of *Alice met Bob she* a query, a key
+# and a value. In a model they are computed from the token itself, by three linear layers:
+# $Q = X W_Q$, $K = X W_K$, $V = X W_V$. Those three projections and the attention they feed
+# make one **head** ([page 4](scaled_dot_product_step_by_step.md) runs several side by side).
+# This page builds that head from `nn.Linear`, step by step, and checks it against PyTorch's own
+# attention. It assumes page 1, matrix products and
+# a little PyTorch. Symbols follow the [notation](../notation.md): a token is a row vector. The
+# cells run in order, as one notebook (the button below the title downloads it).
 #
-# The picture is the whole computation for one token, t1, with this page's numbers. Its query
-# meets every key in a dot product. Dividing by $\sqrt{4}$ and a softmax turn the scores into
-# weights that sum to one. The output is the values, averaged with those weights. Here the
-# queries, keys and values are the tokens themselves, so every number can be checked by hand.
+# The picture is the first step. Each token arrives as a row of $X$: six features, set by hand
+# for this example (*is it a name, a verb, a pronoun, female, Alice, Bob?*). Each matrix,
+# drawn here transposed, one row per output feature, picks out what one role needs: $W_Q$
+# turns *verb* and *pronoun* into questions, $W_K$ keeps *name* and *female*, $W_V$ keeps who
+# the token is. Each entry of $Q$, $K$ or $V$ is a row of $X$ dotted with a row of a matrix:
+# the framed ones give *she*'s first query feature.
 
 # %% tags=["plot"]
 import torch
 
-from attn_ref import scaled_dot_product_attention
-from attn_ref.diagrams import Box, arrow, canvas, grid, note, outline
-from attn_ref.examples import THREE_TOKENS
+from attn_ref.diagrams import Box, canvas, grid, note, outline
+from attn_ref.examples import (
+    SENTENCE,
+    SENTENCE_TOKENS,
+    SENTENCE_W_K,
+    SENTENCE_W_Q,
+    SENTENCE_W_V,
+)
 from attn_ref.plotting import figure_to_svg
 
-tokens = ["t0", "t1", "t2"]
-X_t = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4): queries, keys, values
-seen_out, seen_weights = scaled_dot_product_attention(X_t, X_t, X_t)
-fig, ax = canvas(10.4, 11.7, scale=0.42)
-query_box = grid(ax, X_t[1], 1.0, 0.9, decimals=0, label="query of t1")
-grid(ax, X_t, 1.0, 2.9, decimals=0, label="keys", row_names=tokens)
-grid(ax, (X_t @ X_t[1])[:, None], 6.2, 2.9, decimals=0)
-note(ax, 6.7, 2.5, "q · k", va="bottom")
-arrow(ax, query_box.right, (6.7, 2.1), bend=-0.3)
-grid(ax, X_t, 4.2, 6.9, decimals=0, label="values", row_names=tokens)
-grid(ax, seen_weights[1][:, None], 9.0, 6.9, cmap="viridis", decimals=2)
-note(ax, 9.5, 6.75, "weights", va="bottom")
-arrow(ax, (7.2, 4.4), (9.5, 6.1), bend=-0.25)
-note(ax, 9.4, 4.6, "÷ √4\nsoftmax")
-note(ax, 8.6, 8.4, "×")
-grid(ax, seen_out[1], 4.2, 10.6, decimals=2, label="output of t1")
-note(ax, 4.0, 11.1, "Σ weight × value =", ha="right")
-w = seen_weights[1].tolist()
+tokens = SENTENCE_TOKENS
+short = ["name", "verb", "pron.", "fem.", "alice", "bob"]  # SENTENCE_FEATURES
+X_drawn = torch.tensor(SENTENCE)  # (T, C) = (4, 6)
+matrices = [
+    torch.tensor(W) for W in (SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)
+]
+outputs = [["name?", "fem.?"], ["name", "fem."], ["Alice", "Bob"]]
+fig, ax = canvas(9.4, 18.6, scale=0.38)
+grid(ax, X_drawn, 2.2, 1.4, decimals=0, row_names=tokens, column_names=short)
+note(ax, 5.2, 0.3, "X: a row of features per token")
+for n, (name, W) in enumerate(zip("QKV", matrices, strict=True)):
+    top = 6.2 + 2.6 * n  # W transposed: a row per output, a column per feature
+    grid(ax, W.T, 2.2, top, decimals=0, vmax=4.0, row_names=outputs[n])
+    note(ax, 8.4, top + 1, f"W_{name}ᵀ", ha="left", fontsize=12)
+    left = 2.2 + 2.4 * n
+    grid(ax, X_drawn @ W, left, 14.4, decimals=0, vmax=4.0, label=name)
+for i, token in enumerate(tokens):
+    note(ax, 2.05, 14.4 + i + 0.5, token, ha="right")
+outline(ax, Box(2.2, 1.4 + 3, 6, 1))  # she's row of X,
+outline(ax, Box(2.2, 6.2, 6, 1))  # row 0 of W_Q transposed,
+outline(ax, Box(2.2, 14.4 + 3, 1, 1))  # and their dot product
 figure_to_svg(
     fig,
-    alt="Token t1's query (0, 2, 0, 2) meets the keys of t0, t1 and t2: dot "
-    "products 0, 8 and 4. Divided by the square root of 4 and put through "
-    f"a softmax they become the weights {w[0]:.2f}, {w[1]:.2f} and "
-    f"{w[2]:.2f}, which multiply the value rows; their sum is t1's output.",
+    alt="The four tokens X, a 4 by 6 grid of features (name, verb, pronoun, "
+    "female, alice, bob). Under it, the matrices W_Q, W_K and W_V, each drawn "
+    "transposed as two rows over the same six features, and at the bottom "
+    "the 4 by 2 matrices Q, K and V. Framed: she's row of X, the first row of "
+    "W_Q transposed, and their dot product, she's first query entry, "
+    f"{(X_drawn @ matrices[0])[3, 0]:.0f}.",
 )
 
 # %% [markdown]
-# ## A linear layer
+# ## Three linear layers
 #
-# A linear layer maps an input row $x$ to $y = x W + b$. `nn.Linear(in_features,
-# out_features)` stores the transpose: its `weight` is $W^\top$, one row per output, and
-# `layer(x)` computes `x @ layer.weight.T + layer.bias`. The seed is fixed first, so every run
-# prints the same numbers.
-#
-# <details class="note">
-# <summary>Going deeper: one output at a time, and leading axes</summary>
-#
-# Output $j$ is the dot product of $x$ with column $j$ of $W$, plus $b_j$. `weight` has shape
-# `(out_features, in_features)`. Leading axes of `x` (a batch, a sequence of tokens) are
-# carried through.
-#
-# </details>
+# `nn.Linear(in_features, out_features, bias=False)` maps a row $x$ to $x W$. It stores the
+# transpose: its `weight` is $W^\top$, one row per output feature, and `layer(x)` computes
+# `x @ layer.weight.T`. Each output feature is one row of `weight` dotted with $x$, as the
+# picture framed. A layer maps every row of $X$ at once, so with $W_Q$ copied in,
+# `to_query(X)` is $Q = X W_Q$, of shape $(T, d_k)$: page 1's queries.
 
 # %%
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+import attn_ref.examples as ex
+
 torch.set_grad_enabled(False)  # forward passes only: no gradients
-np.set_printoptions(precision=4, suppress=True)  # four decimals
 
-torch.manual_seed(0)
-layer = nn.Linear(in_features=3, out_features=2)
-weight = layer.weight.detach()  # W^T: (out_features, in_features)
-W, b = weight.T, layer.bias.detach()  # (3, 2), (2,)
-print("layer.weight, one row per output:")
-print(weight)
-print("layer.bias:", b)
-x = torch.tensor([1.0, 2.0, 3.0])  # (in_features,) = (3,)
-y = layer(x)  # (3,) -> (2,)
-y_manual = x @ W + b  # (3,) @ (3, 2) + (2,) -> (2,)
-print("layer(x): ", y)
-print("x @ W + b:", y_manual)
-print("torch.allclose(y, y_manual):", torch.allclose(y, y_manual))
+
+def linear(W):  # an nn.Linear without bias that computes x @ W
+    layer = nn.Linear(*W.shape, bias=False)  # weight: W^T, (out, in)
+    layer.weight.copy_(W.T)
+    return layer
+
+
+X = torch.tensor(ex.SENTENCE)  # (T, C) = (4, 6): Alice, met, Bob, she
+to_query = linear(torch.tensor(ex.SENTENCE_W_Q))  # W_Q: (C, d_k) = (6, 2)
+to_key = linear(torch.tensor(ex.SENTENCE_W_K))
+to_value = linear(torch.tensor(ex.SENTENCE_W_V))
+Q, K, V = to_query(X), to_key(X), to_value(X)  # (T, d_k) each
+T, C = X.shape
+d_k = Q.shape[-1]  # the width of a query and of a key: 2
+print("to_query.weight, a row per output:", to_query.weight.tolist())
+print("Q = to_query(X), a row per token: ", Q.tolist())
+print("K:", K.tolist(), " V:", V.tolist())
+
+# %% [markdown]
+# ## Why not the tokens themselves?
+#
+# <a id="what-the-identity-projections-hide"></a>Without projections, each token would compare its own features with the others',
+# $X X^\top$. Those scores are symmetric, and a token shares every feature with itself: *she*
+# would find *she*. The projections let a token ask for something it is not (a *female name*)
+# and be found for something else than what it passes on. In the picture, each row is a query
+# and each column a key.
+
+# %% tags=["check"]
+import math
+
+plain = torch.softmax(X @ X.T / math.sqrt(C), dim=-1)  # (T, T): no projections
+projected = torch.softmax(Q @ K.T / math.sqrt(d_k), dim=-1)  # (T, T)
+print(
+    "she, no projections, attends most to:",
+    ex.SENTENCE_TOKENS[plain[3].argmax()],
+)
+print(
+    "she, projected, attends most to:     ",
+    ex.SENTENCE_TOKENS[projected[3].argmax()],
+)
+print("X X^T symmetric:", torch.equal(X @ X.T, (X @ X.T).T))
+print("Q K^T symmetric:", torch.equal(Q @ K.T, (Q @ K.T).T))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.2, 5.4, scale=0.44)
-grid(ax, x, 2.6, 0.9, decimals=0, label="x")
-grid(ax, weight, 2.6, 2.6, decimals=2, row_names=["row 0", "row 1"])
-grid(ax, b[:, None], 6.8, 2.6, decimals=2, label="b")
-grid(ax, y[:, None], 9.0, 2.6, decimals=2, label="y")
-for row in (0, 1):
-    note(ax, 6.2, 3.1 + row, "· x +")
-    note(ax, 8.4, 3.1 + row, "=")
-note(ax, 4.1, 4.9, "layer.weight: one row per output", fontsize=10)
+fig, ax = canvas(10.6, 7.6, scale=0.4)
+panels = [
+    (plain, 1.6, f"no projections\nsoftmax(X Xᵀ/√{C})"),
+    (projected, 6.4, f"projected\nsoftmax(Q Kᵀ/√{d_k})"),
+]
+for matrix, left, title in panels:
+    grid(ax, matrix, left, 2.5, cmap="viridis", decimals=2)
+    note(ax, left + 2, 0.8, title)
+    for j, token in enumerate(tokens):
+        note(ax, left + j + 0.5, 2.15, token, fontsize=10)
+    outline(ax, Box(left, 2.5 + 3, 4, 1))  # the row of 'she'
+for i, token in enumerate(tokens):
+    note(ax, 1.45, 2.5 + i + 0.5, token, ha="right")
+note(ax, 6.0, 7.1, "a row per query, a column per key")
 figure_to_svg(
     fig,
-    alt="The input x = (1, 2, 3) above the two rows of layer.weight. Each "
-    "row's dot product with x, plus its bias, is one output: "
-    f"y = ({y[0]:.2f}, {y[1]:.2f}).",
+    alt="Two four by four grids of weights for Alice, met, Bob, she, a row "
+    f"per query. Without projections, she gives its largest weight, "
+    f"{plain[3].max():.2f}, to itself. With the projections, she gives "
+    f"{projected[3, 0]:.2f} to Alice.",
 )
 
 # %% [markdown]
-# Each output is one row of `weight` dotted with $x$, plus its bias. The layer and the
-# formula agree, up to rounding in the last bits: `torch.allclose` compares with a tolerance,
-# which is the right check for floating-point results, not `==`
-# ([a pitfall](#exact-comparison)).
+# ## Scores, then weights, then the weighted sum
 #
-# <details class="note">
-# <summary>Going deeper: why the order of additions changes the last bits</summary>
-#
-# A float32 number keeps 24 significant bits. After each addition the exact sum is rounded
-# to the nearest representable number, so $(a + b) + c$ and $a + (b + c)$ round at different
-# places and can differ in the last bit, as the two sums of 0.1, 0.2 and 0.3 below do in
-# float64. `nn.Linear` hands its products to a matrix routine chosen for the shape and the
-# hardware, which may split and reorder its sums for speed, so a bit-for-bit match with a
-# hand-written formula is luck, not a guarantee. Computing the formula in float64 shows how
-# far the float32 results sit from the exact value: a few rounding steps at most (printed in
-# units of float32's spacing near each output).
-#
-# </details>
-
-# %% tags=["deeper"]
-print("(0.1 + 0.2) + 0.3 =", (0.1 + 0.2) + 0.3)
-print("0.1 + (0.2 + 0.3) =", 0.1 + (0.2 + 0.3))
-y_float64 = x.double() @ W.double() + b.double()  # (2,), in float64
-step = torch.finfo(torch.float32).eps * y_float64.abs()  # (2,)
-for name, result in (("nn.Linear", y), ("x @ W + b", y_manual)):
-    steps = (result.double() - y_float64) / step  # (2,)
-    print(f"{name} minus float64, in rounding steps:", steps.numpy())
-
-# %% [markdown]
-# ## Self-attention on three tokens
-#
-# Self-attention lets every token of a sequence gather information from all the tokens,
-# itself included. The sequence is a matrix $X$ of shape $(T, C)$, one token per row. Three
-# linear layers without bias project it to queries $Q = X W_Q$, keys $K = X W_K$ and values
-# $V = X W_V$. Then
-#
-# $$
-# \operatorname{Attention}(X) =
-# \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V ,
-# $$
-#
-# in five steps: project; score every query against every key, $Q K^\top$ of shape
-# $(T, T)$; divide by $\sqrt{d_k}$; turn each row of scores into weights with a softmax;
-# average the values with those weights.
-#
-# ### Steps 1 to 3: queries, keys and values, scores, scaled
-#
-# The tokens are `attn_ref.examples.THREE_TOKENS`, in float64. All three projections are the
-# identity, so $Q = K = V = X$ ([what this costs](#what-the-identity-projections-hide)).
-# Entry $(i, j)$ of $Q K^\top$ is how well token $j$ matches what token $i$ looks for.
-# Dividing by $\sqrt{d_k}$ keeps the scores' spread the same whatever the width
-# ([why](scaled_dot_product_step_by_step.md#the-variance-argument)). $d_k$ is the **last
-# axis** of $Q$; it equals $C$ here only because the projections are square.
+# The rest is page 1's formula, in four lines: every query against every key, $Q K^\top$ of
+# shape $(T, T)$; divided by $\sqrt{d_k}$ (here $d_k = 2$, the width of $Q$'s rows, not of
+# the tokens); a softmax along each row, over the keys (`dim=-1`); and each output row the
+# values weighted by its row.
 
 # %%
-X_np = np.array(THREE_TOKENS)  # (T, C) = (3, 4)
-C = X_np.shape[-1]  # features per token
-W_Q_np = W_K_np = W_V_np = np.eye(C)  # identity, (C, d_k) = (4, 4)
-Q_np = X_np @ W_Q_np  # (3, 4) @ (4, 4) -> (3, 4)
-K_np = X_np @ W_K_np  # (3, 4) @ (4, 4) -> (3, 4)
-V_np = X_np @ W_V_np  # (3, 4) @ (4, 4) -> (3, 4)
-equal = all(np.array_equal(M, X_np) for M in (Q_np, K_np, V_np))
-print("Q, K and V all equal X:", equal)
-scores_np = Q_np @ K_np.T  # (3, 4) @ (4, 3) -> (3, 3)
-d_k = Q_np.shape[-1]  # features per query and per key
-scaled_np = scores_np / np.sqrt(d_k)  # (3, 3)
-print("scores = Q K^T:")
-print(scores_np)
-print(f"d_k = {d_k}; scores / sqrt(d_k):")
-print(scaled_np)
+scores = Q @ K.T / math.sqrt(d_k)  # (T, d_k) @ (d_k, T) -> (T, T)
+weights = torch.softmax(scores, dim=-1)  # (T, T): each row sums to one
+output = weights @ V  # (T, T) @ (T, d_v) -> (T, d_v)
+print("she's scores: ", scores[3].numpy().round(2))
+print("she's weights:", weights[3].numpy().round(3))
+print("she's output: ", output[3].numpy().round(3))
 
 # %% [markdown]
-# ### Steps 4 and 5: softmax, then weights times values
-#
-# The softmax turns a row of scores $z$ into weights $e^{z_j} / \sum_m e^{z_m}$: positive,
-# summing to one, larger for larger scores. Each row is one query, so the sums run over the
-# last axis. Subtracting the row's maximum first,
-#
-# $$
-# \operatorname{softmax}(z)_j = \frac{e^{z_j - \max z}}{\sum_m e^{z_m - \max z}} ,
-# $$
-#
-# changes nothing mathematically (the factor $e^{-\max z}$ cancels), but keeps every exponent
-# at or below zero, so `exp` cannot overflow on large scores ([exercise 2](#exercises)). Each
-# output row is then a weighted average of the value rows: $o_i = \sum_j a_{ij} v_j$.
-
-
-# %%
-def softmax_np(z):
-    """Softmax over the last axis, row maximum subtracted first."""
-    shifted = z - z.max(axis=-1, keepdims=True)  # (3, 3) - (3, 1)
-    exps = np.exp(shifted)
-    return exps / exps.sum(axis=-1, keepdims=True)  # (3, 3) / (3, 1)
-
-
-weights_np = softmax_np(scaled_np)  # (3, 3)
-print("weights:")
-print(weights_np)
-print("row sums:", weights_np.sum(axis=-1))
-output_np = weights_np @ V_np  # (3, 3) @ (3, 4) -> (3, 4)
-print("output = weights V:")
-print(output_np)
-
-# %% [markdown]
-# Token 1 keeps most of its attention for itself. Tokens 0 and 2 each have two keys with equal
-# top scores and give them equal weights, each less than half of the row: the third key keeps
-# a share.
-
-# %% [markdown]
-# ## The same computation in PyTorch
-#
-# In PyTorch the projections are `nn.Linear` layers without bias: `proj_q(X)` computes
-# $X W_Q$, with $W_Q^\top$ in `proj_q.weight`. The cell compares four computations of the same
-# attention: NumPy's, PyTorch's by hand, `torch.nn.functional.scaled_dot_product_attention`
-# (F.sdpa, which returns the output only) and `attn_ref.scaled_dot_product_attention` (which
-# returns the weights too).
-
-# %%
-X_pt = torch.tensor(THREE_TOKENS)  # (T, C) = (3, 4), float32
-proj_q = nn.Linear(C, C, bias=False)  # weight: W_Q^T, (d_k, C)
-proj_k = nn.Linear(C, C, bias=False)
-proj_v = nn.Linear(C, C, bias=False)
-for proj in (proj_q, proj_k, proj_v):
-    proj.weight.copy_(torch.eye(C))  # W^T = W = I
-Q_pt, K_pt, V_pt = proj_q(X_pt), proj_k(X_pt), proj_v(X_pt)  # (3, 4)
-scores_pt = Q_pt @ K_pt.T  # (3, 4) @ (4, 3) -> (3, 3)
-weights_pt = torch.softmax(scores_pt / d_k**0.5, dim=-1)  # (3, 3)
-output_pt = weights_pt @ V_pt  # (3, 3) @ (3, 4) -> (3, 4)
-output_sdpa = F.scaled_dot_product_attention(Q_pt, K_pt, V_pt)
-output_ref, weights_ref = scaled_dot_product_attention(Q_pt, K_pt, V_pt)
-pairs = [(weights_np, weights_pt), (output_np, output_pt)]  # NumPy's
-pairs += [(output_sdpa, output_pt), (weights_ref, weights_pt)]  # F.sdpa's...
-pairs += [(output_ref, output_pt)]  # ...and attn_ref's, against by hand
-agree = all(torch.allclose(torch.as_tensor(a).float(), b) for a, b in pairs)
-print("all four agree:", agree)
-
-# %% [markdown]
-# All four agree, up to rounding in the last bits: NumPy computed in float64, the others in
-# float32, each in its own order.
-#
-# <details class="note">
-# <summary>Going deeper: the last bits, and weights set by hand</summary>
-#
-# The cell below prints how far apart the four computations are. On these inputs F.sdpa runs
-# its plain "math" implementation, which scales the queries and the keys by $d_k^{-1/4}$ each
-# before their product, instead of dividing the scores after it (see
-# `_scaled_dot_product_attention_math` in
-# [its source](https://github.com/pytorch/pytorch/blob/cf30153c4c131c8164ee7798e5022d810682e2cb/aten/src/ATen/native/transformers/attention.cpp)).
-# Each order rounds in other places. Written by hand in F.sdpa's order, the computation runs
-# the same operations in the same order and gives the same bits (the last line). `attn_ref`
-# scales the scores after the product, as the hand-written steps do, but writes its softmax
-# out (the exponentials, then one division by their sum) where `torch.softmax` is one fused
-# routine; the two may differ in the last bit.
-#
-# The identity overwrote the layers' random weights in place. A layer's `weight` is a
-# parameter that requires gradients, and PyTorch refuses to change such a tensor in place
-# while it records operations for autograd. This page turned recording off at the start
-# (`torch.set_grad_enabled(False)`); elsewhere, wrap the change in `with torch.no_grad():`.
-# Much code assigns `weight.data = torch.eye(d_model)` instead. That works too, but autograd
-# does not track changes made through `.data`, so it cannot warn when such a change breaks a
-# gradient computation.
-#
-# </details>
-
-
-# %% tags=["deeper"]
-def gap(a, b):
-    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
-    return f"{(a - b).abs().max().item():.1e}"
-
-
-names = ["NumPy weights", "NumPy output", "F.sdpa output", "attn_ref weights"]
-names += ["attn_ref output"]
-print("largest difference from PyTorch by hand:")
-for name, pair in zip(names, pairs, strict=True):
-    print(f"  {name + ':':18}", gap(*pair))
-f = d_k**-0.25  # F.sdpa's order: Q and K scaled first, then multiplied
-prescaled = torch.softmax((Q_pt * f) @ (K_pt * f).T, dim=-1) @ V_pt
-print("F.sdpa minus Q, K scaled first:", gap(output_sdpa, prescaled))
-
-# %% [markdown]
-# ## What the identity projections hide
-#
-# Identity projections give numbers one can check by hand, at a price:
-#
-# - **Q, K and V are the same matrix, X.** In a model they are three different, learned views
-#   of a token: what it looks for (query), what it is matched on (key), what it passes on
-#   (value).
-# - **The scores are symmetric.** $Q K^\top = X X^\top$: token $i$ matches token $j$ exactly as
-#   well as $j$ matches $i$. With $X W_Q W_K^\top X^\top$ that no longer holds.
-# - **The transposition is invisible.** $I^\top = I$, so `X @ weight` and `X @ weight.T`
-#   agree, and the wrong one would go unnoticed ([exercise 3](#exercises)).
-# - **$d_k = C$.** Square projections hide which width the scale depends on.
-#
-# Below, the same steps run with random, untrained, seeded projections, from four features
-# down to $d_k = 2$, as one head of multi-head attention would.
-
-# %%
-torch.manual_seed(0)
-rand_q = nn.Linear(C, 2, bias=False)  # weight: W_Q^T, (2, 4)
-rand_k = nn.Linear(C, 2, bias=False)
-rand_v = nn.Linear(C, 2, bias=False)
-Q_r, K_r, V_r = rand_q(X_pt), rand_k(X_pt), rand_v(X_pt)  # (3, 2) each
-scores_r = Q_r @ K_r.T  # (3, 2) @ (2, 3) -> (3, 3)
-d_k = Q_r.shape[-1]  # the last axis of Q: 2, not C
-weights_r = torch.softmax(scores_r / d_k**0.5, dim=-1)  # (3, 3)
-output_r = weights_r @ V_r  # (3, 3) @ (3, 2) -> (3, 2)
-sdpa_r = F.scaled_dot_product_attention(Q_r, K_r, V_r)  # (3, 2)
-print("matches F.sdpa:", torch.allclose(output_r, sdpa_r))
-low, high = weights_r.min().item(), weights_r.max().item()
-print(f"weights from {low:.4f} to {high:.4f}; uniform: {1 / 3:.4f}")
-
-# %% [markdown]
-# In the picture, each entry of $Q$ is a row of $X$ (left) dotted with a column of $W_Q$
-# (above), as the frames show. $W_Q$ is `rand_q.weight.T`.
+# The softmax, drawn for *she*'s row: each score is exponentiated, so every weight is
+# positive and a larger score gets a larger share; each exponential is then divided by their
+# sum, so the weights add up to one.
 
 # %% tags=["plot"]
-fig, ax = canvas(11.9, 9.3, scale=0.38)
-x_box = grid(ax, X_pt, 0.7, 5.8, decimals=0, row_names=tokens)
-note(ax, 2.7, 9.3, "X", va="top")
-note(
-    ax,
-    2.7,
-    2.9,
-    "each entry below:\nthe row of X to its left\n· the column above it",
-    fontsize=10,
-)
-left = 5.4
-for name, proj, result in (
-    ("Q", rand_q, Q_r),
-    ("K", rand_k, K_r),
-    ("V", rand_v, V_r),
-):
-    grid(ax, proj.weight.T, left, 0.9, decimals=2, label=f"$W_{name}$")
-    grid(ax, result, left, 5.8, decimals=2)
-    note(ax, left + 1, 9.3, f"${name} = X W_{name}$", va="top")
-    left += 2.2
-outline(ax, Box(x_box.x, x_box.y + 1, 4, 1))  # t1's row of X,
-outline(ax, Box(5.4 + 1, 0.9, 1, 4))  # column 1 of W_Q,
-outline(ax, Box(5.4 + 1, 5.8 + 1, 1, 1))  # and their dot product
+from attn_ref.diagrams import arrow
+
+row = scores[3]  # (T,): she's scores
+exps = row.exp()  # (T,)
+fig, ax = canvas(11.2, 6.9, scale=0.42)
+steps = [
+    (row, "scores s", {"decimals": 2}),
+    (exps, "exp(s)", {"decimals": 1, "vmax": float(exps.max())}),
+    (exps / exps.sum(), "÷ their sum", {"decimals": 2, "cmap": "viridis"}),
+]
+for n, (values, label, options) in enumerate(steps):
+    left = 1.8 + 3.4 * n
+    box = grid(ax, values[:, None], left, 1.6, label=label, **options)
+    if n:
+        arrow(ax, (left - 2.3, 3.6), (left - 0.1, 3.6))
+for i, token in enumerate(tokens):
+    note(ax, 1.65, 1.6 + i + 0.5, token, ha="right")
+note(ax, 5.2 + 1.7, 6.2, f"sum = {exps.sum():.1f}", fontsize=11)
+note(ax, 8.6 + 0.5, 6.2, "weights", fontsize=11)
 figure_to_svg(
     fig,
-    alt="The three tokens X, a 3 by 4 matrix, times the random 4 by 2 "
-    "matrices W_Q, W_K and W_V drawn above, give the 3 by 2 matrices Q, K "
-    f"and V below them. Framed: t1's row of X and column 1 of W_Q, whose dot "
-    f"product is Q's entry {Q_r[1, 1]:.2f}.",
+    alt="She's four scores, "
+    + ", ".join(f"{s:.2f}" for s in row.tolist())
+    + "; their exponentials, "
+    + ", ".join(f"{e:.1f}" for e in exps.tolist())
+    + f", which sum to {exps.sum():.1f}; and each divided by that sum, the "
+    "weights, " + ", ".join(f"{w:.2f}" for w in weights[3].tolist()) + ".",
 )
 
 # %% [markdown]
-# The second picture puts the two heads side by side. With identity projections the scores
-# mirror across the diagonal; with random ones they do not. The random head's weights are
-# close to uniform; training adjusts $W_Q$, $W_K$ and $W_V$ until they help the task.
+# ## The head, checked against PyTorch
 #
-# <details class="note">
-# <summary>Going deeper: reading the second picture</summary>
-#
-# The weights are not symmetric even with the identity: each row is divided by its own sum.
-# The random head's scores are small because `nn.Linear` draws its starting weights between
-# $\pm 1/\sqrt{n}$, with $n$ its number of inputs. Both weight grids share one colour scale,
-# from 0 (dark purple) to 1 (yellow).
-#
-# </details>
+# Put together, one head of self-attention is three linear layers and four lines, as the
+# picture's flow of shapes shows. PyTorch's own
+# `torch.nn.functional.scaled_dot_product_attention` takes the queries, keys and values and
+# computes the same. `torch.allclose` compares up to rounding in the last bits, since two ways
+# of adding the same numbers can round differently ([in depth](linear_in_depth.md#the-last-bits)).
 
 # %% tags=["plot"]
-fig, ax = canvas(9.6, 9.6, scale=0.44)
-note(ax, 3.1, 0.4, "identity, $d_k = 4$")
-note(ax, 7.5, 0.4, "random, $d_k = 2$")
-note(ax, 0.2, 3.3, "scores", rotation=90)
-note(ax, 0.2, 7.5, "weights", rotation=90)
-for left, scores, weights, decimals in (
-    (1.6, scores_pt, weights_pt, 0),
-    (6.0, scores_r, weights_r, 2),
-):
-    names = tokens if left == 1.6 else None
-    grid(
-        ax,
-        scores,
-        left,
-        1.8,
-        decimals=decimals,
-        row_names=names,
-        column_names=tokens,
+from matplotlib.patches import FancyBboxPatch
+
+
+def step(
+    ax, x, y, text, colour="#e8e8e8", width=3.5
+):  # a box centred at (x, y)
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - 0.55),
+            width,
+            1.1,
+            boxstyle="round,pad=0.05",
+            fc=colour,
+            ec="black",
+        )
     )
-    grid(
-        ax,
-        weights,
-        left,
-        6.0,
-        cmap="viridis",
-        decimals=2,
-        row_names=names,
-        column_names=tokens,
-    )
-for name, identity, random in (
-    ("scores", scores_pt, scores_r),
-    ("weights", weights_pt, weights_r),
-):
-    same = [torch.allclose(m, m.T) for m in (identity, random)]
-    print(f"{name} symmetric? identity: {same[0]}, random: {same[1]}")
+    note(ax, x, y, text, fontsize=10)
+
+
+fig, ax = canvas(11.4, 10.2, scale=0.38)
+T = X.shape[0]
+step(ax, 5.7, 0.9, f"X  ({T}, {C})", "#cfe0f5", width=2.6)
+columns = {"Q": 1.9, "K": 5.7, "V": 9.5}
+for name, layer in (("Q", "to_query"), ("K", "to_key"), ("V", "to_value")):
+    step(ax, columns[name], 3.2, f"{name} = {layer}(X)\n({T}, {d_k})")
+    arrow(ax, (5.7, 1.5), (columns[name], 2.6))
+step(ax, 3.8, 5.5, f"scores = Q Kᵀ / √{d_k}\n({T}, {T})")
+arrow(ax, (1.9, 3.8), (3.4, 4.9))
+arrow(ax, (5.7, 3.8), (4.2, 4.9))
+step(ax, 3.8, 7.5, f"weights: softmax\nalong each row ({T}, {T})")
+arrow(ax, (3.8, 6.1), (3.8, 6.9))
+step(ax, 7.6, 9.4, f"output = weights V\n({T}, {d_k})", "#f8dcc0", width=3.9)
+arrow(ax, (3.8, 8.1), (6.6, 8.8))
+arrow(ax, (9.5, 3.8), (8.4, 8.8))
 figure_to_svg(
     fig,
-    alt="Scores and weights of the three tokens, one row per query: with "
-    "identity projections the scores are symmetric and t1 gives itself "
-    f"{weights_pt[1, 1]:.2f}; with the random projections the scores are "
-    f"not symmetric and every weight lies between {low:.2f} and {high:.2f}.",
+    alt=f"One head as a flow of shapes. X, ({T}, {C}), goes through three "
+    f"linear layers to Q, K and V, each ({T}, {d_k}). Q and K give the "
+    f"scores Q K transposed over the square root of {d_k}, ({T}, {T}); a "
+    f"softmax along each row gives the weights, ({T}, {T}); the weights "
+    f"times V give the output, ({T}, {d_k}).",
 )
 
+# %%
+import torch.nn.functional as F
+
+
+def self_attention(X):  # (T, C) -> (T, d_v), with the layers above
+    Q, K, V = to_query(X), to_key(X), to_value(X)  # (T, d_k) each
+    scores = Q @ K.T / math.sqrt(Q.shape[-1])  # (T, T)
+    return torch.softmax(scores, dim=-1) @ V  # (T, d_v)
+
+
+reference = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's own
+print("same as PyTorch's:", torch.allclose(self_attention(X), reference))
+
 # %% [markdown]
+# Every row is a token of the sentence: *she* now carries *Alice*, and *met* carries both
+# names. [Page 3](causal_self_attention.md) stops each token from looking ahead, and
+# [page 4](scaled_dot_product_step_by_step.md) runs several such heads side by side.
+#
 # ## Common pitfalls
 #
-# <a id="unseeded-layer"></a>**Numbers nobody can reproduce.** A layer made without a seed,
-# `layer = nn.Linear(3, 2)`, draws new weights at every run, and every number computed from it
-# changes with them. Prose and code that disagree do the same harm: if the text says
-# $x = (3, 4, 5)$ and the code runs $(1, 2, 3)$, a reader who checks $y = x W + b$ by hand
-# gets another $y$. The fix: seed before making the layer, and use one input in the text and
-# in the code.
+# <a id="transposed-weight"></a>**`X @ layer.weight`.** `nn.Linear` stores $W^\top$, so $XW$ is
+# `X @ layer.weight.T`. Without the `.T`, a layer from 6 features to 2 fails at once; a square
+# layer silently computes something else (the last line). The fix: call the layer, `layer(X)`.
 
 # %% tags=["check"]
-first, second = nn.Linear(3, 2), nn.Linear(3, 2)
-equal = torch.equal(first.weight, second.weight)
-print("two layers made without a seed have equal weights:", equal)
-torch.manual_seed(0)
-again = nn.Linear(3, 2)
-same = torch.equal(again.weight, layer.weight)
-same = same and torch.equal(again.bias, layer.bias)
-print("seeding with 0 again gives back the first layer:", same)
-for candidate in ([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]):
-    by_hand = torch.tensor(candidate) @ W + b  # (2,)
-    match = torch.allclose(by_hand, y)
-    print(f"x = {candidate}: x W + b = {by_hand.numpy()}, y: {match}")
-
-# %% [markdown]
-# <a id="exact-comparison"></a>**`assert y == y_manual`.** Between tensors, `==` compares
-# element by element and returns a tensor. `assert` can read a one-element tensor as a truth
-# value, but this layer has two outputs, so the `assert` raises a `RuntimeError` instead of
-# checking anything. And bit-for-bit equality of two floating-point computations is luck
-# ([a linear layer](#a-linear-layer)). The fix: `torch.testing.assert_close`, which allows for
-# rounding and says by how much two tensors differ when they do.
-
-# %% tags=["check"]
-print("y == y_manual gives a tensor:", y == y_manual)
 try:
-    assert y == y_manual
+    X @ to_query.weight  # (4, 6) @ (2, 6)
 except RuntimeError as error:
-    print("the check raises", type(error).__name__)
-torch.testing.assert_close(y, y_manual)  # raises AssertionError if not
-print("torch.testing.assert_close passes")
+    print("X @ to_query.weight:", error)
+torch.manual_seed(0)
+square = nn.Linear(C, C, bias=False)  # weight: W^T, (C, C)
+print(
+    "square layer, X @ weight equals layer(X):",
+    torch.allclose(X @ square.weight, square(X)),
+)
 
 # %% [markdown]
-# <a id="scale-by-width"></a>**`scores / math.sqrt(d_model)`.** Dividing by the square root of
-# the token width $C$ instead of $d_k$ is right only when the projections are square. In
-# multi-head attention each head projects to fewer features than $C$. On the random head
-# above ($d_k = 2$, $C = 4$) the two scales give different outputs, and only $1/\sqrt{d_k}$
-# matches PyTorch. In the base model of Vaswani et al. (2017), with $C = 512$ and 8 heads of
-# $d_k = 64$, the wrong scale would shrink every score by the factor printed last. The fix:
-# take $d_k$ from the last axis of $Q$ (`Q.shape[-1]`).
+# <a id="softmax-axis"></a>**`torch.softmax(scores, dim=0)`.** The softmax must run over the
+# keys, along each row. Over `dim=0` each *column* sums to one instead, and each query's
+# weights no longer add up to one ([the same bug in the wild](../practice/bugs.md#a-softmax-over-the-queries)).
 
 # %% tags=["check"]
-by_width = torch.softmax(scores_r / C**0.5, dim=-1) @ V_r  # 1/sqrt(C)
-print("1/sqrt(C) matches F.sdpa:", torch.allclose(by_width, sdpa_r))
-print(f"largest difference: {(by_width - sdpa_r).abs().max():.4f}")
-ratio = (512 / 64) ** 0.5
-print(f"C = 512, d_k = 64: sqrt(C) / sqrt(d_k) = {ratio:.4f}")
+wrong = torch.softmax(scores, dim=0)  # over the queries
+print("row sums, dim=0: ", wrong.sum(dim=-1).numpy().round(2))
+print("row sums, dim=-1:", weights.sum(dim=-1).numpy().round(2))
 
 # %% [markdown]
-# <a id="identity-for-reproducibility"></a>**Identity projections "for reproducibility".**
-# A seed makes runs repeat just as well. The identity only makes numbers checkable by hand,
-# and hides what real projections do ([what it hides](#what-the-identity-projections-hide)).
-#
 # ## Exercises
 #
-# **1. Every score doubles.** If every scaled score is multiplied by 2, do the weights double,
-# stay the same, or change some other way? Predict, then compare with each weight squared and
-# its row divided by its new sum.
+# **1. Every score doubles.** If every scaled score is multiplied by 2, do *she*'s weights
+# double, stay the same, or change some other way? Predict, then compare with each weight
+# squared and the row divided by its new sum.
 
 # %% tags=["solution"]
-doubled = softmax_np(2 * scaled_np)  # (3, 3)
-squared = weights_np**2
-squared /= squared.sum(axis=-1, keepdims=True)  # rows sum to one
-print("weights of the doubled scores:")
-print(doubled)
-same = np.allclose(doubled, squared)
-print("equal to the squared weights, renormalised:", same)
-own = weights_np[1, 1], doubled[1, 1]
-print(f"t1 on itself: {own[0]:.4f} -> {own[1]:.4f}")
-root = np.sqrt(Q_np.shape[-1])  # sqrt(d_k) of the identity example
-unscaled = np.array_equal(2 * scaled_np, scores_np)
-print(
-    f"sqrt(d_k) = {root:g}; 2 * scaled_np is the unscaled scores: {unscaled}"
-)
-# e^(2z) = (e^z)^2: doubling every score squares every weight, then
-# the row is renormalised, so large weights grow and small ones shrink.
-# The last line shows that doubling undoes the division by sqrt(d_k)
-# here: leaving the division out sharpens these weights in just this way.
+doubled = torch.softmax(2 * scores, dim=-1)  # (T, T)
+squared = weights**2
+squared /= squared.sum(dim=-1, keepdim=True)  # rows sum to one
+print("she, doubled scores:  ", doubled[3].numpy().round(4))
+print("she, squared weights: ", squared[3].numpy().round(4))
+print("equal:", torch.allclose(doubled, squared))
+# e^(2s) = (e^s)^2: doubling every score squares every weight, then the
+# row is renormalised, so the large weights grow and the small ones shrink.
 
 # %% [markdown]
-# **2. Overflow.** Add 100 to every score in the first row of `scaled_np` and compute its
-# softmax in float32, without and then with subtracting the maximum. Predict both results.
+# **2. A key without *female*.** Set the *female* row of $W_K$ to zero. Predict *she*'s weights
+# and output, then compute them.
 
 # %% tags=["solution"]
-row = torch.tensor(scaled_np[0], dtype=torch.float32) + 100  # (3,)
-print("exp(row):      ", row.exp())
-print("naive softmax: ", row.exp() / row.exp().sum())
-shifted = (row - row.max()).exp()
-print("stable softmax:", shifted / shifted.sum())
-largest = torch.finfo(torch.float32).max
-print(f"the largest float32 is e to the power {np.log(largest):.2f}")
-# exp overflows to inf above that power, and inf / inf is nan.
-# Subtracting the maximum brings every exponent to 0 or below. Adding
-# a constant to a row does not change its softmax, so the stable
-# result is the first row of weights_np.
+W_K_blind = torch.tensor(ex.SENTENCE_W_K)  # (C, d_k)
+W_K_blind[3] = 0.0  # row 3 is the feature "female"
+K_blind = X @ W_K_blind  # (T, d_k): Alice's key is now (1, 0), like Bob's
+weights_blind = torch.softmax(Q @ K_blind.T / math.sqrt(d_k), dim=-1)
+print("she's weights:", weights_blind[3].numpy().round(3))
+print("she's output: ", (weights_blind @ V)[3].numpy().round(3))
+# she still asks "female?", but no key answers it: Alice and Bob now score
+# the same, and she takes half of each. A query only finds what keys say.
 
 # %% [markdown]
-# **3. The transposition.** After `torch.manual_seed(1)`, does `X_pt @ proj.weight` equal
-# `proj(X_pt)` for `proj = nn.Linear(4, 4, bias=False)`? And for `nn.Linear(4, 2, bias=False)`?
+# **3. Reversing the tokens.** Reverse the order of the four tokens, *she Bob met Alice*, and
+# run the head again. Predict the weights and outputs first.
 
 # %% tags=["solution"]
-torch.manual_seed(1)
-square = nn.Linear(4, 4, bias=False)  # weight: W^T, (4, 4)
-right = torch.allclose(square(X_pt), X_pt @ square.weight.T)
-wrong = torch.allclose(square(X_pt), X_pt @ square.weight)
-print("proj(X) equals X @ weight.T:", right)
-print("proj(X) equals X @ weight:  ", wrong)
-narrow = nn.Linear(4, 2, bias=False)  # weight: W^T, (2, 4)
-try:
-    X_pt @ narrow.weight  # (3, 4) @ (2, 4)
-except RuntimeError as error:
-    print("X @ weight, with weight (2, 4):")
-    print(" ", error)
-# A square weight multiplies either way round and silently gives a
-# wrong result; a non-square one fails at once. nn.Linear's weight is
-# W^T, so X W is X @ weight.T.
-
-# %% [markdown]
-# **4. Reversing the tokens.** Reverse the three tokens and rerun steps 1 to 5 with identity
-# projections. Predict the new weights and outputs first.
-
-# %% tags=["solution"]
-order = [2, 1, 0]
-X_rev = X_np[order]  # (3, 4): t2, t1, t0
-scaled_rev = X_rev @ X_rev.T / np.sqrt(C)  # identity projections
-weights_rev = softmax_np(scaled_rev)  # (3, 3)
-output_rev = weights_rev @ X_rev  # (3, 4)
-same_output = np.allclose(output_rev, output_np[order])
-same_weights = np.allclose(weights_rev, weights_np[order][:, order])
-print("the old output rows, reversed:", same_output)
-print("the old weights, rows and columns reversed:", same_weights)
-# Without a mask and without positions, attention does not see the
-# order: reordering the tokens reorders the outputs the same way.
+order = [3, 2, 1, 0]
+output_reversed = self_attention(X[order])  # (T, d_v)
+same = torch.allclose(output_reversed, self_attention(X)[order])
+print("the old output rows, reversed:", same)
+# Without a mask and without positions, attention does not see the order:
+# reordering the tokens reorders the outputs the same way (page 1, "Order").
 
 # %% [markdown]
 # ## References
 #
 # - Vaswani et al. [Attention Is All You Need](https://arxiv.org/abs/1706.03762), NeurIPS
-#   2017: scaled dot-product attention (section 3.2.1); the base model's $C = 512$ with 8
-#   heads of $d_k = 64$ (section 3.2.2).
+#   2017: scaled dot-product attention and its projections (sections 3.2.1 and 3.2.2).
 # - PyTorch: [`nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
-#   (the stored weight's shape and its initialisation),
-#   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html),
-#   [`torch.allclose`](https://docs.pytorch.org/docs/stable/generated/torch.allclose.html) and
-#   [`torch.testing.assert_close`](https://docs.pytorch.org/docs/stable/testing.html).
-# - David Goldberg. [What Every Computer Scientist Should Know About Floating-Point
-#   Arithmetic](https://docs.oracle.com/cd/E19957-01/806-3568/ncg_goldberg.html), 1991:
-#   rounding, and why the order of additions matters.
+#   (its `weight` of shape `(out_features, in_features)`),
+#   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
+#   and [`torch.allclose`](https://docs.pytorch.org/docs/stable/generated/torch.allclose.html).
 #
-# Next: [Self-attention with a causal mask](causal_self_attention.md) hides the future from
-# each token and runs on batches. Attention alone does not see the order of the tokens
-# ([exercise 4](#exercises)); the [positions page](../concepts/positions.md) shows how models
-# give it that order.
+# **Next:** [Self-attention with a causal mask](causal_self_attention.md) stops each token of
+# the sentence from looking at the ones after it.

@@ -5,188 +5,151 @@
 # ---
 
 # %% [markdown]
-# # Scaled dot-product attention, step by step
+# # Scaled dot-product attention and heads
 #
-# This page follows ten tokens through scaled dot-product attention, prints every
-# intermediate, and shows why the scores are divided by $\sqrt{d_k}$. Then it cuts the
-# work into several heads and recombines them with $W_O$: multi-head attention, checked
-# against PyTorch.
+# The head of [page 3](causal_self_attention.md) gives each token one row of weights, but *she*
+# needs two things, *who* (*Alice*) and *what happened* (*met*). **Multi-head attention** runs
+# several heads side by side and mixes their outputs. This page shows why the scores are divided
+# by $\sqrt{d_k}$, then builds causal multi-head attention step by step, up to one block of code
+# checked against PyTorch. Shapes follow the [notation table](../notation.md). The cells run in
+# order, as one notebook.
 #
-# It assumes the steps of one head on a few tokens
-# ([From nn.Linear to self-attention](linear_to_self_attention.md)) and the causal mask
-# ([Self-attention with a causal mask](causal_self_attention.md)). Symbols follow the
-# [notation table](../notation.md): tokens are rows, $Q = X W_Q$, shapes `(B, T, C)`
-# for tokens and `(B, H, T, d_k)` for heads.
-#
-# $$
-# \begin{aligned}
-# &\operatorname{Attention}(Q, K, V) \\
-# &\quad = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
-# \end{aligned}
-# $$
-#
-# The picture is that formula on this page's ten tokens, drawn from the numbers the cells
-# below compute. Each matrix is a grid of cells, blue below zero and red above; the
-# weights run from purple (0) to yellow (1).
+# The picture follows *she* through two hand-set heads: head 0 asks *a female name?* and finds
+# *Alice*, head 1 asks *the verb?* and finds *met*. Side by side, their outputs go through $W_O$:
+# *she* now carries *alice* and *verb*.
 
 # %% tags=["plot"]
 import math
-import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn.functional as F
-from IPython.display import Markdown
-from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from attn_ref import (
-    MultiHeadAttention,
-    merge_heads,
-    scaled_dot_product_attention,
-    split_heads,
-)
 from attn_ref.diagrams import arrow, canvas, grid, note
-from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
+from attn_ref.examples import (
+    SENTENCE,
+    SENTENCE_HEADS_W_K,
+    SENTENCE_HEADS_W_O,
+    SENTENCE_HEADS_W_Q,
+    SENTENCE_HEADS_W_V,
+    SENTENCE_TOKENS,
+)
 from attn_ref.plotting import figure_to_svg
 
-torch.set_printoptions(precision=2, sci_mode=False)
-np.set_printoptions(precision=2, suppress=True)  # 10 by 10: a row a line
 torch.set_grad_enabled(False)  # forward passes only
-
-tokens = torch.tensor(TEN_TOKENS)  # (T, C), with Q = K = V = the tokens
-picture_out, picture_w = scaled_dot_product_attention(tokens, tokens, tokens)
-picture_s = tokens @ tokens.T / math.sqrt(tokens.size(-1))  # (T, T)
-fig, ax = canvas(9.8, 10.4, scale=0.43)
-size = {"cell": 0.38}
-x_box = grid(ax, tokens, 0.4, 1.0, label="$X$: tokens × features", **size)
-s_box = grid(
-    ax, picture_s, 5.6, 1.0, label=r"$S = QK^\top / \sqrt{d_k}$", **size
+tokens = SENTENCE_TOKENS
+short = ["name", "verb", "pron.", "fem.", "alice", "bob"]  # the features
+Wq, Wk, Wv, Wo = (
+    torch.tensor(M)
+    for M in (
+        SENTENCE_HEADS_W_Q,
+        SENTENCE_HEADS_W_K,
+        SENTENCE_HEADS_W_V,
+        SENTENCE_HEADS_W_O,
+    )
 )
-a_box = grid(ax, picture_w, 5.6, 6.2, cmap="viridis", **size)
-o_box = grid(ax, picture_out, 0.4, 6.2, label="$O = AV$", **size)
-note(ax, a_box.top[0], a_box.y - 0.35, r"$A = \mathrm{softmax}(S)$")
-arrow(ax, x_box.right, s_box.left, "scores")
-arrow(ax, s_box.bottom, (a_box.top[0], a_box.y - 0.75), None)
-arrow(ax, a_box.left, o_box.right, "mix V")
+X_drawn = torch.tensor(SENTENCE)  # (T, C)
+n, d = 2, 3  # heads, and the width of each
+drawn_w, drawn_out = [], []
+for h in range(n):
+    cols = slice(h * d, (h + 1) * d)
+    q_h, k_h, v_h = (X_drawn @ M[:, cols] for M in (Wq, Wk, Wv))
+    s = (q_h @ k_h.T / math.sqrt(d)).masked_fill(
+        ~torch.tril(torch.ones(4, 4, dtype=torch.bool)), -math.inf
+    )
+    drawn_w.append(torch.softmax(s, dim=-1))
+    drawn_out.append(drawn_w[-1] @ v_h)
+she = tokens.index("she")
+fig, ax = canvas(11.4, 11.0, scale=0.39)
+for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
+    top = 1.5 + 2.7 * h
+    box = grid(
+        ax,
+        drawn_w[h][she],
+        0.6,
+        top,
+        cmap="viridis",
+        decimals=2,
+        column_names=tokens,
+        label=question,
+    )
+    target = (5.0 + d * h + d / 2, 7.35)  # this head's half of the row below
+    arrow(ax, box.right, target, bend=-0.25 if h == 0 else -0.15)
+    note(ax, 5.3, top + 0.2, "× V", fontsize=11)
+concat = torch.cat([drawn_out[h][she] for h in range(n)])  # (C,)
+note(ax, 4.8, 7.95, "she, heads\nside by side", ha="right", fontsize=10)
+grid(ax, concat, 5.0, 7.45, decimals=2, vmax=1.0)
+ax.plot([5.0 + d] * 2, [7.25, 8.65], color="black", lw=2.5)  # the boundary
+grid(ax, concat @ Wo, 5.0, 10.0, decimals=2, vmax=1.0, column_names=short)
+arrow(ax, (6.5, 8.5), (6.5, 9.35))
+note(ax, 6.7, 8.95, "× W_O", ha="left", fontsize=11)
+note(ax, 4.8, 10.5, "output", ha="right", fontsize=10)
 figure_to_svg(
     fig,
-    alt="Four 10 by 10 grids: the tokens X; their scaled scores S; the "
-    "weights A, purple near 0 with a yellow-green diagonal; the output O.",
+    alt="She's row of weights in two heads. Head 0 gives "
+    f"{drawn_w[0][she, 0]:.2f} to Alice; head 1 gives "
+    f"{drawn_w[1][she, 1]:.2f} "
+    "to met. Each row times its head's values gives three numbers; side by "
+    "side, with a line between the heads, they make six; times W_O they "
+    "become the output, which carries "
+    f"alice {float((concat @ Wo)[4]):.2f} and verb "
+    f"{float((concat @ Wo)[1]):.2f}.",
 )
-
-# %% [markdown]
-# ## The input: ten tokens in a batch
-#
-# Each token is a row of ten features: fixed numbers that stand for embeddings with a
-# positional encoding already added ([positions](../concepts/positions.md)). A batch
-# axis in front gives `(B, T, C)`: batch, tokens, features (imports: in the plotting
-# code above).
-
-# %%
-X = torch.tensor(TEN_TOKENS).unsqueeze(0)  # (T, C) -> (B, T, C)
-B, T, C = X.shape
-print(f"B = {B} sequence, T = {T} tokens, C = {C} features per token")
-print("X[0, :3], the first three tokens:", X[0, :3].numpy(), sep="\n")
-
-# %% [markdown]
-# The width $C$ is the **last** axis, `X.size(-1)`; axis 1 counts the tokens. Here both
-# are ten, which hides a mix-up of the two ([pitfall 1](#common-pitfalls)).
-#
-# ## Queries, keys, values and scores
-#
-# Each token is projected three times, $Q = X W_Q$, $K = X W_K$, $V = X W_V$. A model
-# learns these matrices; the first half of this page takes identity matrices, so that
-# the arithmetic runs on the tokens themselves: $Q = K = V = X$, and $d_k = C$.
-#
-# The score of query $i$ for key $j$ is $q_i \cdot k_j / \sqrt{d_k}$. `K.mT` swaps
-# the last two axes of `K`, so one product pairs every query with every key: a
-# `(B, T, T)` tensor, one row per query.
-
-# %%
-W_Q = W_K = W_V = torch.eye(C)  # (C, d_k) with d_k = C
-Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # each (B, T, C) @ (C, C)
-print("Q, K and V all equal X:", all(torch.equal(M, X) for M in (Q, K, V)))
-d_k = K.size(-1)  # the width of each key
-scores = Q @ K.mT / math.sqrt(d_k)  # (B, T, C) @ (B, C, T) -> (B, T, T)
-print(f"d_k = {d_k}, sqrt(d_k) = {math.sqrt(d_k):.4f}")
-print("scores.shape =", tuple(scores.shape))
-print("first three rows:", scores[0, :3].numpy(), sep="\n")
 
 # %% [markdown]
 # <a id="the-variance-argument"></a>
 #
 # ## Why divide by √d_k
 #
-# Take a query $q$ and a key $k$ whose $2 d_k$ components are independent, of mean 0
-# and variance 1, as Vaswani et al. (2017, footnote 4) assume. Their dot product is a
-# sum of $d_k$ terms $q_m k_m$. Each term has mean
-# $\mathbb{E}[q_m]\,\mathbb{E}[k_m] = 0$, by independence, and variance
+# Take $q$ and $k$ of width $d_k$ with independent components of mean 0 and variance 1, as
+# Vaswani et al. (2017, footnote 4) assume. Their dot product sums $d_k$ terms $q_m k_m$, each of
+# mean 0 and variance $\mathbb{E}[q_m^2]\,\mathbb{E}[k_m^2] = 1$, and independent variances add:
 #
 # $$
-# \begin{aligned}
-# \operatorname{Var}(q_m k_m)
-# &= \mathbb{E}[q_m^2]\,\mathbb{E}[k_m^2] - 0^2 \\
-# &= 1 \cdot 1 = 1 .
-# \end{aligned}
+# \operatorname{Var}(q \cdot k) = d_k :
 # $$
 #
-# The terms are independent, so their variances add:
-# $\operatorname{Var}(q \cdot k) = d_k$. The scores spread like $\sqrt{d_k}$, and
-# dividing by $\sqrt{d_k}$ brings their variance back to 1 at every width. (With
-# variances $\sigma_q^2$ and $\sigma_k^2$ it is $d_k \sigma_q^2 \sigma_k^2$: the
-# growth with $d_k$ comes from independence alone.)
+# the scores spread like $\sqrt{d_k}$, and dividing by $\sqrt{d_k}$ brings their variance back
+# to 1 at every width.
 #
-# Why the spread matters: the softmax only sees differences between scores. Spread
-# widely, the largest score takes almost all the weight and the row is nearly one-hot.
-# Then the softmax's derivative, with $p = \operatorname{softmax}(z)$,
+# Spread widely, the largest score takes almost all the weight, and a nearly one-hot softmax
+# passes back almost no gradient to $W_Q$ and $W_K$. The plot draws 500 such queries of ten keys
+# at each width.
 #
-# $$
-# \frac{\partial p_i}{\partial z_j} = p_i \left(\delta_{ij} - p_j\right),
-# $$
+# <details class="note">
+# <summary>Going deeper: why a saturated softmax learns slowly</summary>
 #
-# is near zero everywhere, since every $p_i$ is near 0 or 1: $W_Q$ and $W_K$ get
-# almost no gradient. The paper puts it so: large dot products push "the softmax
-# function into regions where it has extremely small gradients" (section 3.2.1).
+# The softmax's derivative is $\partial p_i / \partial z_j = p_i (\delta_{ij} - p_j)$: near zero
+# wherever every $p_i$ is near 0 or 1. In the paper's words, large dot products push "the
+# softmax function into regions where it has extremely small gradients" (section 3.2.1). The
+# [in-depth page](heads_in_depth.md#the-scale-measured-three-ways) measures the gradient's
+# size too.
 #
-# The experiment draws such queries and keys at growing widths, ten keys per query, and
-# measures the scores' spread, each row's largest weight and the size of the softmax's
-# gradient (the norm of the matrix above), with and without the division.
+# </details>
 
 # %% tags=["plot"]
 generator = torch.Generator().manual_seed(0)
-widths, trials = [1, 4, 16, 64, 256, 1024], 500  # 500 queries per width
-spread = {"plain": [], "scaled": []}  # per width: std, top weight, gradient
+widths, trials, keys = [1, 4, 16, 64, 256, 1024], 500, 10
+spread = {"plain": [], "scaled": []}  # per width: std of scores, top weight
 for width in widths:
     q_draw = torch.randn(trials, 1, width, generator=generator).double()
-    k_draw = torch.randn(trials, T, width, generator=generator).double()
-    z = (q_draw @ k_draw.mT)[:, 0]  # (trials, T): mean 0, variance width
+    k_draw = torch.randn(trials, keys, width, generator=generator).double()
+    z = (q_draw @ k_draw.mT)[:, 0]  # (trials, keys): variance width
     for name, s in (("plain", z), ("scaled", z / math.sqrt(width))):
-        p = torch.softmax(s, dim=-1)  # (trials, T)
-        jacobian = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
-        size_of_gradient = torch.linalg.matrix_norm(jacobian).mean()
-        spread[name].append([s.std(), p.amax(-1).mean(), size_of_gradient])
+        p = torch.softmax(s, dim=-1)  # (trials, keys)
+        spread[name].append([s.std(), p.amax(-1).mean()])
 table = {name: torch.tensor(rows) for name, rows in spread.items()}
-print("               std of scores    largest weight    gradient size")
-print(" d_k           plain  scaled     plain  scaled     plain  scaled")
-for i, width in enumerate(widths):
-    pairs = torch.stack([table["plain"][i], table["scaled"][i]], dim=1)
-    print(
-        f"{width:4}       ",
-        "    ".join(f"{a:6.3f} {b:6.3f}" for a, b in pairs),
-    )
 fig, axes = plt.subplots(
-    2, 1, figsize=(4.4, 3.8), sharex=True, layout="constrained"
+    2, 1, figsize=(4.4, 3.0), sharex=True, layout="constrained"
 )
 for name, style in (("plain", "o-"), ("scaled", "s--")):
-    label = r"$q \cdot k$" if name == "plain" else r"$q \cdot k / \sqrt{d_k}$"
+    label = "q·k" if name == "plain" else "q·k / √dₖ"
     for ax, column in zip(axes, (0, 1), strict=True):
         ax.plot(widths, table[name][:, column], style, label=label)
-axes[0].plot(widths, np.sqrt(widths), ":", color="gray", label=r"$\sqrt{d_k}$")
-axes[1].axhline(1 / T, color="gray", linestyle=":", label="uniform, 1/T")
-axes[0].set(ylabel="std of the scores", yscale="log")
-axes[1].set(ylabel="largest weight", ylim=(0, 1.05), xlabel="$d_k$")
+axes[0].plot(widths, np.sqrt(widths), ":", color="gray", label="√dₖ")
+axes[1].axhline(1 / keys, color="gray", linestyle=":", label="uniform")
+axes[0].set(ylabel="std of scores", yscale="log")
+axes[1].set(ylabel="largest weight", ylim=(0, 1.05), xlabel="dₖ")
 axes[1].set_xscale("log", base=2)
 for ax in axes:
     ax.grid(True, alpha=0.3)
@@ -199,405 +162,349 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# The spread follows the derivation: about $\sqrt{d_k}$ unscaled, about 1 scaled.
-# Unscaled, the rows drift towards one-hot as $d_k$ grows and the gradient shrinks
-# towards zero; scaled, all three stay where they start. The ten tokens of this page
-# do not meet the independence assumption, but the division still lowers the largest
-# weight of every row:
-
-# %% tags=["plot"]
-unscaled = Q @ K.mT  # (B, T, T), not divided
-print("largest weight of each row, without the division and with it:")
-print(torch.softmax(unscaled, dim=-1).amax(dim=-1)[0].numpy())
-print(torch.softmax(scores, dim=-1).amax(dim=-1)[0].numpy())
-
-# %% [markdown]
-# ## Softmax, then the weighted sum of the values
+# Unscaled, the spread follows $\sqrt{d_k}$ and the rows drift towards one-hot; scaled, both
+# stay put. (A model could learn a $W_Q$ $\sqrt{d_k}$ times smaller instead, but it would start
+# training saturated.)
 #
-# A softmax along the last axis turns each row of scores into weights that are
-# positive and sum to one: row $i$ says how much token $i$ takes from each token. The
-# output mixes the value rows with those weights, $O = AV$: one row per query, as many
-# columns as $V$. The checks below it: the rows sum to one, and `attn_ref` and
-# PyTorch's own function compute the same.
+# ## Several heads, step by step
+#
+# With $H$ heads, each head works in $d_k = C / H$ features, with its own $W_Q^{(h)}$,
+# $W_K^{(h)}$, $W_V^{(h)}$ of shape $(C, d_k)$. Side by side they fill one $(C, C)$ matrix per
+# role, so one product projects the tokens for every head. Here $C = 6$, $H = 2$, $d_k = 3$: head
+# 0 in columns 0 to 2 of the hand-set matrices of `attn_ref.examples`, head 1 in columns 3 to 5.
+#
+# **1. Project, then split into heads.** As on page 2, but for both heads at once: $(B, T, C)$
+# in, $(B, T, C)$ out. Then `view(B, T, H, d_k)` cuts each token's $C$ features into $H$ groups
+# of $d_k$, without moving a number: head $h$ gets features $h d_k$ to $(h + 1) d_k - 1$.
+# `transpose(1, 2)` brings the heads forward, $(B, H, T, d_k)$, so that each head is one more
+# batch of page 3's attention.
 
 # %%
-weights = torch.softmax(scores, dim=-1)  # (B, T, T), over the keys
-output = weights @ V  # (B, T, T) @ (B, T, d_v) -> (B, T, d_v)
-print("weights:", tuple(weights.shape), " output:", tuple(output.shape))
+import math
+
+import torch
+
+import attn_ref.examples as ex
+
+x = torch.tensor(ex.SENTENCE)[None]  # (B, T, C) = (1, 4, 6)
+W_Q = torch.tensor(ex.SENTENCE_HEADS_W_Q)  # (C, C): both heads side by side
+W_K = torch.tensor(ex.SENTENCE_HEADS_W_K)
+W_V = torch.tensor(ex.SENTENCE_HEADS_W_V)
+W_O = torch.tensor(ex.SENTENCE_HEADS_W_O)
+B, T, C = x.shape
+H = 2  # heads
+d_k = C // H  # 3 features per head
+Q, K, V = x @ W_Q, x @ W_K, x @ W_V  # (B, T, C) each
+# Split: (B, T, C) -> (B, T, H, d_k) -> (B, H, T, d_k)
+q = Q.view(B, T, H, d_k).transpose(1, 2)
+k = K.view(B, T, H, d_k).transpose(1, 2)
+v = V.view(B, T, H, d_k).transpose(1, 2)
+print("Q:", tuple(Q.shape), "-> q:", tuple(q.shape))
+print("head 1 is features 3 to 5 of Q:", torch.equal(q[:, 1], Q[..., 3:]))
 
 # %% tags=["plot"]
-row_sums = weights.sum(dim=-1)  # (B, T)
-print("every row sums to one:", torch.allclose(row_sums, torch.ones(B, T)))
-strongest = weights[0].argmax(dim=-1)  # (T,): each query's strongest key
-itself = torch.equal(strongest, torch.arange(T))
-print("each token's strongest key is itself:", itself)
-print("scores symmetric:", torch.allclose(scores, scores.mT))
-ours, ours_w = scaled_dot_product_attention(Q, K, V)  # attn_ref
-theirs = F.scaled_dot_product_attention(Q, K, V)  # PyTorch's
-same = torch.allclose(output, ours, atol=1e-6)
-same = same and torch.allclose(weights, ours_w, atol=1e-6)
-print("attn_ref agrees (allclose, atol=1e-6):", same)
-print("PyTorch agrees:", torch.allclose(output, theirs, atol=1e-6))
-gap = (output - theirs).abs().max()
-print(f"largest |difference| from PyTorch: {gap:.1e}")
-
-# %% [markdown]
-# The diagonal of $A$ in the first picture is the yellow-green one: with identity
-# projections the score of token $i$ with itself is $x_i \cdot x_i / \sqrt{d_k}$, and
-# here it is the largest of every row. Nothing guarantees it: a token pointing the
-# same way as $x_i$ but twice as long would score higher ([exercise 2](#exercises)).
-#
-# <details class="note">
-# <summary>Going deeper: what identity projections hide</summary>
-#
-# With $W_Q = W_K = I$ the scores are symmetric: token $i$ scores token $j$ exactly as
-# $j$ scores $i$. With learned projections the score is $x_i W_Q W_K^\top x_j^\top$,
-# symmetric for every pair only when $W_Q W_K^\top$ is: what a token looks for can
-# differ from what it offers. The multi-head part below prints that its scores are
-# not symmetric. And with $W_V = I$ the output is a blend of the tokens themselves, as
-# wide as they are.
-#
-# </details>
-#
-# <a id="one-product-by-hand"></a>
-# One product small enough to check by hand: three tokens, four value features. Row 0
-# of $O$ is $a_{00} v_0 + a_{01} v_1 + a_{02} v_2$; element by element,
-# $O_{ij} = \sum_k A_{ik} V_{kj}$.
-
-# %% tags=["plot"]
-A = torch.tensor(AV_WEIGHTS)  # (3, 3): row i weighs the 3 tokens
-V_small = torch.tensor(AV_VALUES)  # (3, 4): one value row per token
-AV = A @ V_small  # (3, 3) @ (3, 4) -> (3, 4)
-fig, ax = canvas(12.6, 4.4, scale=0.34)
-a_box = grid(ax, A, 0.2, 0.8, cmap="viridis", decimals=1, label="$A$")
-note(ax, 3.5, 2.3, "×", fontsize=16)
-v_box = grid(ax, V_small, 3.8, 0.8, decimals=1, label="$V$")
-note(ax, 8.1, 2.3, "=", fontsize=16)
-o_box = grid(ax, AV, 8.4, 0.8, decimals=2, label="$O = AV$")
-figure_to_svg(
-    fig,
-    alt="A 3 by 3 grid of weights A, each row summing to 1, times a 3 by 4 "
-    "grid of values V, equals the 3 by 4 output O, every number written in "
-    "its cell.",
-)
-
-# %% [markdown]
-# Each row of $V$ rises by the same step from column to column, and each row of $A$
-# sums to one, so each row of $O$ rises by that same step.
-#
-# <details class="note">
-# <summary>Going deeper: all twelve sums, written out</summary>
-#
-# The cell below writes every sum from the tensors and typesets it.
-#
-# </details>
-
-# %% tags=["deeper"]
-boxes = []  # one block of sums per row of O, typeset by the site
-for i, a_row in enumerate(A.tolist()):
-    lines = []
-    for j, v_column in enumerate(V_small.T.tolist()):
-        pairs = zip(a_row, v_column, strict=True)  # (A_ik, V_kj), k = 0..2
-        terms = " + ".join(rf"{a:.4g} \times {v:.4g}" for a, v in pairs)
-        lines.append(rf"O_{{{i}{j}}} &= {terms} \\ &= {AV[i, j]:.4g}")
-    boxes.append(
-        r"$$\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}$$"
-    )
-Markdown("\n\n".join(boxes))
-
-# %% [markdown]
-# ## Multi-head attention
-#
-# Multi-head attention runs $H$ attentions side by side. Head $h$ (counted from 0) has
-# its own projections $W_Q^{(h)}$, $W_K^{(h)}$, $W_V^{(h)}$ of shape $(C, d_k)$, with
-# $d_k = C / H$. The heads' outputs are concatenated, and an output projection $W_O$,
-# $(C, C)$, mixes them:
-#
-# $$
-# \begin{aligned}
-# \text{head}_h &= \operatorname{Attention}(Q^{(h)}, K^{(h)}, V^{(h)}), \\
-# Q^{(h)} &= X W_Q^{(h)}, \text{ and so } K^{(h)}, V^{(h)}; \\
-# \text{output} &= [\text{head}_0, \dots, \text{head}_{H-1}]\, W_O .
-# \end{aligned}
-# $$
-#
-# In code the $W_Q^{(h)}$ sit side by side in one $(C, C)$ matrix $W_Q$: one product
-# projects the tokens for every head, and `split_heads` hands each head its $d_k$
-# columns. Each head is then one more batch of the same attention, divided by the
-# square root of its own width. `merge_heads` undoes the split: the concatenation. The
-# weights are those of a seeded, untrained `nn.MultiheadAttention` with two heads,
-# which stores them transposed, as `nn.Linear` does.
-
-# %%
-torch.manual_seed(0)  # the layer's random initial weights
-num_heads = 2
-mha = nn.MultiheadAttention(C, num_heads, batch_first=True)
-# (3C, C) -> three (C, C), each transposed back: W_Q, not W_Q^T
-W_Q, W_K, W_V = (w.T for w in mha.in_proj_weight.chunk(3))
-b_q, b_k, b_v = mha.in_proj_bias.chunk(3)  # (3C,) -> three (C,)
-Q_mh = X @ W_Q + b_q  # (B, T, C) @ (C, C) -> (B, T, C)
-K_mh = X @ W_K + b_k
-V_mh = X @ W_V + b_v
-# (B, T, C) -> (B, H, T, d_k): head h takes features h d_k to (h + 1) d_k - 1
-q, k, v = (split_heads(t, num_heads) for t in (Q_mh, K_mh, V_mh))
-d_head = C // num_heads  # d_k of each head
-# (B, H, T, d_k) -> outputs (B, H, T, d_k) and weights (B, H, T, T)
-head_outputs, head_weights = scaled_dot_product_attention(q, k, v)
-concat = merge_heads(head_outputs)  # (B, H, T, d_k) -> (B, T, C)
-W_O = mha.out_proj.weight.T  # stored as W_O^T: (C, C)
-mh_output = concat @ W_O + mha.out_proj.bias  # (B, T, C)
-
-# %% [markdown]
-# The picture runs those lines on the layer's numbers. Each head has its own block of
-# columns of $W_Q$ (and of $W_K$, $W_V$), its own weights and a five-wide output; side
-# by side the outputs are the concatenation. $W_O$'s rows 0–4 read head 0's
-# features, rows 5–9 head 1's, so every output feature draws on both heads.
-
-# %% tags=["plot"]
-fig, ax = canvas(10.4, 15.4, scale=0.41)
-c = 0.29  # the side of a cell
-lanes = (2.6, 7.8)  # the centre of each head's column of pieces
-title = f"$W_Q$: {C} columns cut into {num_heads} blocks of $d_k$ = {d_head}"
-note(ax, 5.2, 0.3, title)
-for h, centre in enumerate(lanes):
-    columns = slice(h * d_head, (h + 1) * d_head)
-    w_box = grid(ax, W_Q[:, columns], centre - d_head * c / 2, 0.8, cell=c)
-    note(ax, centre + 1.0, 2.25, f"$W_Q^{{({h})}}$", ha="left")
-    a_box = grid(
+fig, ax = canvas(10.8, 12.1, scale=0.37)
+c = 0.55  # the side of a cell
+for row, (name, full, split) in enumerate(
+    (("Q", Q, q), ("K", K, k), ("V", V, v))
+):
+    top = 1.0 + 3.6 * row
+    box = grid(
         ax,
-        head_weights[0, h],
-        centre - T * c / 2,
-        4.5,
+        full[0],
+        1.3,
+        top,
         cell=c,
-        cmap="viridis",
-        label=f"head {h}: weights",
+        decimals=0,
+        vmax=6.0,
+        row_names=tokens,
+        label=f"{name}: (B, T, C)",
     )
-    arrow(ax, w_box.bottom, (centre, 4.0), None)
-    x_out = 5.2 - d_head * c * (1 - h)  # side by side: the concatenation
-    h_box = grid(ax, head_outputs[0, h], x_out, 8.3, cell=c)
-    arrow(ax, a_box.bottom, h_box.top, None)
-note(ax, 5.2, 7.85, "× $V^{(h)}$", fontsize=11)
-note(ax, 6.8, 9.75, "concatenated:\nT × C", ha="left")
-for h in range(num_heads):  # W_O's rows, cut the same way as the features
-    rows = slice(h * d_head, (h + 1) * d_head)
-    grid(ax, W_O[rows], 1.0, 12.1 + h * (d_head * c + 0.2), cell=c)
-note(ax, 1.0 + C * c / 2, 11.7, "× $W_O$, rows cut by head")
-grid(ax, mh_output[0], 6.2, 12.2, cell=c, label="= output")
-arrow(ax, (5.2, 11.3), (5.2, 12.4), None)
+    ax.plot(
+        [1.3 + d * c] * 2,
+        [top - 0.1, top + 4 * c + 0.1],
+        color="black",
+        lw=2.5,
+    )
+    for h in range(H):
+        left = 6.4 + (d * c + 0.6) * h
+        grid(
+            ax,
+            split[0, h],
+            left,
+            top,
+            cell=c,
+            decimals=0,
+            vmax=6.0,
+            label=f"head {h}",
+        )
+    arrow(ax, (box.x + box.width + 0.1, top + 2 * c), (6.3, top + 2 * c))
+note(ax, 5.4, 11.6, "each head: (B, H, T, dₖ) = (1, 2, 4, 3)", fontsize=11)
 figure_to_svg(
     fig,
-    alt=f"W_Q cut into {num_heads} column blocks of {d_head}; under each, "
-    "that head's 10 by 10 weights, mostly purple (small) with a few green "
-    "cells; "
-    "under those, the heads' "
-    "outputs side by side form the concatenation; it times W_O, whose rows "
-    "are cut the same way, gives the 10 by 10 output.",
+    alt="Q, K and V, each 4 tokens by 6 features with a thick line after "
+    "feature 2, and to the right of each its two heads, 4 by 3 grids: head 0 "
+    "holds features 0 to 2, head 1 features 3 to 5. Each head's pieces have "
+    "the shape (B, H, T, d_k) = (1, 2, 4, 3).",
 )
 
 # %% [markdown]
-# Step by step, `attn_ref.MultiHeadAttention` (given the layer's weights by
-# `from_torch`) and PyTorch's layer itself agree, weights and outputs:
+# **2. Scores, mask, softmax, in every head at once.** The lines of page 3, unchanged: they act
+# on the last two axes, and the $(T, T)$ mask broadcasts over $B$ and $H$. Each head divides
+# by the square root of its own width, $d_k = 3$.
+
+# %%
+scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T)
+allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
+scores = scores.masked_fill(~allowed, -math.inf)
+weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
+heads = weights @ v  # (B, H, T, T) @ (B, H, T, d_k) -> (B, H, T, d_k)
 
 # %% tags=["plot"]
-print("q, k, v:", tuple(q.shape), " weights:", tuple(head_weights.shape))
-print(f"scale 1/sqrt(d_k) = {1 / math.sqrt(d_head):.4f}")
-full_scores = Q_mh @ K_mh.mT  # (B, T, T), all features at once
-print("scores symmetric now:", torch.allclose(full_scores, full_scores.mT))
-second = torch.equal(q[:, 1], Q_mh[..., d_head:])  # (B, T, d_k)
-print(f"head 1 holds features {d_head}..{C - 1} of Q:", second)
-# PyTorch's layer, asked for one (T, T) matrix of weights per head
-mha_output, mha_head_weights = mha(X, X, X, average_attn_weights=False)
-ours_mh_output, _ = MultiHeadAttention.from_torch(mha)(X, X, X)
-checks = {
-    "step by step == nn.MultiheadAttention": (mh_output, mha_output),
-    "attn_ref == nn.MultiheadAttention": (ours_mh_output, mha_output),
-    "per-head weights agree": (head_weights, mha_head_weights),
-}
-for label, (a, b) in checks.items():
-    print(f"{label}:", torch.allclose(a, b, atol=1e-6))
-gap = (mh_output - mha_output).abs().max()
-print(f"largest |difference| of the outputs: {gap:.1e}")
+fig, ax = canvas(11.2, 7.2, scale=0.38)
+for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
+    left = 1.6 + 5.4 * h
+    grid(
+        ax,
+        weights[0, h],
+        left,
+        2.4,
+        cmap="viridis",
+        decimals=2,
+        mask=allowed,
+        row_names=tokens if h == 0 else None,
+        column_names=tokens,
+        label=question,
+    )
+note(ax, 5.8, 6.9, "weights: (B, H, T, T) = (1, 2, 4, 4)", fontsize=11)
+figure_to_svg(
+    fig,
+    alt="The causal weights of the two heads, 4 by 4 each, hatched above the "
+    "diagonal. Head 0 puts its weight on Alice: met gives her "
+    f"{weights[0, 0, 1, 0]:.2f} and she {weights[0, 0, 3, 0]:.2f}. Head 1 "
+    "puts "
+    f"it on met: Bob gives it {weights[0, 1, 2, 1]:.2f} and she "
+    f"{weights[0, 1, 3, 1]:.2f}.",
+)
 
 # %% [markdown]
-# <details class="note">
-# <summary>Going deeper: the layouts and weights nn.MultiheadAttention returns</summary>
+# The heads look for different things: head 0's weight sits in *Alice*'s column, head 1's in
+# *met*'s. (*Bob* asks nothing of head 0 and spreads its weight.)
 #
-# By default `nn.MultiheadAttention` expects `(T, B, C)`, tokens first;
-# `batch_first=True` makes it `(B, T, C)`. It returns the weights averaged over the
-# heads, `(B, T, T)`, unless `average_attn_weights=False` asks for one matrix per head.
-# With `need_weights=False` it returns none, and its documentation says it can then use
-# the optimized `scaled_dot_product_attention`.
-#
-# </details>
-#
-# <details class="note">
-# <summary>Going deeper: what several heads cost</summary>
-#
-# Vaswani et al. (2017, section 3.2.2) write that, the heads being narrower, "the total
-# computational cost is similar to that of single-head attention with full
-# dimensionality". True of the arithmetic, not of the memory. PyTorch's
-# `FlopCounterMode` counts the floating-point operations (FLOPs) of matrix products,
-# here at $T = 16384$ tokens of width $C = 4096$, on tensors of the `meta` device:
-# shapes without data, so nothing is computed or allocated.
-#
-# - The four projections cost the same for any $H$: the same $(C, C)$ products.
-# - $QK^\top$ and $AV$ cost $2 T^2 d_k$ FLOPs each, per head: $H$ heads of width
-#   $C / H$ cost what one head of width $C$ costs.
-# - The scores and weights are `(B, H, T, T)`: $H$ times the memory of one head's.
-#   [Attention without the T×T matrix](efficient_attention.md) avoids storing them.
-#
-# </details>
+# **3. Merge, then $W_O$.** `transpose(1, 2)` puts the heads back beside each other,
+# $(B, T, H, d_k)$, and `reshape(B, T, C)` lays each token's outputs side by side. $W_O$,
+# $(C, C)$, then mixes them: here it writes head 0's *Alice* and *Bob* and head 1's *verb* back
+# as the sentence's own features (a trained $W_O$ mixes every head into every feature).
 
+# %%
+# (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
+merged = heads.transpose(1, 2).reshape(B, T, C)
+output = merged @ W_O  # (B, T, C) @ (C, C) -> (B, T, C)
+print("features:    ", ex.SENTENCE_FEATURES)
+print("she's output:", output[0, 3].numpy().round(2))
 
-# %% tags=["deeper"]
-def counted(f, *args):
-    """f(*args), and the FLOPs PyTorch counts in its matrix products."""
-    with FlopCounterMode(display=False) as counter:
-        result = f(*args)
-    return result, counter.get_total_flops()
-
-
-x_big = torch.empty(1, 16384, 4096, device="meta")  # (B, T, C), no data
-W_big = torch.empty(4096, 4096, device="meta")  # (C, C)
-_, flops = counted(lambda: [x_big @ W_big for _ in range(4)])  # 4 of them
-print(f"the four projections, for any H: {flops:.3e} FLOPs")
-print("  H   d_k  QK^T and AV FLOPs  (B, H, T, T) weights")
-for H in (1, 8, 32):
-    q_big = split_heads(x_big, H)  # (B, H, T, C / H)
-    (_, w), n = counted(scaled_dot_product_attention, q_big, q_big, q_big)
-    print(f"{H:3}  {q_big.size(-1):4}  {n:17.3e}  {w.nbytes / 2**30:g} GiB")
+# %% tags=["plot"]
+fig, ax = canvas(10.0, 12.3, scale=0.39)
+m_box = grid(ax, merged[0], 1.6, 1.6, decimals=2, vmax=1.0, row_names=tokens)
+ax.plot([1.6 + d, 1.6 + d], [1.3, 5.9], color="black", lw=2.5)
+note(ax, 1.6 + d / 2, 1.05, "head 0", fontsize=11)
+note(ax, 1.6 + d * 1.5, 1.05, "head 1", fontsize=11)
+note(ax, 7.7, 3.6, "merged\n(B, T, C)", ha="left", fontsize=11)
+out_top = 8.1
+grid(
+    ax,
+    output[0],
+    1.6,
+    out_top,
+    decimals=2,
+    vmax=1.0,
+    row_names=tokens,
+    column_names=short,
+)
+note(ax, 7.7, out_top + 2, "output\n(B, T, C)", ha="left", fontsize=11)
+for i, j in zip(*torch.nonzero(W_O, as_tuple=True), strict=True):
+    arrow(ax, (1.6 + i + 0.5, 5.75), (1.6 + j + 0.5, out_top - 0.6))
+note(
+    ax,
+    7.7,
+    6.6,
+    "× W_O: each 1\nof W_O is an\narrow here",
+    ha="left",
+    fontsize=10,
+)
+figure_to_svg(
+    fig,
+    alt="The merged heads, 4 tokens by 6 features, a thick line between head "
+    "0's three features and head 1's. Arrows, one for each 1 in W_O, lead "
+    "from head 0's first feature to the output's alice, from its second to "
+    "bob, and from head 1's first to verb. The output, 4 by 6 in the "
+    f"sentence's features: she's row holds alice {output[0, 3, 4]:.2f} and "
+    f"verb {output[0, 3, 1]:.2f}.",
+)
 
 # %% [markdown]
+# <a id="multi-head-attention"></a>
+#
+# ## The whole module
+#
+# Those steps, with the four matrices in `nn.Linear` layers, are causal multi-head attention.
+# The block runs alone: copy it into a file, or better, write it from memory.
+
+# %%
+import torch
+from torch import nn
+
+
+class CausalMultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"{n_heads=} must divide {d_model=}")
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=False)
+        self.W_k = nn.Linear(d_model, d_model, bias=False)
+        self.W_v = nn.Linear(d_model, d_model, bias=False)
+        self.W_o = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x):  # x: (B, T, C), C = d_model
+        B, T, C = x.shape
+        H, d_k = self.n_heads, C // self.n_heads
+        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+        k = self.W_k(x).view(B, T, H, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, H, d_k).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / d_k**0.5  # (B, H, T, T)
+        allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        return self.W_o((weights @ v).transpose(1, 2).reshape(B, T, C))
+
+
+# %% [markdown]
+# With the hand-set matrices copied in, it gives the steps' output; with random weights, what
+# PyTorch's `nn.MultiheadAttention` and `scaled_dot_product_attention(is_causal=True)` give:
+
+# %% tags=["check"]
+import torch.nn.functional as F
+
+attention = CausalMultiHeadAttention(d_model=C, n_heads=H)
+for layer, M in zip(
+    (attention.W_q, attention.W_k, attention.W_v, attention.W_o),
+    (W_Q, W_K, W_V, W_O),
+    strict=True,
+):
+    layer.weight.copy_(M.T)  # nn.Linear stores W^T
+print("the sentence, same as the steps:", torch.allclose(attention(x), output))
+
+torch.manual_seed(0)
+ours = CausalMultiHeadAttention(d_model=8, n_heads=2)  # random weights
+x_rand = torch.randn(3, 5, 8)  # (B, T, C)
+theirs = nn.MultiheadAttention(8, 2, bias=False, batch_first=True)
+in_proj = [ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]
+theirs.in_proj_weight.copy_(torch.cat(in_proj))  # (3C, C)
+theirs.out_proj.weight.copy_(ours.W_o.weight)
+# nn.MultiheadAttention reads a boolean mask the other way round: True =
+# may NOT attend (the bugs page: "A mask that means the opposite")
+blocked = ~torch.tril(torch.ones(5, 5, dtype=torch.bool))
+expected, _ = theirs(x_rand, x_rand, x_rand, attn_mask=blocked)
+print(
+    "random weights, same as nn.MultiheadAttention:",
+    torch.allclose(ours(x_rand), expected, atol=1e-6),
+)
+split = [
+    layer(x_rand).view(3, 5, 2, 4).transpose(1, 2)
+    for layer in (ours.W_q, ours.W_k, ours.W_v)
+]
+sdpa = F.scaled_dot_product_attention(*split, is_causal=True)  # (B, H, T, d_k)
+by_sdpa = ours.W_o(sdpa.transpose(1, 2).reshape(3, 5, 8))
+print(
+    "same as scaled_dot_product_attention(is_causal=True):",
+    torch.allclose(ours(x_rand), by_sdpa, atol=1e-6),
+)
+
+# %% [markdown]
+# **Your turn.** Close this page, write `CausalMultiHeadAttention` from memory in a file such as
+# `my_attention.py`, and check it:
+#
+# ```bash
+# python -m attn_ref.check causal-mha my_attention.py
+# ```
+#
+# It runs the tests this page's module passes (shapes, scale, causality, the heads' split and
+# merge, agreement with PyTorch) and says in plain words which one fails.
+#
 # ## Common pitfalls
 #
-# **1. Reading the width from axis 1.** A common mistake is
-# `d_model = x.size(1)`. In `(B, T, C)` axis 1 is $T$, the number of tokens. With ten
-# tokens of ten features it runs; keep four tokens, and the identity matrix it builds
-# has the wrong size (first lines below). The fix: `x.size(-1)`.
-#
-# **2. "The output has shape (T, d_model)".** The output takes its width from the
-# values, not from the model: $O = AV$ has as many columns as $V$. Values four
-# features wide give an output four features wide (last lines below).
+# <a id="merge-without-transpose"></a>**`heads.reshape(B, T, C)` without the transpose.** The
+# sizes match, so nothing fails, but `reshape` reads memory in order, all of head 0 first: a row of
+# $C$ numbers then holds head 0 for two tokens, not both heads for one token. *Alice*'s output
+# row now holds *met*'s head-0 output in head 1's slot: the first token reads a later one, and
+# the "verb" it gains comes from the future. The fix: `transpose(1, 2)` first, as in the module.
 
-# %% tags=["plot"]
-first_four = X[:, :4, :]  # (B, 4, C): now T and C differ
-try:
-    first_four @ torch.eye(first_four.size(1))  # the width read from T
-except RuntimeError as error:
-    print("identity of size(1): RuntimeError:")
-    print(textwrap.fill(str(error), width=79))
-right = first_four @ torch.eye(first_four.size(-1))  # (B, 4, C)
-print("identity of size(-1): shape", tuple(right.shape))
-narrow = weights @ V[..., :4]  # values 4 features wide: (B, T, 4)
-print("values of width 4 give an output of shape", tuple(narrow.shape))
-
-# %% [markdown]
-# **3. A product by hand that cannot be right.** A common slip writes the sums of
-# [one product by hand](#one-product-by-hand) correctly, then gives a result such as
-# `claimed` below, wrong in most entries. The check: the rows of $A$ sum to one, so
-# each row of $O$ must rise by the same step as the rows of $V$; the claimed rows rise
-# by another. In words too: each output *row* is a weighted sum of the value *rows*.
-#
-# **4. "Combining the heads" with one head and a fresh layer.** A common shortcut sets
-# one head, reshapes with `view(B, -1, 1 * C)` and applies a new, unseeded
-# `nn.Linear`. With one head the reshape returns the same tensor, and an untrained
-# layer made without a seed prints numbers that change from run to run (two seeds
-# below). The fix: [multi-head attention](#multi-head-attention), $H > 1$ heads and a
-# learned (here, seeded) $W_O$.
-
-# %% tags=["plot"]
-claimed = torch.tensor(  # a hand-computed A @ V, as it might be written
-    [
-        [0.62, 0.74, 0.86, 0.98],
-        [0.42, 0.54, 0.66, 0.78],
-        [0.64, 0.76, 0.88, 1.0],
-    ]
-)
-wrong = ~torch.isclose(claimed, AV, atol=5e-3)  # (3, 4)
-print(f"wrong entries: {int(wrong.sum())} of {wrong.numel()}")
-print("steps from column to column, row by row:")
-steps = [M.diff(dim=-1).numpy() for M in (V_small, AV, claimed)]
-for name, step in zip(("V", "AV", "claimed"), steps, strict=True):
-    print(f"{name:>8}:", step.ravel())
-combined = output.view(B, -1, 1 * C)  # one head: heads * head_dim = C
-print("the reshape changed nothing:", torch.equal(combined, output))
-finals = []
-for seed in (0, 1):
-    torch.manual_seed(seed)
-    finals.append(nn.Linear(C, C)(combined))  # random, untrained
-gap = (finals[0] - finals[1]).abs().max()
-print(f"two random 'final outputs' differ by up to {gap:.2f}")
+# %% tags=["check"]
+broken = heads.reshape(B, T, C) @ W_O  # no transpose
+print("features:                    ", ex.SENTENCE_FEATURES)
+print("Alice's output, broken merge:", broken[0, 0].numpy().round(2))
+print("Alice's output, right merge: ", output[0, 0].numpy().round(2))
 
 # %% [markdown]
 # ## Exercises
 #
-# **1. Shift the keys, then the queries.** Add the same vector $c$ to every key of the
-# identity-projection example. Predict whether the weights change. Then add $c$ to
-# every query instead. Compute both, and explain.
+# **1. One head instead of two.** Run the same four $(C, C)$ matrices as *one* head of width
+# $C = 6$. Predict *she*'s weights, then compute them.
 
 # %% tags=["solution"]
-g = torch.Generator().manual_seed(1)
-c = torch.randn(C, generator=g)  # (C,): the same vector for every token
-scale = 1 / math.sqrt(d_k)
-keys_shifted = torch.softmax(Q @ (K + c).mT * scale, dim=-1)  # (B, T, T)
-queries_shifted = torch.softmax((Q + c) @ K.mT * scale, dim=-1)
-change_k = (keys_shifted - weights).abs().max()
-change_q = (queries_shifted - weights).abs().max()
-print(f"keys + c:    largest change in the weights {change_k:.1e}")
-print(f"queries + c: largest change in the weights {change_q:.2f}")
-# Keys: q_i . c is added to the whole of row i, which a softmax ignores.
-# Queries: c . k_j changes from key to key, so the weights move.
+one = torch.softmax(
+    ((Q @ K.transpose(-2, -1)) / math.sqrt(C)).masked_fill(
+        ~allowed, -math.inf
+    ),
+    dim=-1,
+)  # (B, T, T): one head sees the sum of both heads' scores
+print("she, one head:", one[0, 3].numpy().round(2))
+print("she, head 0:  ", weights[0, 0, 3].numpy().round(2))
+print("she, head 1:  ", weights[0, 1, 3].numpy().round(2))
+# One head adds both questions' scores into one row: Alice and met score
+# alike, and she splits its weight between them. Two heads each commit to
+# one token, and W_O gets both answers.
 
 # %% [markdown]
-# **2. A token that outshines itself.** Append an eleventh token, $2 x_0$. Derive which
-# key query 0 now prefers, and the ratio of its weight on the new token to its weight
-# on itself. Then compute both.
+# **2. The same vector on every key.** Add one vector $c$ to every key of both heads. Do the
+# weights change? And if $c$ is added to every query instead?
 
 # %% tags=["solution"]
-X11 = torch.cat([X, 2 * X[:, :1]], dim=1)  # (B, T + 1, C): t10 is 2 x_0
-_, weights11 = scaled_dot_product_attention(X11, X11, X11)  # W = I
-row = weights11[0, 0]  # the weights of query 0: (T + 1,)
-print("query 0's strongest key:", row.argmax().item())
-print(f"weight on t10 / weight on t0: {(row[10] / row[0]).item():.2f}")
-derived = math.exp((X[0, 0] @ X[0, 0]).item() / math.sqrt(d_k))
-print(f"derived, exp(|x_0|^2 / sqrt(d_k)): {derived:.2f}")
-# Query 0 gives t10 the score 2 |x_0|^2 / sqrt(d_k), twice t0's; and two
-# weights of one row are in the ratio e^(s - s') of their scores s, s'.
+c = torch.tensor([1.0, -2.0, 0.5])  # (d_k,): the same for every token
+for name, (qq, kk) in {"keys": (q, k + c), "queries": (q + c, k)}.items():
+    s = (qq @ kk.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(
+        ~allowed, -math.inf
+    )
+    change = (torch.softmax(s, dim=-1) - weights).abs().max()
+    print(f"c added to the {name}: largest change in the weights {change:.2f}")
+# Keys: q_i . c is added to all of row i, and a softmax ignores a constant
+# added to a row. Queries: c . k_j differs from key to key, so weights move.
 
 # %% [markdown]
-# **3. Merge the heads with a reshape.** A common bug merges the heads with
-# `head_outputs.reshape(B, T, C)` and no transpose. Predict whether it raises an error,
-# and which numbers land in row 0. Then fix it without `merge_heads`.
+# **3. Count the parameters.** How many numbers does `CausalMultiHeadAttention(512, 8)` hold?
+# Does the number of heads change it? Predict, then count.
 
 # %% tags=["solution"]
-broken = head_outputs.reshape(B, T, C)  # no error: the sizes match
-print("broken merge == concat:", torch.equal(broken, concat))
-first_two = head_outputs[0, 0, :2].flatten()  # head 0, tokens 0 and 1
-same_row = torch.equal(broken[0, 0], first_two)
-print("row 0 is head 0 of tokens 0, 1:", same_row)
-# (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
-fixed = head_outputs.transpose(1, 2).reshape(B, T, C)
-print("fixed merge == concat:", torch.equal(fixed, concat))
-# reshape reads memory in order, all of head 0 first: a row of C numbers
-# holds C / d_k tokens of one head. The transpose puts heads side by side.
+for n_heads in (1, 8, 64):
+    count = sum(
+        p.numel() for p in CausalMultiHeadAttention(512, n_heads).parameters()
+    )
+    print(f"{n_heads:2} heads: {count:,} parameters")
+print(f"4 C^2 = {4 * 512**2:,}")
+# Four (C, C) matrices, whatever H: more heads cut the same matrices into
+# narrower slices.
 
 # %% [markdown]
 # ## References
 #
-# - Ashish Vaswani, Noam Shazeer, Niki Parmar, Jakob Uszkoreit, Llion Jones, Aidan N.
-#   Gomez, Łukasz Kaiser, Illia Polosukhin.
-#   [Attention Is All You Need](https://arxiv.org/abs/1706.03762). NeurIPS 2017.
-#   Scaled dot-product attention and footnote 4, the variance of $q \cdot k$ (section
-#   3.2.1); multi-head attention and its cost (section 3.2.2).
-# - PyTorch documentation:
-#   [`torch.nn.functional.scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html),
-#   [`torch.nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html)
-#   (its `in_proj_weight`, `need_weights` and `average_attn_weights`),
-#   [`torch.nn.Linear`](https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html)
-#   (its `weight` of shape `(out_features, in_features)`), and
-#   [`FlopCounterMode`](https://docs.pytorch.org/docs/main/generated/torch.utils.flop_counter.FlopCounterMode.html).
-# - The [notation table](../notation.md).
+# - Vaswani et al. [Attention Is All You Need](https://arxiv.org/abs/1706.03762), NeurIPS
+#   2017: scaled dot-product attention and footnote 4, the variance of $q \cdot k$ (section
+#   3.2.1); multi-head attention, $d_k = d_\text{model} / h$ (section 3.2.2).
+# - Raschka, *Build a Large Language Model (From Scratch)*, chapter 3
+#   ([its code](https://github.com/rasbt/LLMs-from-scratch/tree/main/ch03)): a causal
+#   multi-head attention class of the same shape.
+# - PyTorch: [`nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html),
+#   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html).
 #
-# **Next:** [the transformer block](../concepts/transformer_block.md) puts multi-head
-# attention where a model uses it: between a layer norm and the residual stream,
-# beside an MLP.
+# **Next:** [the transformer block](../concepts/transformer_block.md) puts this module where a
+# model uses it: between a layer norm and the residual stream, beside an MLP.

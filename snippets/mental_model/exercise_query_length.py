@@ -1,20 +1,14 @@
-# Exercise: one query times s = 0, 1 and 100, against the same five keys.
+# Exercise: she's query times s = 0, 1 and 10, against the same four keys.
 import torch
 
-from attn_ref import scaled_dot_product_attention
-
-torch.manual_seed(0)
-q, K, V = (
-    torch.randn(1, 4),
-    torch.randn(5, 4),
-    torch.randn(5, 4),
-)  # (L, d_k), (S, d_k), (S, d_v)
-results = {}  # s -> (output, weights)
-for s in (0, 1, 100):
-    results[s] = scaled_dot_product_attention(s * q, K, V)
-    output, weights = results[s]  # (L, d_v), (L, S)
-    print(f"s = {s:>3}: weights", weights[0].numpy().round(3))
-    print("         output ", output[0].numpy().round(3))
+tokens = ["Alice", "met", "Bob", "she"]
+K = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+V = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+q = torch.tensor([4.0, 4.0])  # she's query
+results = {}  # s -> (weights, output)
+for s in (0, 1, 10):
+    weights = torch.softmax(K @ (s * q) / 2**0.5, dim=-1)  # (T,)
+    results[s] = (weights, weights @ V)
+    print(f"s = {s:>2}: weights", weights.numpy().round(3))
+    print("        output ", results[s][1].numpy().round(3))
 print("mean of the values:", V.mean(dim=0).numpy().round(3))
-top = (q @ K.T).argmax().item()  # the key with the top score
-print(f"value of key {top}, the top score:", V[top].numpy().round(3))

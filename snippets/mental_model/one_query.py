@@ -1,15 +1,24 @@
 # --8<-- [start:picture]
-# One query meets five keys: the scores, the weights and the weighted sum of
-# the values, drawn from the numbers attn_ref computes.
+# She's query meets the four keys: the scores, the weights and the weighted
+# sum of the values, drawn from the numbers attn_ref computes.
 import torch
 
 from attn_ref import scaled_dot_product_attention
 from attn_ref.diagrams import arrow, canvas, grid, note
-from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
+from attn_ref.examples import (
+    SENTENCE,
+    SENTENCE_TOKENS,
+    SENTENCE_W_K,
+    SENTENCE_W_Q,
+    SENTENCE_W_V,
+)
 
-q = torch.tensor(LOOKUP_QUERY)  # (1, d_k): one query
-K = torch.tensor(LOOKUP_KEYS)  # (S, d_k): five keys
-V = torch.tensor(LOOKUP_VALUES)  # (S, d_v): their values
+X = torch.tensor(SENTENCE)  # (T, C): the tokens' features (page 2)
+Q, K, V = (
+    X @ torch.tensor(W) for W in (SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)
+)
+she = SENTENCE_TOKENS.index("she")
+q = Q[she : she + 1]  # (1, d_k): she's query
 S, d_k = K.shape
 attended, a = scaled_dot_product_attention(q, K, V)  # (1, d_v), (1, S)
 drawn = {
@@ -19,22 +28,27 @@ drawn = {
     "output": attended[0],  # (d_v,)
 }
 
-lookup_fig, ax = canvas(10.9, 11.4, scale=0.4)
-top = 4.0  # the first key's row
+lookup_fig, ax = canvas(12.1, 11.2, scale=0.4)
+top = 4.6  # the first key's row
 x = {
-    "keys": 0.6,
-    "scores": 3.3,
-    "weights": 5.0,
-    "values": 6.5,
-    "weighted": 8.9,
+    "keys": 1.6,
+    "scores": 4.3,
+    "weights": 6.0,
+    "values": 7.5,
+    "weighted": 9.9,
 }
 signed = float(max(q.abs().max(), K.abs().max()))  # one scale: q and the keys
-spread = float(V.abs().max())  # one scale: values, weighted values, output
-grid(ax, q[0], x["keys"], 0.9, decimals=1, vmax=signed, label="query q")
-arrow(ax, (x["keys"] + 1, 1.95), (x["keys"] + 1, top - 1.45))
+spread = 1.0  # one scale: values, weighted values, output
+grid(ax, q[0], x["keys"], 0.9, decimals=0, vmax=signed, label="she's query q")
+arrow(ax, (x["keys"] + 1, 1.95), (x["keys"] + 1, top - 1.2))
 note(ax, x["keys"] + 1.2, 2.2, "meets each key", ha="left")
 columns = [
-    ("keys", K, "keys\nkⱼ", {"decimals": 1, "vmax": signed}),
+    (
+        "keys",
+        K,
+        "keys kⱼ",
+        {"decimals": 0, "vmax": signed, "column_names": ["name", "fem."]},
+    ),
     (
         "scores",
         drawn["scores"][:, None],
@@ -47,7 +61,12 @@ columns = [
         "weight\naⱼ",
         {"decimals": 2, "cmap": "viridis"},
     ),
-    ("values", V, "values\nvⱼ", {"decimals": 1, "vmax": spread}),
+    (
+        "values",
+        V,
+        "values vⱼ",
+        {"decimals": 0, "vmax": spread, "column_names": ["Alice", "Bob"]},
+    ),
     (
         "weighted",
         drawn["weighted"],
@@ -57,9 +76,9 @@ columns = [
 ]
 for name, values, label, options in columns:
     grid(ax, values, x[name], top, label=label, **options)
-for j in range(S):
+for j, token in enumerate(SENTENCE_TOKENS):
     y = top + j + 0.5
-    note(ax, x["keys"] - 0.15, y, str(j), ha="right")
+    note(ax, x["keys"] - 0.15, y, token, ha="right")
     note(ax, x["values"] - 0.25, y, "×")
     note(ax, x["weighted"] - 0.25, y, "=")
 middle = top + S / 2
@@ -76,64 +95,79 @@ note(ax, x["weighted"] - 0.15, bottom + 0.5, "output", ha="right")
 # --8<-- [end:picture]
 
 # --8<-- [start:steps]
-# One query, written out: scores, softmax, weighted sum.
+# One query meets the keys: scores, softmax, weighted sum.
 import torch
 
-from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES
-
-q = torch.tensor(LOOKUP_QUERY)  # (1, d_k): one query, d_k = 2
-K = torch.tensor(LOOKUP_KEYS)  # (S, d_k): five keys
-V = torch.tensor(LOOKUP_VALUES)  # (S, d_v): their values
-scores = q @ K.T / K.shape[-1] ** 0.5  # (1, S): how well q matches each key
-weights = torch.softmax(scores, dim=-1)  # (1, S): positive, sum to one
-output = weights @ V  # (1, S) @ (S, d_v) -> (1, d_v): weighted sum
-print("scores: ", scores[0].numpy().round(2))
-print("weights:", weights[0].numpy().round(3), f"sum {weights.sum():.4f}")
-print("output: ", output[0].numpy().round(3))
+# One row per token: Alice, met, Bob, she.
+# A key says: a name? female? A value says: Alice? Bob?
+K = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+V = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+q = torch.tensor([4.0, 4.0])  # she asks: a name? female?
+d_k = q.shape[-1]  # the width of a query and of a key
+scores = K @ q / d_k**0.5  # (T,): q · k_j / sqrt(d_k)
+weights = torch.softmax(scores, dim=-1)  # (T,): positive, sum to one
+output = weights @ V  # (T,) @ (T, d_v) -> (d_v,)
+print("scores: ", scores.numpy().round(2))
+print("weights:", weights.numpy().round(3))
+print("output: ", output.numpy().round(3))
 # --8<-- [end:steps]
 
 # --8<-- [start:every]
-# Every query at once: one row per token. Checked against PyTorch's own.
+# Every query at once; continues the block above (K, V and d_k).
 import torch.nn.functional as F
 
-others = [[-1.0, 1.5], [0.0, 0.0], [-0.5, -2.0], [2.0, -1.0]]
-Q = torch.cat([q, torch.tensor(others)])  # (T, d_k): query 0 is q above
-scores = Q @ K.T / K.shape[-1] ** 0.5  # (T, d_k) @ (d_k, T) -> (T, T)
+# Queries: Alice and Bob ask nothing; met asks for a name; she as above.
+Q = torch.tensor([[0.0, 0.0], [4.0, 0.0], [0.0, 0.0], [4.0, 4.0]])
+scores = Q @ K.T / d_k**0.5  # (T, d_k) @ (d_k, T) -> (T, T)
 weights = torch.softmax(scores, dim=-1)  # (T, T): each row sums to one
 output = weights @ V  # (T, T) @ (T, d_v) -> (T, d_v)
-print("scores, weights:", tuple(scores.shape), tuple(weights.shape))
-print("outputs:", tuple(output.shape))
+print("weights, a row per query:")
+print(weights.numpy().round(2))
 reference = F.scaled_dot_product_attention(Q, K, V)
 print("same as PyTorch's:", torch.allclose(output, reference, atol=1e-6))
 # --8<-- [end:every]
 
 # --8<-- [start:every_picture]
-# The matrices above, drawn: Q, Kᵀ and their scores, the weights, V and the
-# output.
-from attn_ref.diagrams import arrow, canvas, grid, note
+# Every query at once, drawn from the numbers attn_ref computes: Q, Kᵀ and
+# their scores, the weights, V and the output.
+import torch
 
+from attn_ref import scaled_dot_product_attention
+from attn_ref.diagrams import arrow, canvas, grid, note
+from attn_ref.examples import (
+    SENTENCE,
+    SENTENCE_TOKENS,
+    SENTENCE_W_K,
+    SENTENCE_W_Q,
+    SENTENCE_W_V,
+)
+
+X = torch.tensor(SENTENCE)  # (T, C): the tokens' features (page 2)
+Q, K, V = (
+    X @ torch.tensor(W) for W in (SENTENCE_W_Q, SENTENCE_W_K, SENTENCE_W_V)
+)
 T, d_k = K.shape
-matrices_fig, ax = canvas(11.0, 15.0, scale=0.4)
-left, top = 1.0, 3.3  # Q's left edge, and the top of the scores
+output, weights = scaled_dot_product_attention(Q, K, V)  # (T, d_v), (T, T)
+scores = Q @ K.T / d_k**0.5  # (T, T)
+matrices_fig, ax = canvas(11.0, 12.6, scale=0.4)
+left, top = 1.8, 3.0  # Q's left edge, and the top of the scores
 signed = float(max(Q.abs().max(), K.abs().max()))  # one scale: Q and K
-spread = float(V.abs().max())  # one scale: V and the output
-grid(ax, K.T, left + 2.5, 0.8, decimals=1, vmax=signed)
-note(ax, left + 2.3, 1.8, "Kᵀ", ha="right")
-grid(ax, Q, left, top, decimals=1, vmax=signed, label="Q")
+grid(ax, K.T, left + 2.5, 0.6, decimals=0, vmax=signed)
+note(ax, left + 2.3, 1.6, "Kᵀ", ha="right")
+grid(ax, Q, left, top, decimals=0, vmax=signed, label="Q")
 grid(ax, scores, left + 2.5, top, decimals=2)
-grid(ax, V, left + 7.9, top, decimals=1, vmax=spread, label="V")
-note(ax, left + 5, top + T + 0.45, f"scores Q Kᵀ / √{d_k}")
+grid(ax, V, left + 7.2, top, decimals=0, vmax=1.0, label="V")
+note(ax, left + 4.5, top + T + 0.45, f"scores Q Kᵀ / √{d_k}")
 below = top + T + 1.7
-arrow(ax, (left + 5, top + T + 0.8), (left + 5, below - 0.1))
-note(ax, left + 4.8, top + T + 1.25, "softmax, row by row", ha="right")
+arrow(ax, (left + 4.5, top + T + 0.8), (left + 4.5, below - 0.1))
+note(ax, left + 4.3, top + T + 1.25, "softmax, row by row", ha="right")
 grid(ax, weights, left + 2.5, below, cmap="viridis", decimals=2)
-grid(ax, output, left + 7.9, below, decimals=2, vmax=spread)
-arrow(ax, (left + 8.9, top + T + 0.05), (left + 8.9, below - 0.05))
-note(ax, left + 5, below + T + 0.45, "weights")
-note(ax, left + 8.9, below + T + 0.45, "output")
-note(ax, left - 0.1, top - 0.35, "token", ha="right", va="bottom")
-for i in range(T):
-    note(ax, left - 0.2, top + i + 0.5, str(i), ha="right")
-    note(ax, left + 2.3, below + i + 0.5, str(i), ha="right")
-    note(ax, left + 3 + i, 0.45, str(i))
+grid(ax, output, left + 7.2, below, decimals=2, vmax=1.0)
+arrow(ax, (left + 8.2, top + T + 0.05), (left + 8.2, below - 0.05))
+note(ax, left + 4.5, below + T + 0.45, "weights")
+note(ax, left + 8.2, below + T + 0.45, "output")
+for i, token in enumerate(SENTENCE_TOKENS):
+    note(ax, left - 0.15, top + i + 0.5, token, ha="right", fontsize=10)
+    note(ax, left + 2.35, below + i + 0.5, token, ha="right", fontsize=10)
+    note(ax, left + 3 + i, 0.25, token, fontsize=9)
 # --8<-- [end:every_picture]

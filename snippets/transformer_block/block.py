@@ -13,6 +13,7 @@ mask = causal_mask(T)  # (T, T): True where a query may see a key
 # --8<-- [end:setup]
 
 # --8<-- [start:lines]
+# Continues the folded setup above: block, x and mask.
 with torch.no_grad():
     h = block.norm1(x)  # (B, T, C): what attention reads
     a, _ = block.attn(h, h, h, attn_mask=mask)  # (B, T, C): what it writes
@@ -37,7 +38,7 @@ from attn_ref.diagrams import arrow, canvas, grid
 shown = {"x": x, "h": h, "a": a, "x_mid": x_mid, "h_mid": h_mid, "m": m}
 top = max(t.abs().max().item() for t in (*shown.values(), out))
 scale = {"cell": 0.28, "vmax": top}
-fig, ax = canvas(10.4, 11.0, scale=0.41)
+fig, ax = canvas(10.4, 11.0, scale=0.37)
 stream_x, branch_x = 0.2, 5.7  # left: the stream; right: what the parts do
 pieces = [  # (tensor, column, row, label)
     (x, stream_x, 0, "$x$, the stream"),

@@ -12,6 +12,7 @@ References and bounds, written independently of attn_ref:
     compression_reference        multi-head latent and linear attention in float64, their tolerances
     delta_rule_reference         the delta rule as its papers write it, in float64, and its rounding
     sparse_reference             block-sparse attention and its selections, one query at a time
+    sentence                     the core path's running example (Alice met Bob she) in float64
     training_claims              what the tutorials claim about their trained models, checked per seed
     strategies, allocations      hypothesis's drawn inputs; the tensors a computation creates
 

@@ -31,3 +31,11 @@ def test_parameters_counted_and_by_formula(values, printed):
     for n, formula in expected_counts.values():
         expected += [exact(n), exact(formula)]
     assert_printed_in_order(printed, expected)
+
+
+def test_the_mlp_holds_about_two_thirds_of_the_block(values):
+    """The page: "The MLP holds about two thirds of the block's parameters" (8C^2 + 5C of
+    12C^2 + 13C, two thirds as C grows; at this C, a little less)."""
+    counts = {name: counted for name, (counted, _) in values["counts"].items()}
+    share = counts["MLP"] / sum(counts.values())
+    assert 0.6 < share < 2 / 3

@@ -1,4 +1,4 @@
-"""mental_model/permutation.py: self-attention is permutation-equivariant until a causal mask or
+"""positions/permutation.py: self-attention is permutation-equivariant until a causal mask or
 positions are added."""
 
 from __future__ import annotations

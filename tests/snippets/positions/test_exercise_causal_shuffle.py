@@ -1,4 +1,4 @@
-"""mental_model/exercise_causal_shuffle.py: under a causal mask shuffled tokens do not give
+"""positions/exercise_causal_shuffle.py: under a causal mask shuffled tokens do not give
 shuffled outputs; the mask shuffled with them restores it."""
 
 from __future__ import annotations
