@@ -8,7 +8,8 @@ by Pygments); `rendered_page` does all four:
   SVG file shown with ``<img alt=... loading="lazy">``; the page stays small, a plot shown twice
   loads once, and a plot is fetched when the reader scrolls near it, not on every first visit.
   A figure comes as two drawings, for the light and the dark scheme (``data-scheme``): they share
-  a frame, and the page shows, and so fetches, only the one of the reader's scheme.
+  a frame, and the page shows, and so fetches, only the one of the reader's scheme. Its kind
+  (``data-kind``: a plot, or an explanatory diagram) goes on each image.
   It is never drawn below 75 % of its size (so that its 12 pt text stays 12 px or more on a
   phone, see ``sitebuild/matplotlibrc``): a plot wider than that scrolls inside its frame.
 - code blocks, printed output (``text``) and examples (``python``, ``pycon``), are marked
@@ -182,7 +183,12 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
         alt = _attribute(element.attrs.get("aria-label") or "")
         scheme = element.attrs.get("data-scheme")
         classes = f"plot plot-{scheme}" if scheme in ("light", "dark") else "plot"
-        image = f'<img class="{classes}" src="{"../" * page_url.count("/")}{path}" alt="{alt}" loading="lazy"{dimensions}>'
+        kind = element.attrs.get("data-kind")  # a plot, or a diagram (the pages' pictures are counted)
+        marked = f' data-kind="{_attribute(kind)}"' if kind else ""
+        image = (
+            f'<img class="{classes}"{marked} src="{"../" * page_url.count("/")}{path}" alt="{alt}"'
+            f' loading="lazy"{dimensions}>'
+        )
         edits.append((element.start, element.end_end, image))
     return _framed(html, edits), files
 

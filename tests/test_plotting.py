@@ -54,7 +54,6 @@ def test_a_notebook_shows_the_light_drawing_and_the_site_gets_both():
 
 
 IMAGE_DATA = re.compile(r'xlink:href="data:image/png;base64,([^"]+)"')
-FILL = re.compile(r"fill: ?(#[0-9a-f]{6})")
 
 
 def test_a_heatmaps_colours_mean_the_same_weight_in_both_drawings():
@@ -85,12 +84,13 @@ def test_a_laid_out_figure_keeps_its_layout_in_the_dark_drawing(height):
     assert len(light_images) == 4 and light_images == dark_images
 
 
-TEXT = re.compile(r'<text style="([^"]*)"[^>]*>([^<]*)</text>')
+TEXT_COLOUR = re.compile(r'<g id="text_\d+">\s*<!-- (.*?) -->\s*<g (?:style="fill: (#[0-9a-f]{6})")?')
 
 
 def _text_colours(svg: str) -> dict[str, str]:
-    """Each text of a drawing (``svg.fonttype: none``): its fill, black when none is given."""
-    return {text: (FILL.search(style) or [None, "#000000"])[1] for style, text in TEXT.findall(svg)}
+    """Each text of a drawing (drawn as shapes, its words in a comment): its fill, black when none
+    is given."""
+    return {text: fill or "#000000" for text, fill in TEXT_COLOUR.findall(svg)}
 
 
 @pytest.mark.parametrize("colour", ["black", "0.3", "tab:blue", "tab:brown", "#8c1515", "navy", "tab:olive"])

@@ -43,6 +43,12 @@ def test_a_figures_two_drawings_share_a_frame_each_marked_with_its_scheme():
     assert '<img class="plot plot-light"' in second and "plot-dark" not in second
 
 
+def test_a_diagram_is_marked_as_one_on_its_image():
+    diagram = PLOT.replace('role="img"', 'role="img" data-scheme="light" data-kind="diagram"')
+    page, _ = rendered_page(diagram, "")
+    assert page.startswith('<span class="plot-frame"><img class="plot plot-light" data-kind="diagram" src=')
+
+
 def test_the_same_plot_twice_is_one_file():
     page, files = rendered_page(PLOT + PLOT, "")
     assert len(files) == 1 and page.count(f'src="{next(iter(files))}"') == 2
