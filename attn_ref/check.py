@@ -412,13 +412,13 @@ def _mha_softmax(attend: _ReaderModule, results: dict) -> None:
         raise _PropertyError(
             "with every value the same, the output holds NaN or infinity: a row of scores with no key allowed?"
         )
-    sums = output[0, :, 0]
-    worst = int((sums - 1).abs().argmax())
+    sums = output[0][:, [0, d_k]]  # (T, 2): each position's sum of weights in each head
+    position, head = divmod(int((sums - 1).abs().argmax()), n_heads)
     found = _matching_mistake(output, partial(_reference, x, weights, n_heads), [("softmax_dim", -2)])
     hint = f": {found[0]}" if found else ""
     raise _PropertyError(
-        f"each query's weights must sum to 1 over the keys; at position {worst} they sum to "
-        f"{float(sums[worst]):.2f}{hint}"
+        f"each query's weights must sum to 1 over the keys; at position {position} (head {head}) they "
+        f"sum to {float(sums[position, head]):.2f}{hint}"
     )
 
 

@@ -16,6 +16,7 @@ from axe_playwright_python.base import AXE_SCRIPT
 
 from sitebuild import browsing
 from sitebuild.browsing import COLOUR_RULES, Tab, accessibility_violations, reading
+from sitebuild.budgets import SCREEN
 from tests.support import kept, readers
 from tests.support.readers import SIDEWAYS_SCROLL, screenshot, taking_screenshots
 
@@ -99,6 +100,39 @@ PLOT_SCALES = """() => {
     .map(i => ({src: new URL(i.src).pathname, scale: i.clientWidth / Number(i.getAttribute("width"))}));
 }"""
 
+# With every folded block open (after PLOT_SCALES): each code block that scrolls sideways (its
+# first line), and each whose copy (Material's copy button reads the block's innerText, marked
+# data-md-copying) is not its text.
+CODE_ON_A_PHONE = """() => {
+  const blocks = [...document.querySelectorAll("article pre > code")].filter(c => c.getClientRects().length > 0);
+  const copied = code => {
+    code.setAttribute("data-md-copying", "");
+    const text = code.innerText;
+    code.removeAttribute("data-md-copying");
+    return text.trimEnd();
+  };
+  return {
+    sideways: blocks.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split("\\n")[0]),
+    miscopied: blocks.filter(c => copied(c) !== c.textContent.trimEnd()).map(c => c.textContent.split("\\n")[0]),
+  };
+}"""
+
+# What reaches past the right edge of the screen, or scrolls sideways inside the article (a table
+# in its scrolling wrapper, cut by the screen's edge), as the page first shows it.
+WIDER_THAN_THE_SCREEN = """() => {
+  const name = e => e.tagName.toLowerCase() + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\\s+/).join(".") : "");
+  const inside = e => e.getClientRects().length > 0 && !e.closest("details:not([open]) > :not(summary)");
+  const width = document.documentElement.clientWidth;
+  return [...document.querySelectorAll("article *")].filter(e => inside(e) && e.clientWidth > 1).flatMap(e => {
+    const box = e.getBoundingClientRect();
+    const found = [];
+    if (box.right > width + 1) found.push(`${name(e)} reaches ${Math.round(box.right)} px`);
+    if (e.scrollWidth > e.clientWidth + 1 && ["auto", "scroll", "hidden"].includes(getComputedStyle(e).overflowX))
+      found.push(`${name(e)} holds ${e.scrollWidth} px in ${e.clientWidth}`);
+    return found;
+  });
+}"""
+
 # The drawings each displayed figure shows (a figure in a folded block displays none).
 PLOTS_SHOWN = """() => [...document.querySelectorAll("article .plot-frame")]
   .filter(frame => frame.getClientRects().length > 0).map(frame =>
@@ -139,6 +173,8 @@ class Look:
     code_colours: dict[str, list[str]]  # colour scheme: CODE_COLOURS (desktop)
     reading: dict  # what a reader meets at this width (sitebuild.browsing.READING)
     plot_scales: list[dict] | None = None  # each plot's drawing and its scale (narrow)
+    too_wide: list[str] | None = None  # WIDER_THAN_THE_SCREEN (narrow)
+    code: dict | None = None  # CODE_ON_A_PHONE (narrow)
 
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
@@ -147,7 +183,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
     if mode == "desktop":  # every request of the visit: Material's search worker loads after "load"
         tab.page.wait_for_load_state("networkidle")
     transferred = tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None  # before the scroll
-    measured = reading(tab.page, MODES[mode]["viewport"]["height"])  # loads the plots first
+    measured = reading(tab.page, SCREEN if mode == "desktop" else MODES[mode]["viewport"]["height"])
     look = Look(
         prose=tab.page.evaluate(VISIBLE_PROSE),
         facts=tab.page.evaluate(PAGE_FACTS),
@@ -179,7 +215,9 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
     else:
         screenshot(tab.page, f"{name}-{mode}")
-        look.plot_scales = tab.page.evaluate(PLOT_SCALES)  # last: it opens the folded blocks
+        look.too_wide = tab.page.evaluate(WIDER_THAN_THE_SCREEN)
+        look.plot_scales = tab.page.evaluate(PLOT_SCALES)  # it opens the folded blocks
+        look.code = tab.page.evaluate(CODE_ON_A_PHONE)
     return look
 
 
