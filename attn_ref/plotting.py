@@ -209,7 +209,9 @@ def _contrast(a: Sequence[float], b: Sequence[float]) -> float:
     return (high + 0.05) / (low + 0.05)
 
 
-def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float, float, float, float]:
+def dark_colour(
+    colour: str | Sequence[float], role: str = "ink", alpha: float | None = None
+) -> tuple[float, float, float, float]:
     """The colour that plays ``colour``'s part on a dark page.
 
     Greys turn around: black ink becomes light ink, white paper the dark page, and the greys
@@ -222,6 +224,8 @@ def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float
     Args:
         colour: Any colour matplotlib reads.
         role: ``"ink"``, ``"text"`` or ``"fill"``.
+        alpha: The alpha its artist draws it with (``artist.set_alpha``), which matplotlib puts in
+            place of the colour's own; ``None``: the colour's.
 
     Returns:
         The colour as RGBA, its alpha kept.
@@ -233,6 +237,9 @@ def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float
         >>> pale_blue = "#dbe9f6"  # a box behind text
         >>> to_hex(dark_colour("tab:blue")), to_hex(dark_colour(pale_blue, "fill"))
         ('#1f77b4', '#23425e')
+        >>> to_hex(dark_colour("tab:blue", alpha=0.8))  # a line drawn with alpha=0.8: lighter
+        '#2388ce'
+
     """
     if role not in ("ink", "text", "fill"):
         raise ValueError(f"role must be 'ink', 'text' or 'fill', got {role!r}")
@@ -250,8 +257,10 @@ def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float
         return (r, g, b, a)
     needed = 4.5 if role == "text" else 3.0
 
+    shown = a if alpha is None else alpha
+
     def seen(rgb: Sequence[float]) -> list[float]:  # as it shows on the page
-        return [a * c + (1 - a) * p for c, p in zip(rgb, paper[:3], strict=True)]
+        return [shown * c + (1 - shown) * p for c, p in zip(rgb, paper[:3], strict=True)]
 
     while _contrast(seen((r, g, b)), paper) < needed and lightness < 0.95:
         lightness = min(0.95, lightness + 0.02)
@@ -272,16 +281,17 @@ def _over_an_image(text: Text, ax: Axes) -> bool:
     return False
 
 
-def _redrawn(colour, role: str = "ink"):
+def _redrawn(colour, role: str = "ink", alpha: float | None = None):
     """`dark_colour`, or ``"none"`` for no colour: an alpha of 0 set again under an artist's own
     alpha (``alpha=0.35``) would take that alpha and show."""
-    return "none" if to_rgba(colour)[3] == 0 else dark_colour(colour, role)
+    return "none" if to_rgba(colour)[3] == 0 else dark_colour(colour, role, alpha)
 
 
 def _redraw_patch(patch: Patch) -> None:
-    patch.set_facecolor(_redrawn(patch.get_facecolor(), "fill"))
-    patch.set_edgecolor(_redrawn(patch.get_edgecolor()))
-    patch.set_hatchcolor(_redrawn(patch.get_hatchcolor()))
+    alpha = patch.get_alpha()
+    patch.set_facecolor(_redrawn(patch.get_facecolor(), "fill", alpha))
+    patch.set_edgecolor(_redrawn(patch.get_edgecolor(), alpha=alpha))
+    patch.set_hatchcolor(_redrawn(patch.get_hatchcolor(), alpha=alpha))
 
 
 def for_dark(figure: Figure) -> None:
@@ -320,18 +330,19 @@ def for_dark(figure: Figure) -> None:
             if box is not None:
                 _redraw_patch(box)
         elif isinstance(artist, Line2D):
-            artist.set_color(_redrawn(artist.get_color()))
+            alpha = artist.get_alpha()
+            artist.set_color(_redrawn(artist.get_color(), alpha=alpha))
             for get, put in (
                 (artist.get_markerfacecolor, artist.set_markerfacecolor),
                 (artist.get_markeredgecolor, artist.set_markeredgecolor),
             ):
                 colour = get()
                 if not (isinstance(colour, str) and colour in ("none", "auto")):
-                    put(_redrawn(colour))
+                    put(_redrawn(colour, alpha=alpha))
         elif isinstance(artist, Patch):
             _redraw_patch(artist)
         elif isinstance(artist, Collection):
-            faces, edges = artist.get_facecolor(), artist.get_edgecolor()
+            faces, edges = artist.get_facecolor(), artist.get_edgecolor()  # the artist's alpha applied
             if len(faces):
                 artist.set_facecolor([_redrawn(c, "fill") for c in faces])
             if len(edges):

@@ -208,7 +208,7 @@
     // The weights, in a strip under the planes that stays on the screen while a point is dragged
     // (on a phone, where the planes fill the screen, it holds to the screen's bottom edge): what
     // the hand changes, in sight of the hand. The table below says the same to a screen reader.
-    const strip = el("div", { class: "pg-strip", "aria-hidden": "true" }, root);
+    const strip = el("div", { class: "pg-strip", "aria-hidden": "true", style: `--pg-keys: ${S}` }, root);
     const stripKeys = inputs.keys.map((_, j) => {
       const item = el("div", { class: "pg-strip-key", style: colour(j) }, strip);
       el("span", { class: "pg-strip-name", text: `k${subscript(j)}` }, item);
