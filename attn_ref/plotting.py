@@ -237,7 +237,7 @@ def dark_colour(
         >>> pale_blue = "#dbe9f6"  # a box behind text
         >>> to_hex(dark_colour("tab:blue")), to_hex(dark_colour(pale_blue, "fill"))
         ('#1f77b4', '#23425e')
-        >>> to_hex(dark_colour("tab:blue", alpha=0.8))  # a line drawn with alpha=0.8: lighter
+        >>> to_hex(dark_colour("tab:blue", alpha=0.8))  # drawn translucent: lighter
         '#2388ce'
 
     """
@@ -306,13 +306,14 @@ def for_dark(figure: Figure) -> None:
         >>> fig, ax = plt.subplots()
         >>> ax.imshow([[0.0, 1.0]], cmap="viridis").get_cmap().name
         'viridis'
-        >>> note = ax.annotate("add", (1, 1), (0, 0), arrowprops={"arrowstyle": "-|>"})
+        >>> arrow = {"arrowstyle": "-|>"}
+        >>> note = ax.annotate("add", (1, 1), (0, 0), arrowprops=arrow)
         >>> for_dark(fig)
         >>> ax.images[0].get_cmap().name, ax.title.get_color() != "black"
         ('viridis', True)
         >>> from matplotlib.colors import to_hex
-        >>> to_hex(note.get_color()), to_hex(note.arrow_patch.get_edgecolor())  # ink, not black
-        ('#d5d8df', '#d5d8df')
+        >>> to_hex(note.arrow_patch.get_edgecolor())  # light ink, not black
+        '#d5d8df'
         >>> plt.close(fig)
     """
     on_images = {id(t) for ax in figure.axes for t in ax.texts if _over_an_image(t, ax)}

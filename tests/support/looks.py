@@ -52,34 +52,33 @@ PAGE_FACTS = """() => ({
 PYTHON_COPY_BUTTONS = "article .language-python:not(.doc-signature) [data-md-type=copy]"
 
 
-# Click every copy button of a Python block, in page order, as a reader would after opening
-# the block (its content tab, and every collapsed block around it such as an exercise's
-# solution), and read back what each click put on the clipboard. A button that is not
-# rendered once its block is open yields null.
-COPY_PYTHON = """async selector => {
-  const texts = [];
-  for (const button of document.querySelectorAll(selector)) {
-    for (let details = button.closest("details"); details; details = details.parentElement.closest("details")) {
-      details.open = true;
-    }
-    const tab = button.closest(".tabbed-block");
-    if (tab) {
-      const index = [...tab.parentElement.children].indexOf(tab);
-      tab.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[index].click();
-    }
-    if (button.getClientRects().length === 0) { texts.push(null); continue; }
-    await navigator.clipboard.writeText("");
-    button.click();
-    // The copy handler writes the clipboard asynchronously, later on a busy machine: wait for it
-    // (an empty clipboard after two seconds is what the button copied).
-    let text = "";
-    for (const started = Date.now(); text === "" && Date.now() - started < 2000; ) {
-      await new Promise(resolve => setTimeout(resolve, 10));
-      text = await navigator.clipboard.readText();
-    }
-    texts.push(text);
+# Click the copy button of a Python block (the ``index``-th, in page order), as a reader would after
+# opening the block (its content tab, and every collapsed block around it such as an exercise's
+# solution), and read back what the click put on the clipboard; null when the button is not
+# rendered once its block is open. One button per call: a call runs as a user's gesture, which
+# lets the page write the clipboard for a few seconds only, fewer than a long page's buttons take
+# together on a busy machine.
+COPY_PYTHON = """async ([selector, index]) => {
+  const button = document.querySelectorAll(selector)[index];
+  for (let details = button.closest("details"); details; details = details.parentElement.closest("details")) {
+    details.open = true;
   }
-  return texts;
+  const tab = button.closest(".tabbed-block");
+  if (tab) {
+    const place = [...tab.parentElement.children].indexOf(tab);
+    tab.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[place].click();
+  }
+  if (button.getClientRects().length === 0) return null;
+  await navigator.clipboard.writeText("");
+  button.click();
+  // The copy handler writes the clipboard asynchronously, later on a busy machine: wait for it
+  // (an empty clipboard after two seconds is what the button copied).
+  let text = "";
+  for (const started = Date.now(); text === "" && Date.now() - started < 2000; ) {
+    await new Promise(resolve => setTimeout(resolve, 10));
+    text = await navigator.clipboard.readText();
+  }
+  return text;
 }"""
 
 
@@ -212,7 +211,8 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         look.violations["dark"] = accessibility_violations(tab.page, COLOUR_RULES)
         look.plots_shown["dark"] = tab.page.evaluate(PLOTS_SHOWN)
         look.code_colours["dark"] = tab.page.evaluate(CODE_COLOURS)
-        look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
+        buttons = tab.page.locator(PYTHON_COPY_BUTTONS).count()  # last: it opens blocks and tabs
+        look.copied = [tab.page.evaluate(COPY_PYTHON, [PYTHON_COPY_BUTTONS, i]) for i in range(buttons)]
     else:
         screenshot(tab.page, f"{name}-{mode}")
         look.too_wide = tab.page.evaluate(WIDER_THAN_THE_SCREEN)
