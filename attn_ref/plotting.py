@@ -3,7 +3,9 @@
 `figure_to_svg` renders a finished figure twice: as it was drawn, on white, and again for a dark
 page (`for_dark`). Colours that carry data through a colour map (a heatmap's weights, its colour
 bar) are the same in both, so a colour means the same value on either page; the ink and paper
-around them (text, axes, lines, boxes) are redrawn for the dark page, not inverted by a filter.
+around them (text, axes, lines, arrows, boxes) are redrawn for the dark page, not inverted by a
+filter. Text is drawn as shapes, so a figure asks the reader's machine for no font and looks the
+same on every machine.
 
 It serves the site's pages, and ships in the wheel because the tutorials' downloaded
 notebooks import it to draw their figures.
@@ -24,14 +26,15 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.text import Text
+from matplotlib.text import Annotation, Text
 from numpy.typing import ArrayLike
 
-__all__ = ["PLOT_MIME", "PlotSVG", "attention_heatmap", "dark_colour", "figure_to_svg", "for_dark"]
+__all__ = ["KINDS", "PLOT_MIME", "PlotSVG", "attention_heatmap", "dark_colour", "figure_to_svg", "for_dark"]
 
 PLOT_MIME = "application/vnd.attn-ref.plot+html"  # both drawings, for the site's pages
 DARK_PAPER = "#1e2129"  # the dark scheme's page (Material's slate background)
 DARK_INK = "#d5d8df"  # its text, a little brighter than the page's for thin lines
+KINDS = ("plot", "diagram")  # a plot of results or data; a diagram: a drawn mechanism (arrows, steps)
 
 
 class PlotSVG(str):
@@ -142,17 +145,23 @@ def attention_heatmap(
     return ax
 
 
-def figure_to_svg(figure: Figure, alt: str) -> PlotSVG:
+def figure_to_svg(figure: Figure, alt: str, kind: str = "plot") -> PlotSVG:
     """Render ``figure`` as SVG for a light and for a dark page, with a text alternative; close it.
+
+    Text is drawn as shapes (``svg.fonttype: path``): the drawing asks for no font, and a formula
+    such as $\\sqrt{d_k}$ looks as matplotlib laid it out on every machine.
 
     Args:
         figure: The figure to render.
         alt: What the figure shows, for readers who cannot see it.
+        kind: ``"plot"`` (results or data: a heatmap of weights, a curve) or ``"diagram"`` (an
+            explanatory picture of a mechanism: arrows, steps, the pieces of a computation). The
+            site counts the diagrams of each page.
 
     Returns:
-        The two drawings (`PlotSVG`), each carrying ``role="img"``, ``aria-label=alt`` and
-        ``data-scheme`` (``light`` or ``dark``). Printed on a Markdown page it is the plot; as
-        a notebook cell's last expression, the notebook shows it as the plot.
+        The two drawings (`PlotSVG`), each carrying ``role="img"``, ``aria-label=alt``,
+        ``data-scheme`` (``light`` or ``dark``) and ``data-kind``. Printed on a Markdown page it is
+        the plot; as a notebook cell's last expression, the notebook shows it as the plot.
 
     Examples:
         >>> fig, _ = plt.subplots()
@@ -161,9 +170,13 @@ def figure_to_svg(figure: Figure, alt: str) -> PlotSVG:
         True
         >>> 'data-scheme="light"' in svg.light, 'data-scheme="dark"' in svg.dark
         (True, True)
+        >>> 'data-kind="plot"' in svg.light
+        True
     """
     if not alt.strip():
         raise ValueError("alt must describe the figure")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
     escaped = alt.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
     drawings = {}
     for scheme in ("light", "dark"):
@@ -173,13 +186,13 @@ def figure_to_svg(figure: Figure, alt: str) -> PlotSVG:
             # fraction of a pixel, and a colour-mapped image resampled there changes its pixels.
             figure.set_layout_engine("none")
         buffer = io.StringIO()
-        # Stable element ids (identical builds); text as text, not glyph outlines (a fifth of the bytes).
-        with plt.rc_context({"svg.hashsalt": "attn_ref", "svg.fonttype": "none"}):
+        # Stable element ids (identical builds); text as glyph outlines, each defined once per drawing.
+        with plt.rc_context({"svg.hashsalt": "attn_ref", "svg.fonttype": "path"}):
             figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
         svg = buffer.getvalue()
         svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
         drawings[scheme] = svg.replace(
-            "<svg", f'<svg role="img" aria-label="{escaped}" data-scheme="{scheme}"', 1
+            "<svg", f'<svg role="img" aria-label="{escaped}" data-scheme="{scheme}" data-kind="{kind}"', 1
         )
     plt.close(figure)
     return PlotSVG(drawings["light"], drawings["dark"])
@@ -196,18 +209,23 @@ def _contrast(a: Sequence[float], b: Sequence[float]) -> float:
     return (high + 0.05) / (low + 0.05)
 
 
-def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float, float, float, float]:
+def dark_colour(
+    colour: str | Sequence[float], role: str = "ink", alpha: float | None = None
+) -> tuple[float, float, float, float]:
     """The colour that plays ``colour``'s part on a dark page.
 
     Greys turn around: black ink becomes light ink, white paper the dark page, and the greys
     between follow. Other colours keep their hue. As ink (``"ink"`` for lines, edges and markers,
     ``"text"``) they are lightened until they stand out from the dark page (3:1, or 4.5:1 for
-    text, as WCAG asks); as a ``"fill"``, a pale tint (a box behind text) becomes a deep tint of
-    the same hue, and a fill of full colour (a bar) stays as it is.
+    text, as WCAG asks), as they show there: a translucent ink mixed with the page; as a
+    ``"fill"``, a pale tint (a box behind text) becomes a deep tint of the same hue, and a fill of
+    full colour (a bar) stays as it is. No colour (alpha 0, matplotlib's ``"none"``) stays none.
 
     Args:
         colour: Any colour matplotlib reads.
         role: ``"ink"``, ``"text"`` or ``"fill"``.
+        alpha: The alpha its artist draws it with (``artist.set_alpha``), which matplotlib puts in
+            place of the colour's own; ``None``: the colour's.
 
     Returns:
         The colour as RGBA, its alpha kept.
@@ -219,10 +237,15 @@ def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float
         >>> pale_blue = "#dbe9f6"  # a box behind text
         >>> to_hex(dark_colour("tab:blue")), to_hex(dark_colour(pale_blue, "fill"))
         ('#1f77b4', '#23425e')
+        >>> to_hex(dark_colour("tab:blue", alpha=0.8))  # drawn translucent: lighter
+        '#2388ce'
+
     """
     if role not in ("ink", "text", "fill"):
         raise ValueError(f"role must be 'ink', 'text' or 'fill', got {role!r}")
     r, g, b, a = to_rgba(colour)
+    if a == 0:
+        return (r, g, b, a)
     paper, ink = to_rgba(DARK_PAPER), to_rgba(DARK_INK)
     if max(r, g, b) - min(r, g, b) < 0.08:  # a grey: its lightness turns around
         t = 1.0 - (r + g + b) / 3  # 0 for white (paper), 1 for black (ink)
@@ -233,7 +256,13 @@ def dark_colour(colour: str | Sequence[float], role: str = "ink") -> tuple[float
             r, g, b = colorsys.hls_to_rgb(hue, 0.2 + 0.6 * (1.0 - lightness), min(saturation, 0.45))
         return (r, g, b, a)
     needed = 4.5 if role == "text" else 3.0
-    while _contrast((r, g, b), paper) < needed and lightness < 0.95:
+
+    shown = a if alpha is None else alpha
+
+    def seen(rgb: Sequence[float]) -> list[float]:  # as it shows on the page
+        return [shown * c + (1 - shown) * p for c, p in zip(rgb, paper[:3], strict=True)]
+
+    while _contrast(seen((r, g, b)), paper) < needed and lightness < 0.95:
         lightness = min(0.95, lightness + 0.02)
         r, g, b = colorsys.hls_to_rgb(hue, lightness, saturation)
     return (r, g, b, a)
@@ -252,20 +281,39 @@ def _over_an_image(text: Text, ax: Axes) -> bool:
     return False
 
 
+def _redrawn(colour, role: str = "ink", alpha: float | None = None):
+    """`dark_colour`, or ``"none"`` for no colour: an alpha of 0 set again under an artist's own
+    alpha (``alpha=0.35``) would take that alpha and show."""
+    return "none" if to_rgba(colour)[3] == 0 else dark_colour(colour, role, alpha)
+
+
+def _redraw_patch(patch: Patch) -> None:
+    alpha = patch.get_alpha()
+    patch.set_facecolor(_redrawn(patch.get_facecolor(), "fill", alpha))
+    patch.set_edgecolor(_redrawn(patch.get_edgecolor(), alpha=alpha))
+    patch.set_hatchcolor(_redrawn(patch.get_hatchcolor(), alpha=alpha))
+
+
 def for_dark(figure: Figure) -> None:
     """Redraw ``figure`` for a dark page, in place, each colour by `dark_colour`.
 
     What is drawn through a colour map (images, meshes, coloured scatters) keeps its colours,
     and so does text written over an image (a heatmap's numbers, dark on its bright cells and
-    light on its dark ones).
+    light on its dark ones). An annotation's arrow (``ax.annotate(..., arrowprops=...)``) is
+    redrawn with its text, and what has no colour (``"none"``) keeps none.
 
     Examples:
         >>> fig, ax = plt.subplots()
         >>> ax.imshow([[0.0, 1.0]], cmap="viridis").get_cmap().name
         'viridis'
+        >>> arrow = {"arrowstyle": "-|>"}
+        >>> note = ax.annotate("add", (1, 1), (0, 0), arrowprops=arrow)
         >>> for_dark(fig)
         >>> ax.images[0].get_cmap().name, ax.title.get_color() != "black"
         ('viridis', True)
+        >>> from matplotlib.colors import to_hex
+        >>> to_hex(note.arrow_patch.get_edgecolor())  # light ink, not black
+        '#d5d8df'
         >>> plt.close(fig)
     """
     on_images = {id(t) for ax in figure.axes for t in ax.texts if _over_an_image(t, ax)}
@@ -274,29 +322,29 @@ def for_dark(figure: Figure) -> None:
         if isinstance(artist, AxesImage) or mapped:
             continue
         if isinstance(artist, Text):
+            if isinstance(artist, Annotation) and artist.arrow_patch is not None:
+                _redraw_patch(artist.arrow_patch)  # not among the figure's children
             if id(artist) in on_images:
                 continue
             artist.set_color(dark_colour(artist.get_color(), "text"))
             box = artist.get_bbox_patch()
             if box is not None:
-                box.set_facecolor(dark_colour(box.get_facecolor(), "fill"))
-                box.set_edgecolor(dark_colour(box.get_edgecolor()))
+                _redraw_patch(box)
         elif isinstance(artist, Line2D):
-            artist.set_color(dark_colour(artist.get_color()))
+            alpha = artist.get_alpha()
+            artist.set_color(_redrawn(artist.get_color(), alpha=alpha))
             for get, put in (
                 (artist.get_markerfacecolor, artist.set_markerfacecolor),
                 (artist.get_markeredgecolor, artist.set_markeredgecolor),
             ):
                 colour = get()
                 if not (isinstance(colour, str) and colour in ("none", "auto")):
-                    put(dark_colour(colour))
+                    put(_redrawn(colour, alpha=alpha))
         elif isinstance(artist, Patch):
-            artist.set_facecolor(dark_colour(artist.get_facecolor(), "fill"))
-            artist.set_edgecolor(dark_colour(artist.get_edgecolor()))
-            artist.set_hatchcolor(dark_colour(artist.get_hatchcolor()))
+            _redraw_patch(artist)
         elif isinstance(artist, Collection):
-            faces, edges = artist.get_facecolor(), artist.get_edgecolor()
+            faces, edges = artist.get_facecolor(), artist.get_edgecolor()  # the artist's alpha applied
             if len(faces):
-                artist.set_facecolor([dark_colour(c, "fill") for c in faces])
+                artist.set_facecolor([_redrawn(c, "fill") for c in faces])
             if len(edges):
-                artist.set_edgecolor([dark_colour(c) for c in edges])
+                artist.set_edgecolor([_redrawn(c) for c in edges])

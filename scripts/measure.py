@@ -26,14 +26,23 @@ from sitebuild import execution as tutorial_execution
 from sitebuild.budgets import (
     BUILD_TARGET,
     COLD_TEST_TARGET,
+    CORE_PAGE_SCREENS,
+    CORE_PATH,
+    CORE_PATH_MINUTES,
+    CORE_PATH_SCREENS,
     FAST_TESTS_TARGET,
     FIRST_VISIT_BUDGET,
     KB,
     PAGE_BUDGET,
+    PLAYGROUND,
+    PLAYGROUND_WORDS,
     RELOAD_TARGET,
+    SCREEN,
+    SCREENS_WITHOUT_A_PICTURE,
     SEARCHES,
     SIDEWAYS_ON_A_PHONE,
     TEST_TARGET,
+    WORDS_PER_DIAGRAM,
 )
 from sitebuild.local_server import serve
 from sitebuild.page_html import elements
@@ -253,13 +262,13 @@ def measure_in_browser(site: Path) -> None:
         )
         row("hosts other than the site requested", ", ".join(sorted(outside)) or "none", "target none")
 
-        print("Reading (1280 x 900; sideways: at 375 px)")
-        sideways = 0
+        print(f"Reading (screens of 1280 x {SCREEN}; sideways: at 375 px)")
+        sideways, read = 0, {}
         for path in PAGE_PATHS:
             if not path or path.startswith(("reference/", "notation/")):
                 continue
-            wide = Tab(browser, base, viewport={"width": 1280, "height": 900}).open(path)
-            desktop = reading(wide.page, 900)
+            wide = Tab(browser, base, viewport={"width": 1280, "height": SCREEN}).open(path)
+            desktop = read[path] = reading(wide.page, SCREEN)
             wide.close()
             narrow = Tab(browser, base, viewport={"width": 375, "height": 800}, is_mobile=True).open(path)
             phone = reading(narrow.page, 800)
@@ -268,15 +277,16 @@ def measure_in_browser(site: Path) -> None:
             row(
                 f"  {path}",
                 f"{desktop['screens']:.1f} screens",
-                f"{desktop['prose_words']} words, code {desktop['code_share']:.0%}, {desktop['figures']} figures, "
-                f"longest block {desktop['longest_code']} lines, sideways {phone['sideways_formulas']} + "
-                f"{phone['sideways_plots']}",
+                f"{desktop['prose_words']} words, code {desktop['code_share']:.0%}, {desktop['figures']} figures "
+                f"({desktop['diagrams']} diagrams), longest block {desktop['longest_code']} lines, sideways "
+                f"{phone['sideways_formulas']} + {phone['sideways_plots']}",
             )
         row(
             "formulas and plots scrolling sideways at 375 px",
             str(sideways),
             f"target <= {SIDEWAYS_ON_A_PHONE}",
         )
+        measure_core_path(read)
 
         print("Search")
         home = Tab(browser, base).open("")
@@ -286,6 +296,35 @@ def measure_in_browser(site: Path) -> None:
             row(f'"{query}" lands on', landed or "home", verdict)
         home.close()
         browser.close()
+
+
+def measure_core_path(read: dict[str, dict]) -> None:
+    """Issue #43's figures of the core path: each page's screens, words, diagrams, longest stretch
+    without a picture and stated minutes, and the path's totals with the playground."""
+    print("Core path (issue #43)")
+    pages = [*CORE_PATH, PLAYGROUND]
+    for path in pages:
+        m = read[path]
+        row(
+            f"  {path}",
+            f"{m['screens']:.1f} screens",
+            f"target <= {CORE_PAGE_SCREENS:.0f}; {m['prose_words']} words, {m['diagrams']} diagrams, "
+            f"{m['screens_without_a_picture']:.1f} screens without a picture (target <= "
+            f"{SCREENS_WITHOUT_A_PICTURE:.0f}), {m['minutes']} min",
+        )
+    screens = sum(read[p]["screens"] for p in pages)
+    minutes = sum(read[p]["minutes"] for p in pages)
+    words = sum(read[p]["prose_words"] for p in pages)
+    diagrams = sum(read[p]["diagrams"] for p in pages)
+    row("the path and its playground, screens", f"{screens:.1f}", f"target <= {CORE_PATH_SCREENS:.0f}")
+    row("  stated minutes", str(minutes), f"target <= {CORE_PATH_MINUTES}")
+    per_diagram = f"{words / diagrams:.0f}" if diagrams else f"{words} words, no diagram"
+    row("  visible words per explanatory diagram", per_diagram, f"target <= {WORDS_PER_DIAGRAM}")
+    row(
+        "  the playground's visible words",
+        str(read[PLAYGROUND]["prose_words"]),
+        f"target <= {PLAYGROUND_WORDS}",
+    )
 
 
 def measure_publishable(site: Path) -> None:

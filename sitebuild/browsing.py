@@ -102,9 +102,19 @@ def accessibility_violations(page, rules: list[str] | None = None) -> list[str]:
 
 # A page as a reader meets it at its width, every plot loaded, folded blocks left folded: its
 # height in screens, its visible prose, the share of its visible text that is code or printed
-# output, its figures, its longest visible Python block, and what scrolls sideways.
+# output, its figures and explanatory diagrams, the longest stretch of its lesson with no picture,
+# its stated reading time, its longest visible Python block, and what scrolls sideways.
+#
+# Words are counted as issue #43's review of the core path counted them: a word is a run of
+# non-space characters with a letter or a digit in it; the prose is the article's text in view
+# (folds' summaries included) without code, printed output, displayed formulas, images, the
+# reading-time line, the download button and the playgrounds' own controls; an inline formula
+# counts as one word. A picture is a figure in view (a plot or a diagram, attn_ref.plotting's kind)
+# or a live drawing that a playground marks with data-picture; the lesson runs from the top of the
+# article to its exercises (or its references).
 LOAD_PLOTS = """() => Promise.all([...document.querySelectorAll("img[loading=lazy]")]
   .map(image => { image.loading = "eager"; return image.decode().catch(() => null); }))"""
+WIDGETS = ".playground, .pgi, .pgt"  # the three playgrounds' roots: controls, not prose
 READING = """screen => {
   const article = document.querySelector("article");
   // Chromium keeps boxes for the content of a closed <details> (content-visibility), so a
@@ -114,17 +124,34 @@ READING = """screen => {
   const code = pres.map(p => p.innerText).join("\\n");
   const text = article.innerText;
   const prose = article.cloneNode(true);
-  prose.querySelectorAll("pre, math, .math-words, script, style, .reading-time, details:not([open]) > :not(summary)")
-    .forEach(e => e.remove());
+  prose.querySelectorAll("pre, .math-display, .math-words, script, style, .reading-time, a[download], " +
+    "details:not([open]) > :not(summary), WIDGETS").forEach(e => e.remove());
+  prose.querySelectorAll("math").forEach(e => e.replaceWith(" \u2218 "));  // an inline formula: one word
   const overflowing = selector => [...article.querySelectorAll(selector)]
     .filter(e => shown(e) && e.scrollWidth > e.clientWidth + 1).length;
+  const frames = [...article.querySelectorAll(".plot-frame")].filter(shown);
+  const down = e => e.getBoundingClientRect().top + scrollY;
+  const pictures = [...frames, ...[...article.querySelectorAll("[data-picture]")].filter(shown)]
+    .map(e => [down(e), down(e) + e.getBoundingClientRect().height]).sort((a, b) => a[0] - b[0]);
+  const closing = [...article.querySelectorAll("h2")].find(h => ["exercises", "references"].includes(h.id));
+  const end = closing ? down(closing) : down(article) + article.getBoundingClientRect().height;
+  let [gap, from] = [0, down(article)];
+  for (const [top, bottom] of pictures.filter(([top]) => top < end)) {
+    gap = Math.max(gap, top - from);
+    from = Math.max(from, bottom);
+  }
+  gap = Math.max(gap, end - from);
+  const stated = article.querySelector(".reading-time");
   return {
     screens: document.documentElement.scrollHeight / screen,
-    prose_words: prose.innerText.split(/\\s+/).filter(w => /[A-Za-z]/.test(w)).length,
+    prose_words: prose.innerText.split(/\\s+/).filter(w => /[\\p{L}\\p{N}]/u.test(w)).length,
     code_share: code.length / Math.max(1, text.length),
-    figures: [...article.querySelectorAll(".plot-frame")].filter(shown).length,
+    figures: frames.length,
+    diagrams: frames.filter(frame => frame.querySelector("img[data-kind=diagram]")).length,
+    screens_without_a_picture: gap / screen,
+    minutes: stated ? Number(stated.textContent.match(/\\d+/)[0]) : 0,
     first_figure_before_code: (() => {
-      const figure = [...article.querySelectorAll(".plot-frame")].find(shown);
+      const figure = frames[0];
       const block = pres.find(p => p.closest(".language-python"));
       return Boolean(figure) && (!block || Boolean(figure.compareDocumentPosition(block) & Node.DOCUMENT_POSITION_FOLLOWING));
     })(),
@@ -132,7 +159,7 @@ READING = """screen => {
     sideways_formulas: overflowing(".math-display"),
     sideways_plots: overflowing(".plot-frame"),
   };
-}"""
+}""".replace("WIDGETS", WIDGETS)
 
 
 def reading(page, screen_height: int) -> dict:

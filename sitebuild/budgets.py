@@ -32,9 +32,23 @@ CORE_PATH = (  # the five pages a newcomer reads first, in order (mkdocs.yml's "
     "tutorials/scaled_dot_product_step_by_step/",
     "concepts/transformer_block/",
 )
-CORE_PAGE_SCREENS = 11.0  # the height of a core page at 1280 x 900, in screens ("about 10")
 CORE_PATH_PROSE_WORDS = 7000  # visible prose on the whole core path
 CORE_PATH_FIGURES = 20  # pictures on the whole core path
+PLAYGROUND = "playground/"  # the playground beside the first page: part of the path's reading
+PLAYGROUND_WORDS = 800  # its visible prose (1,783 words when #43 was filed)
+
+# The core path as issue #43 sets it, measured in screens of a 1280 x 800 laptop (a page's height at
+# 1280 px wide, divided by 800) and in the words of the visible prose (sitebuild.browsing.READING).
+# Today's pages are over these limits; the rewrite of the core pages (#43, branch core-pages) brings
+# them within. Until it lands the tests that check them are expected to fail (xfail): switch
+# CORE_PATH_REWRITTEN on when it does, and they must pass.
+CORE_PATH_REWRITTEN = False
+SCREEN = 800  # px: the unit of a page's length
+CORE_PAGE_SCREENS = 8.0  # each core page
+CORE_PATH_SCREENS = 45.0  # the five core pages and the playground
+CORE_PATH_MINUTES = 45  # their stated reading times, added up
+WORDS_PER_DIAGRAM = 250  # visible words of the path per explanatory diagram (the anchors: 110-120)
+SCREENS_WITHOUT_A_PICTURE = 2.0  # the longest stretch of a core page's lesson with no picture
 VISIBLE_CELL_LINES = 25  # the longest code block a teaching page shows unfolded
 SIDEWAYS_ON_A_PHONE = 6  # formulas and plots that scroll sideways at 375 px, site-wide
 

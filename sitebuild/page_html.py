@@ -1,14 +1,15 @@
 """Edits of a rendered page's HTML, found with an HTML parser and applied to the text in place.
 
-MkDocs renders each page's Markdown to HTML. Four things can only be done after that, because the
+MkDocs renders each page's Markdown to HTML. Five things can only be done after that, because the
 markup they touch is made during rendering (by markdown-exec's executed blocks, by mkdocstrings and
-by Pygments); `rendered_page` does all four:
+by Pygments); `rendered_page` does all five:
 
 - a plot printed as inline SVG (``attn_ref.plotting.figure_to_svg``) becomes an
   SVG file shown with ``<img alt=... loading="lazy">``; the page stays small, a plot shown twice
   loads once, and a plot is fetched when the reader scrolls near it, not on every first visit.
   A figure comes as two drawings, for the light and the dark scheme (``data-scheme``): they share
-  a frame, and the page shows, and so fetches, only the one of the reader's scheme.
+  a frame, and the page shows, and so fetches, only the one of the reader's scheme. Its kind
+  (``data-kind``: a plot, or an explanatory diagram) goes on each image.
   It is never drawn below 75 % of its size (so that its 12 pt text stays 12 px or more on a
   phone, see ``sitebuild/matplotlibrc``): a plot wider than that scrolls inside its frame.
 - code blocks, printed output (``text``) and examples (``python``, ``pycon``), are marked
@@ -23,6 +24,11 @@ by Pygments); `rendered_page` does all four:
   colours as the surrounding code), whitespace (``w``), punctuation (``p``) and operators (``o``).
   Material would draw the last two lighter than the code, which costs contrast (they fall
   below 4.5:1 on the code background) and weight (a thousand spans on a long page).
+- each line of a code block (``<pre><code>``: code, printed output, examples) that holds anything
+  goes in a ``<span class="l">``, its line break after it. On a phone a long line then wraps
+  instead of scrolling sideways, indented under itself and marked in the margin (extra.css), and
+  what a reader copies is still the block's text, line for line: the spans are inline blocks,
+  which add no line break of their own.
 
 Every edit replaces an exact span of the original text (an element's tags, found by the parser),
 so the rest of the page is left byte for byte.
@@ -118,7 +124,7 @@ def apply(html: str, edits: list[tuple[int, int, str]]) -> str:
 
 
 def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
-    """The four edits above, from one parse of the page: the page, and the plot files to write
+    """The five edits above, from one parse of the page: the page, and the plot files to write
     (``{site path: SVG}``). ``page_url`` is the page's address in the site, for the images' paths."""
     found = elements(html)
     plot_edits, files = _plots_to_files(html, found, page_url)
@@ -127,6 +133,7 @@ def rendered_page(html: str, page_url: str) -> tuple[str, dict[str, str]]:
         + _exclude_sections_from_search(found)
         + _keep_api_summaries_in_search(found)
         + _drop_lookless_spans(found)
+        + _lines_of_code(html, found)
     )
     return apply(html, plot_edits + edits), files
 
@@ -182,7 +189,12 @@ def _plots_to_files(html: str, found: list[Element], page_url: str) -> tuple[lis
         alt = _attribute(element.attrs.get("aria-label") or "")
         scheme = element.attrs.get("data-scheme")
         classes = f"plot plot-{scheme}" if scheme in ("light", "dark") else "plot"
-        image = f'<img class="{classes}" src="{"../" * page_url.count("/")}{path}" alt="{alt}" loading="lazy"{dimensions}>'
+        kind = element.attrs.get("data-kind")  # a plot, or a diagram (the pages' pictures are counted)
+        marked = f' data-kind="{_attribute(kind)}"' if kind else ""
+        image = (
+            f'<img class="{classes}"{marked} src="{"../" * page_url.count("/")}{path}" alt="{alt}"'
+            f' loading="lazy"{dimensions}>'
+        )
         edits.append((element.start, element.end_end, image))
     return _framed(html, edits), files
 
@@ -267,12 +279,59 @@ def _doc_contents(element: Element) -> Element | None:
 
 
 def _drop_lookless_spans(found: list[Element]) -> list:
-    """Pygments' spans of plain names and whitespace unwrapped; their text stays."""
+    """Pygments' spans of plain names and whitespace unwrapped; their text stays. (In a code block,
+    `_lines_of_code` drops them as it rewrites the block.)"""
     edits = []
     for e in found:
-        if e.tag == "span" and e.end is not None and e.attrs.get("class") in LOOKLESS_TOKENS:
+        lookless = e.tag == "span" and e.end is not None and e.attrs.get("class") in LOOKLESS_TOKENS
+        if lookless and not any(_is_code_block(a) for a in ancestors(e)):
             edits += [(e.start, e.start_end, ""), (e.end, e.end_end, "")]
     return edits
+
+
+def _is_code_block(element: Element) -> bool:
+    return element.tag == "code" and element.parent is not None and element.parent.tag == "pre"
+
+
+MARKUP = re.compile(r"(<[^>]*>)|([^<]+)")
+LOOKLESS_START = re.compile(rf'<span class="(?:{"|".join(sorted(LOOKLESS_TOKENS))})">')
+
+
+def _lines_of_code(html: str, found: list[Element]) -> list:
+    """Each code block's content, its lookless spans dropped and each line that holds anything in a
+    ``<span class="l">``: a token that runs over several lines (a docstring) is closed at the end of
+    each and opened again on the next, so that every span holds one line."""
+    edits = []
+    for block in found:
+        if not _is_code_block(block) or block.end is None:
+            continue
+        lines, line, opened = [], [], []  # opened: the tags open here, None for a dropped one
+        for tag, text in MARKUP.findall(html[block.start_end : block.end]):
+            if tag.startswith("</"):
+                kept = opened.pop()
+                line.append(tag if kept else "")
+            elif tag:
+                kept = not LOOKLESS_START.fullmatch(tag)
+                opened.append(tag if kept else None)
+                line.append(tag if kept else "")
+            else:
+                for i, part in enumerate(text.split("\n")):
+                    if i:  # a line break: close what is open, start the next line with it open again
+                        tags = [t for t in opened if t]
+                        line.append("".join(f"</{t[1:].split()[0].rstrip('>')}>" for t in reversed(tags)))
+                        lines.append("".join(line))
+                        line = tags[:]
+                    line.append(part)
+        lines.append("".join(line))
+        wrapped = "\n".join(f'<span class="l">{text}</span>' if _holds_text(text) else text for text in lines)
+        edits.append((block.start_end, block.end, wrapped))
+    return edits
+
+
+def _holds_text(line: str) -> bool:
+    """Whether a line of markup shows anything (an empty line is left as a bare line break: an empty
+    inline block would take no height)."""
+    return bool(re.sub(r"<[^>]*>", "", line))
 
 
 def ancestors(element: Element):

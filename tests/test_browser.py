@@ -14,21 +14,27 @@ from sitebuild.browsing import (
     COLOUR_RULES,
     Tab,
     accessibility_violations,
-    reading,
     search_first_hit,
 )
 from sitebuild.budgets import (
     CORE_PAGE_SCREENS,
     CORE_PATH,
     CORE_PATH_FIGURES,
+    CORE_PATH_MINUTES,
     CORE_PATH_PROSE_WORDS,
+    CORE_PATH_REWRITTEN,
+    CORE_PATH_SCREENS,
     FIRST_VISIT_BUDGET,
+    PLAYGROUND,
+    SCREENS_WITHOUT_A_PICTURE,
     SEARCHES,
     VISIBLE_CELL_LINES,
+    WORDS_PER_DIAGRAM,
 )
 from sitebuild.project import PAGE_PATHS, ROOT
 from tests.support.built_site import BuiltSite
 from tests.support.colours import contrast, on
+from tests.support.drawings import text_sizes
 from tests.support.forked import run_python
 from tests.support.looks import MODES, PageLooks
 
@@ -110,14 +116,11 @@ def _source_text(page_path: str) -> str:
     return ""
 
 
-TICK_LABEL = re.compile(r'<g id="[xy]tick_\d+">.*?font-size: ([\d.]+)px', re.S)
-
-
 def test_tick_labels_are_11_px_or_more_on_a_phone(looks, page_path, built_site):
     """A plot's axis tick labels, as drawn at 375 px: font size (pt, 4/3 px each) times the scale."""
     for plot in looks(page_path, "narrow").plot_scales:
         svg = (built_site.path / plot["src"].lstrip("/")).read_text()
-        sizes = [float(size) for size in TICK_LABEL.findall(svg)]
+        sizes = [size for _, size, tick in text_sizes(svg) if tick]
         if sizes:
             assert min(sizes) * 4 / 3 * plot["scale"] >= 11, plot["src"]
 
@@ -135,26 +138,70 @@ def test_a_teaching_page_shows_no_long_code_and_reads_mostly_as_prose(looks, pag
     assert measured["code_share"] < 0.5
 
 
-def test_a_core_page_is_short_and_opens_with_a_picture(looks, page_path):
+def test_a_core_page_opens_with_a_picture_and_nothing_on_it_scrolls_sideways_on_a_phone(looks, page_path):
     if page_path not in CORE_PATH:
         pytest.skip("not on the core path")
     desktop, phone = looks(page_path, "desktop").reading, looks(page_path, "narrow").reading
-    assert desktop["screens"] <= CORE_PAGE_SCREENS
     assert desktop["figures"] >= 4 and desktop["first_figure_before_code"]
     assert phone["sideways_formulas"] == phone["sideways_plots"] == 0
 
 
+def test_code_wraps_on_a_phone_and_copies_as_it_is(looks, page_path):
+    """At 375 px no code block scrolls sideways, folded ones opened (a long line wraps, see
+    extra.css), and what the copy button copies is still the block's text, line for line."""
+    code = looks(page_path, "narrow").code
+    assert code["sideways"] == [], "code that scrolls sideways on a phone"
+    assert code["miscopied"] == [], "a copy that is not the code"
+
+
+# Issue #43's limits for the core path (sitebuild/budgets.py): today's pages are over them, and the
+# core pages' rewrite brings them within; until CORE_PATH_REWRITTEN is switched on, these fail as
+# expected, and pass as a reminder to switch it on.
+ISSUE_43 = pytest.mark.xfail(
+    not CORE_PATH_REWRITTEN,
+    reason="#43: the core pages' rewrite brings them within these limits (switch on CORE_PATH_REWRITTEN)",
+    strict=True,
+)
+
+
+@ISSUE_43
+def test_a_core_page_is_short_and_pictured_throughout(looks, page_path):
+    """At most so many screens of a 1280 x 800 laptop, at least one explanatory diagram, and no
+    stretch of the lesson longer than so many screens without a picture."""
+    if page_path not in CORE_PATH:
+        pytest.skip("not on the core path")
+    measured = looks(page_path, "desktop").reading
+    assert measured["screens"] <= CORE_PAGE_SCREENS, measured
+    assert measured["diagrams"] >= 1, measured
+    assert measured["screens_without_a_picture"] <= SCREENS_WITHOUT_A_PICTURE, measured
+
+
 @pytest.mark.xdist_group("core path")
-def test_the_core_path_is_short_and_pictured(browser, server):
+def test_the_core_path_is_short_and_pictured(looks):
     """The five pages together: at most so many words of prose, at least so many pictures."""
-    tab = Tab(browser, server, **MODES["desktop"])
     totals = {"prose_words": 0, "figures": 0}
     for path in CORE_PATH:
-        measured = reading(tab.open(path).page, MODES["desktop"]["viewport"]["height"])
+        measured = looks(path, "desktop").reading
         for name in totals:
             totals[name] += measured[name]
-    tab.close()
     assert totals["prose_words"] <= CORE_PATH_PROSE_WORDS and totals["figures"] >= CORE_PATH_FIGURES, totals
+
+
+@ISSUE_43
+@pytest.mark.xdist_group("core path")
+def test_the_core_path_and_its_playground_take_45_minutes_and_a_diagram_every_250_words(looks):
+    measured = [looks(path, "desktop").reading for path in (*CORE_PATH, PLAYGROUND)]
+    screens, minutes = sum(m["screens"] for m in measured), sum(m["minutes"] for m in measured)
+    words, diagrams = sum(m["prose_words"] for m in measured), sum(m["diagrams"] for m in measured)
+    assert screens <= CORE_PATH_SCREENS and minutes <= CORE_PATH_MINUTES, (screens, minutes)
+    assert words <= WORDS_PER_DIAGRAM * diagrams, (words, diagrams)
+
+
+@ISSUE_43
+def test_the_home_pages_map_fits_a_phone(looks):
+    """At 375 px nothing on the home page reaches past the screen's edge or scrolls sideways inside
+    it (a table cut by the edge, in its scrolling wrapper), whatever the map's layout."""
+    assert looks("", "narrow").too_wide == []
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

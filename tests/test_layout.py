@@ -25,8 +25,9 @@ WORST_CASE, BLOCK = "tests/support/worst_case_rounding.py", "tests/support/trans
 # One name, another thing in each of these files.
 SAME_NAME_OTHER_THING = {
     # A step in float64 (reference), and the same step with how far float32 may land from it, as a
-    # `Rounded` (worst_case_rounding) or a (value, bound) pair at any unit roundoff (the block's).
-    "attention": {REFERENCE, WORST_CASE, BLOCK},
+    # `Rounded` (worst_case_rounding) or a (value, bound) pair at any unit roundoff (the block's); and
+    # a reader's solution that the check command reads as a file (attention_solutions).
+    "attention": {REFERENCE, WORST_CASE, BLOCK, "tests/support/attention_solutions.py"},
     "linear": {REFERENCE, WORST_CASE, BLOCK},
     "softmax": {REFERENCE, WORST_CASE},
     "multihead_attention": {REFERENCE, WORST_CASE},

@@ -10,6 +10,7 @@ here, with attn_ref's own causal mask).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -24,7 +25,8 @@ from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
 from attn_ref.masks import causal_mask
 from attn_ref.plotting import attention_heatmap
-from sitebuild.browsing import Tab, accessibility_violations
+from sitebuild.browsing import Tab, accessibility_violations, reading
+from sitebuild.budgets import PLAYGROUND_WORDS, SCREEN
 from tests.support.colours import contrast, on, srgb
 from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
@@ -169,7 +171,7 @@ def check_self_attention(state: dict) -> None:
 # ---- The first state of each view ----
 
 
-def test_initial_states_are_the_build_time_examples(playground, executed_tutorials):
+def test_initial_states_are_the_build_time_examples(playground):
     page = playground.page
     lookup = read_state(page, LOOKUP)
     assert (lookup["queries"], lookup["keys"], lookup["values"]) == (LOOKUP_QUERY, LOOKUP_KEYS, LOOKUP_VALUES)
@@ -190,18 +192,6 @@ def test_initial_states_are_the_build_time_examples(playground, executed_tutoria
     check_self_attention(tokens)
     built = json.loads(page.get_attribute(SELF_ATTENTION, "data-initial"))
     check_built(built, TOKENS, TOKENS, TOKENS, tokens["mask"])
-
-    # The page says: the tutorial's tokens have twice these dot products and divide them by sqrt(4)
-    # = 2, so its weights are softmax(these dot products), a little sharper, in the same order.
-    tutorial = executed_tutorials["linear_to_self_attention"].values
-    X = np.array(TOKENS)
-    sharper = float32_attention(X, X, X, scale=1.0)  # exact softmax(X X^T), float32's error bound
-    assert_within(tutorial["weights_pt"], sharper.weights, sharper.weights_error, "the tutorial's weights")
-    shown = np.array(tokens["weights"])
-    assert (
-        np.argsort(shown, axis=-1, kind="stable") == np.argsort(sharper.weights, axis=-1, kind="stable")
-    ).all()
-    assert (sharper.weights.max(axis=-1) > shown.max(axis=-1)).all()
 
 
 # ---- The soft lookup: a query, keys and values moved by the mouse, the keyboard and a finger ----
@@ -857,3 +847,166 @@ def test_no_sideways_scroll_before_and_after_a_readers_changes(browser, server, 
     screenshot(page, f"playground-interactive-{mode}-changed")
     assert visit.outside == [] and visit.console_errors == []
     visit.close()
+
+
+# ---- Cause and effect in one view (issue #43): the instructions, the weights, a drawing ----
+
+LAPTOP = {**DESKTOP, "viewport": {"width": 1280, "height": SCREEN}}  # the issue's laptop screen
+HEADER = "() => document.querySelector('.md-header').getBoundingClientRect().bottom"
+BOX = "e => { const b = e.getBoundingClientRect(); return [b.top, b.bottom, b.left, b.right]; }"
+
+
+def in_view(page, locator) -> bool:
+    """Whether the element is wholly on the screen, below the header."""
+    top, bottom, left, right = locator.evaluate(BOX)
+    size = page.viewport_size
+    return (
+        top >= page.evaluate(HEADER) - 1
+        and bottom <= size["height"] + 1
+        and left >= 0
+        and right <= size["width"]
+    )
+
+
+def strip_numbers(page) -> list[str]:
+    return page.locator(f"{LOOKUP} .pg-strip-number").all_inner_texts()
+
+
+def test_what_to_try_comes_above_each_view_and_shares_the_laptops_screen_with_the_planes_and_weights(
+    browser, server
+):
+    """Each view's "What to try" comes before it on the page; on a 1280 x 800 screen scrolled to
+    the soft lookup's, the list, both planes and the weights under them are all in sight."""
+    visit = Tab(browser, server, **LAPTOP).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    order = page.evaluate("""() => [...document.querySelectorAll("article p, article .playground")]
+      .filter(e => e.matches(".playground") || e.textContent.trim() === "What to try:")
+      .map(e => e.matches(".playground") ? e.dataset.view : "what to try")""")
+    assert order == ["what to try", "lookup", "what to try", "self-attention"]
+    instructions = page.locator("article p", has_text="What to try").first
+    instructions.evaluate(
+        "(p, header) => scrollBy(0, p.getBoundingClientRect().top - header - 8)", page.evaluate(HEADER)
+    )
+    tries = instructions.locator("xpath=following-sibling::ul[1]")
+    parts = [
+        instructions,
+        tries,
+        *(page.get_by_role("group", name=n) for n in ("Query and keys", "Values and the output")),
+    ]
+    assert [in_view(page, part) for part in [*parts, page.locator(f"{LOOKUP} .pg-strip")]] == [True] * 5
+    visit.close()
+
+
+def test_the_weights_stay_in_sight_while_the_query_is_dragged_on_a_laptop(browser, server):
+    """Mid-drag, at 1280 x 800: the weights' strip is on the screen and shows the state's weights."""
+    visit = Tab(browser, server, **LAPTOP).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{LOOKUP}[data-state]")
+    page.get_by_role("group", name="Query and keys").scroll_into_view_if_needed()
+    page.mouse.move(*centre(page, "Query q"))
+    page.mouse.down()
+    for step in range(1, 7):
+        page.mouse.move(*plane_point(page, "Query and keys", 2.0 - 0.5 * step, 1.0), steps=2)
+        state = read_state(page, LOOKUP)
+        assert in_view(page, page.locator(f"{LOOKUP} .pg-strip")), f"step {step}"
+        assert strip_numbers(page) == [f"{w:.2f}" for w in state["weights"][0]]
+    page.mouse.up()
+    check_lookup(read_state(page, LOOKUP))
+    visit.close()
+
+
+@pytest.mark.parametrize(
+    "handle, plane", [("Query q", "Query and keys"), ("Value 0", "Values and the output")]
+)
+def test_the_weights_stay_in_sight_while_a_finger_drags_on_a_phone(browser, server, handle, plane):
+    """At 375 px the planes fill the screen; the weights' strip holds to its bottom edge while a
+    finger drags the query (the upper plane) or a value (the lower one), the planes at the top."""
+    visit = Tab(browser, server, **PHONE).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{LOOKUP}[data-state]")
+    header = page.evaluate(HEADER)
+    page.get_by_role("group", name="Query and keys").evaluate(
+        f"p => scrollBy(0, p.getBoundingClientRect().top - {header} - 4)"
+    )
+    cdp = visit.context.new_cdp_session(page)
+    x, y = centre(page, handle)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    for step in range(1, 9):
+        point = {"x": x - 4 * step, "y": y - 3 * step}
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [point]})
+        page.wait_for_timeout(20)
+        state = read_state(page, LOOKUP)
+        assert in_view(page, page.locator(f"{LOOKUP} .pg-strip")), f"step {step}"
+        assert in_view(page, page.get_by_role("slider", name=handle, exact=True))
+        assert strip_numbers(page) == [f"{w:.2f}" for w in state["weights"][0]]
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    check_lookup(read_state(page, LOOKUP))
+    assert visit.outside == [] and visit.console_errors == []
+    visit.close()
+
+
+LINKS = """view => [...document.querySelectorAll(view + " .pg-link")].map(line =>
+  [Number(line.dataset.query), Number(line.dataset.key), Number(line.getAttribute("stroke-width")),
+   getComputedStyle(line).display !== "none"])"""
+
+
+def drawn_weights(page) -> np.ndarray:
+    """The weights the drawing shows, read back from its lines' widths (0.75 + 12 w; none: masked)."""
+    lines = page.evaluate(LINKS, SELF_ATTENTION)
+    drawn = np.full((len(TOKENS), len(TOKENS)), np.nan)
+    for i, j, width, shown in lines:
+        if shown:
+            drawn[i, j] = (width - 0.75) / 12
+    return drawn
+
+
+def test_the_three_tokens_weights_are_drawn_and_the_drawing_follows_them(playground):
+    """View 2 draws its weights as lines from each query to each key, as wide as the weight, and
+    none to a masked key; each change of a projection or the mask redraws them, and they are the
+    weights attn_ref computes on the view's inputs."""
+    page = playground.page
+    assert page.locator(f"{SELF_ATTENTION} .pg-links[data-picture] svg").is_visible()
+    drawings = []
+    for change in (None, ("W_K, row 0, column 1", "1"), ("token 1, feature 0", "2.5"), "Causal"):
+        if change == "Causal":
+            page.locator(SELF_ATTENTION).get_by_role("checkbox", name="Causal").check()
+        elif change:
+            page.get_by_label(change[0]).fill(change[1])
+        state = read_state(page, SELF_ATTENTION)
+        check_self_attention(state)  # the state's weights are attn_ref's
+        drawn = drawn_weights(page)
+        allowed = np.array(state["mask"])
+        assert np.isnan(drawn[~allowed]).all()  # a masked key: no line
+        np.testing.assert_allclose(drawn[allowed], np.array(state["weights"])[allowed], atol=1e-9)
+        drawings.append(drawn)
+    assert all(not np.array_equal(a, b, equal_nan=True) for a, b in itertools.pairwise(drawings))
+
+
+CONTROLS = """() => [...document.querySelectorAll(".playground :is(input, button, select, textarea, [role=slider])")]
+  .filter(e => e.getClientRects().length > 0)
+  .map(e => { const b = e.getBoundingClientRect();
+    return [e.getAttribute("aria-label") || (e.labels && e.labels[0] ? e.labels[0].textContent : e.textContent.trim()),
+            e.type || e.getAttribute("role"), b.width, b.height, parseFloat(getComputedStyle(e).fontSize)]; })"""
+
+
+@pytest.mark.parametrize("mode, options", [("laptop", DESKTOP), ("phone", PHONE)])
+def test_every_control_is_24_px_square_or_more_and_fields_are_16_px_text(browser, server, mode, options):
+    """WCAG 2.2's target size (2.5.8, 24 x 24 px); a field's text at 16 px or more, below which a
+    phone's browser zooms the page when the field is focused."""
+    visit = Tab(browser, server, **options).open(PAGE)
+    page = visit.page
+    page.wait_for_selector(f"{SELF_ATTENTION}[data-state]")
+    controls = page.evaluate(CONTROLS)
+    assert (
+        len(controls) >= 5 + 1 + 5 + 5 + 6 + 8 + 1 + 2
+    )  # handles, slider, toggles, ..., fields, causal, resets
+    assert [(name, w, h) for name, _, w, h, _ in controls if w < 24 or h < 24] == []
+    assert [(name, size) for name, kind, _, _, size in controls if kind == "text" and size < 16] == []
+    visit.close()
+
+
+def test_the_page_reads_in_few_words(playground):
+    """Its visible prose, counted as the core path's pages are (sitebuild.browsing.READING): well
+    under half of the 1,783 words #43 found."""
+    assert reading(playground.page, SCREEN)["prose_words"] <= PLAYGROUND_WORDS

@@ -1,6 +1,7 @@
-"""The heatmap helper draws what it is given and labels it."""
+"""The heatmap helper draws what it is given and labels it; figures drawn for both pages."""
 
 import re
+import runpy
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -9,7 +10,9 @@ import torch
 from matplotlib.colors import to_rgba
 
 from attn_ref.plotting import DARK_PAPER, PLOT_MIME, attention_heatmap, dark_colour, figure_to_svg
+from sitebuild.project import ROOT
 from tests.support.colours import contrast, luminance
+from tests.support.drawings import contrast_failures, font_requests
 
 
 def test_heatmap_draws_the_weights_with_labels_and_numbers():
@@ -54,7 +57,6 @@ def test_a_notebook_shows_the_light_drawing_and_the_site_gets_both():
 
 
 IMAGE_DATA = re.compile(r'xlink:href="data:image/png;base64,([^"]+)"')
-FILL = re.compile(r"fill: ?(#[0-9a-f]{6})")
 
 
 def test_a_heatmaps_colours_mean_the_same_weight_in_both_drawings():
@@ -85,12 +87,13 @@ def test_a_laid_out_figure_keeps_its_layout_in_the_dark_drawing(height):
     assert len(light_images) == 4 and light_images == dark_images
 
 
-TEXT = re.compile(r'<text style="([^"]*)"[^>]*>([^<]*)</text>')
+TEXT_COLOUR = re.compile(r'<g id="text_\d+">\s*<!-- (.*?) -->\s*<g (?:style="fill: (#[0-9a-f]{6})")?')
 
 
 def _text_colours(svg: str) -> dict[str, str]:
-    """Each text of a drawing (``svg.fonttype: none``): its fill, black when none is given."""
-    return {text: (FILL.search(style) or [None, "#000000"])[1] for style, text in TEXT.findall(svg)}
+    """Each text of a drawing (drawn as shapes, its words in a comment): its fill, black when none
+    is given."""
+    return {text: fill or "#000000" for text, fill in TEXT_COLOUR.findall(svg)}
 
 
 @pytest.mark.parametrize("colour", ["black", "0.3", "tab:blue", "tab:brown", "#8c1515", "navy", "tab:olive"])
@@ -113,3 +116,40 @@ def test_greys_turn_around_and_pale_fills_deepen():
     assert dark_colour("tab:orange", "fill") == to_rgba("tab:orange")  # a bar keeps its colour
     with pytest.raises(ValueError, match="role must be 'ink', 'text' or 'fill', got 'paint'"):
         dark_colour("red", "paint")
+
+
+def test_a_diagrams_arrows_and_words_stand_out_from_both_pages():
+    """The transformer block's diagram (page 5) draws its stream and its read and add arrows with
+    ax.annotate: for_dark redraws an annotation's arrow with its words, so every mark of both
+    drawings stands out from its page by 3:1."""
+    figure = runpy.run_path(str(ROOT / "snippets" / "transformer_block" / "diagram.py"))["fig"]
+    svg = figure_to_svg(figure, alt="one block", kind="diagram")
+    assert 'data-kind="diagram"' in svg.light and 'data-kind="diagram"' in svg.dark
+    assert contrast_failures(svg.light, "#ffffff") == []
+    assert contrast_failures(svg.dark, DARK_PAPER) == []
+    assert font_requests(svg.light) == font_requests(svg.dark) == []
+
+
+def test_the_check_sees_black_ink_on_the_dark_page():
+    """The light drawing of an arrow and a word, set on the dark page: both fail, named."""
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.axis("off")
+    ax.annotate("add", (0.9, 0.5), (0.1, 0.5), arrowprops={"arrowstyle": "-|>", "color": "black"})
+    light = figure_to_svg(fig, alt="an arrow").light.replace("#ffffff", DARK_PAPER)  # its white paper too
+    failures = contrast_failures(light, DARK_PAPER)
+    assert any(f.startswith('text "add"') for f in failures) and any(f.startswith("patch_") for f in failures)
+
+
+def test_a_figures_kind_is_a_plot_or_a_diagram():
+    with pytest.raises(ValueError, match="kind must be one of 'plot', 'diagram', got 'chart'"):
+        figure_to_svg(plt.figure(), alt="x", kind="chart")
+
+
+def test_a_translucent_line_stands_out_from_the_dark_page_as_it_shows_there():
+    """A line drawn with alpha=0.8 in tab:blue stands out from white by 3:1; for the dark page
+    for_dark lightens it until it does there too, its alpha mixing it with the page."""
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1], color="tab:blue", alpha=0.8, lw=2)
+    svg = figure_to_svg(fig, alt="a line")
+    assert contrast_failures(svg.light, "#ffffff") == []
+    assert contrast_failures(svg.dark, DARK_PAPER) == []

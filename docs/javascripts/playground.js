@@ -198,12 +198,24 @@
     const colour = (j) => `--pg-c: var(--pg-key-${j + 1})`;
     const last = subscript(S - 1);
 
-    // The two planes, side by side at every width, so that the output moves in sight of the hand.
-    const planes = el("div", { class: "pg-planes" }, root);
+    // The two planes, side by side where there is room and stacked on a phone, so that the output
+    // moves in sight of the hand; a picture, for the page's measures (data-picture).
+    const planes = el("div", { class: "pg-planes", "data-picture": "" }, root);
     const queryPlane = plane(planes, "Query and keys");
     el("figcaption", { text: `The query q and the keys k\u2080 to k${last}.` }, queryPlane.figure);
     const valuePlane = plane(planes, "Values and the output");
     el("figcaption", { text: `The values v\u2080 to v${last} and the output \u25c6.` }, valuePlane.figure);
+    // The weights, in a strip under the planes that stays on the screen while a point is dragged
+    // (on a phone, where the planes fill the screen, it holds to the screen's bottom edge): what
+    // the hand changes, in sight of the hand. The table below says the same to a screen reader.
+    const strip = el("div", { class: "pg-strip", "aria-hidden": "true", style: `--pg-keys: ${S}` }, root);
+    const stripKeys = inputs.keys.map((_, j) => {
+      const item = el("div", { class: "pg-strip-key", style: colour(j) }, strip);
+      el("span", { class: "pg-strip-name", text: `k${subscript(j)}` }, item);
+      const number = el("span", { class: "pg-strip-number" }, item);
+      const fill = el("span", {}, el("span", { class: "pg-strip-bar" }, item));
+      return { item, number, fill };
+    });
     const help = el("p", { class: "pg-help", id: `${id}-help` }, root);
     help.textContent =
       "Drag the query, a key's tip or a value, or focus one (Tab) and move it with the arrow keys, " +
@@ -343,6 +355,10 @@
         for (const part of [keyArrows[j].group, handles[j].el, handles[S + 1 + j].el, valueLabels[j]]) {
           part.classList.toggle("pg-off", !allowed[j]);
         }
+        const s = stripKeys[j];
+        s.item.classList.toggle("pg-off", !allowed[j]);
+        s.number.textContent = allowed[j] ? fmt(w[j]) : "masked";
+        s.fill.style.width = `${100 * w[j]}%`;
         const r = rows[j];
         r.toggle.checked = allowed[j];
         r.row.classList.toggle("pg-off", !allowed[j]);
@@ -445,6 +461,7 @@
     const id = `pg${counter++}`;
     const first = () => copy({ tokens: initial.tokens, W_Q: initial.W_Q, W_K: initial.W_K, causal: initial.causal });
     const colourOf = colourMap(initial.colours);
+    const colourOf3 = (t) => `--pg-c: var(--pg-key-${t + 1})`; // a token's colour in the drawing
     const inputs = first();
     const [T, C] = [inputs.tokens.length, inputs.tokens[0].length];
     const d_k = inputs.W_Q[0].length;
@@ -509,6 +526,29 @@
       update();
     });
 
+    // The weights drawn: each token's query (top) joined to every key it may see (bottom) by a line
+    // as wide as its weight, in the query's colour; a masked key gets no line. The tables under it
+    // hold the numbers, and the live region says them.
+    const LINKS = { width: 300, height: 150, top: 34, bottom: 116, left: 110, step: 70, widest: 12 };
+    const tokenX = (t) => LINKS.left + t * LINKS.step;
+    const links = el("figure", { class: "pg-figure pg-links", "data-picture": "" }, root);
+    const drawing = svg("svg", { viewBox: `0 0 ${LINKS.width} ${LINKS.height}`, "aria-hidden": "true" }, links);
+    const lines = inputs.tokens.map((_, i) =>
+      inputs.tokens.map((_, j) => {
+        const d = `M${tokenX(i)} ${LINKS.top}L${tokenX(j)} ${LINKS.bottom}`;
+        return svg("path", { d, class: "pg-link", style: colourOf3(i), "data-query": i, "data-key": j }, drawing);
+      }),
+    );
+    for (const [y, name] of [[LINKS.top, "query"], [LINKS.bottom, "key"]]) {
+      svg("text", { x: 8, y, class: "pg-link-row", "dominant-baseline": "central", text: name }, drawing);
+      inputs.tokens.forEach((_, t) => {
+        const node = svg("g", { class: "pg-node", style: colourOf3(t) }, drawing);
+        svg("circle", { cx: tokenX(t), cy: y, r: 13 }, node);
+        svg("text", { x: tokenX(t), y, "text-anchor": "middle", "dominant-baseline": "central", text: t }, node);
+      });
+    }
+    el("figcaption", { text: "Each token\u2019s query (top) joined to every key it sees (bottom): the wider the line, the larger the weight." }, links);
+
     const results = el("div", { class: "pg-matrices" }, root);
     const cells = (caption, columnTitles, className = "") => {
       const rows = table(el("figure", { class: "pg-figure" }, results), "-", tokenNames, columnTitles, (cell) => {
@@ -557,6 +597,8 @@
         matrix.forEach((row, i) => row.forEach((x, c) => (outputs[name][i][c].textContent = fmt(x))));
       }
       weights.forEach((row, i) => row.forEach((w, j) => {
+        lines[i][j].setAttribute("stroke-width", mask[i][j] ? 0.75 + LINKS.widest * w : 0);
+        lines[i][j].classList.toggle("pg-off", !mask[i][j]);
         const [cell, scoreCell] = [outputs.weights[i][j], outputs.scores[i][j]];
         cell.textContent = mask[i][j] ? fmt(w) : "masked";
         cell.classList.toggle("pg-masked", !mask[i][j]);

@@ -3,6 +3,8 @@ Pygments write (fast: no site build)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sitebuild.page_html import apply, elements, named_dialogs, rendered_page, without_indentation
@@ -43,6 +45,12 @@ def test_a_figures_two_drawings_share_a_frame_each_marked_with_its_scheme():
     assert '<img class="plot plot-light"' in second and "plot-dark" not in second
 
 
+def test_a_diagram_is_marked_as_one_on_its_image():
+    diagram = PLOT.replace('role="img"', 'role="img" data-scheme="light" data-kind="diagram"')
+    page, _ = rendered_page(diagram, "")
+    assert page.startswith('<span class="plot-frame"><img class="plot plot-light" data-kind="diagram" src=')
+
+
 def test_the_same_plot_twice_is_one_file():
     page, files = rendered_page(PLOT + PLOT, "")
     assert len(files) == 1 and page.count(f'src="{next(iter(files))}"') == 2
@@ -53,7 +61,7 @@ def test_printed_output_and_examples_stay_out_of_search_and_other_code_stays_in(
     page, _ = rendered_page(PRINTED + CODE + signature, "")
     assert page.count("<pre data-search-exclude>") == 2
     assert page.index("f(x)") > page.rindex("<pre data-search-exclude>")
-    assert "<pre><span></span><code>f(x)" in page
+    assert '<pre><span></span><code><span class="l">f(x)</span>' in page
 
 
 def test_docstring_examples_stay_out_of_search():
@@ -81,7 +89,40 @@ def test_an_api_objects_name_and_first_paragraph_stay_in_search_and_its_details_
 
 def test_spans_drawn_in_the_codes_own_colour_are_unwrapped_and_others_kept():
     page, _ = rendered_page(CODE, "")
-    assert '<code>x = <span class="mi">1</span>)<span class="k">if</span>' in page
+    assert (
+        '<code><span class="l">x = <span class="mi">1</span>)<span class="k">if</span></span>\n</code>'
+        in page
+    )
+    inline = '<p><code class="highlight"><span class="n">x</span></code></p>'  # inline code: no lines
+    assert rendered_page(inline, "")[0] == '<p><code class="highlight">x</code></p>'
+
+
+DOCSTRING = (
+    '<div class="language-python highlight"><pre><span></span><code><span class="k">def</span>'
+    '<span class="w"> </span><span class="nf">f</span><span class="p">():</span>\n'
+    '<span class="w">    </span><span class="sd">&quot;&quot;&quot;One,\n    two.&quot;&quot;&quot;</span>\n'
+    "\n"
+    '<span class="w">    </span><span class="k">return</span>\n</code></pre></div>'
+)
+
+
+def test_each_line_of_a_code_block_is_a_span_of_its_own_and_the_text_is_unchanged():
+    """A token over two lines (a docstring) is closed and opened again; an empty line stays bare."""
+    page, _ = rendered_page(DOCSTRING, "")
+    code = page[page.index("<code>") + len("<code>") : page.index("</code>")]
+    assert code.split("\n") == [
+        '<span class="l"><span class="k">def</span> <span class="nf">f</span>():</span>',
+        '<span class="l">    <span class="sd">&quot;&quot;&quot;One,</span></span>',
+        '<span class="l"><span class="sd">    two.&quot;&quot;&quot;</span></span>',
+        "",
+        '<span class="l">    <span class="k">return</span></span>',
+        "",
+    ]
+    assert _text(code) == _text(DOCSTRING[DOCSTRING.index("<code>") + 6 : DOCSTRING.index("</code>")])
+
+
+def _text(markup: str) -> str:
+    return re.sub(r"<[^>]*>", "", markup)
 
 
 def test_everything_else_is_left_byte_for_byte():

@@ -16,6 +16,7 @@ from axe_playwright_python.base import AXE_SCRIPT
 
 from sitebuild import browsing
 from sitebuild.browsing import COLOUR_RULES, Tab, accessibility_violations, reading
+from sitebuild.budgets import SCREEN
 from tests.support import kept, readers
 from tests.support.readers import SIDEWAYS_SCROLL, screenshot, taking_screenshots
 
@@ -51,34 +52,33 @@ PAGE_FACTS = """() => ({
 PYTHON_COPY_BUTTONS = "article .language-python:not(.doc-signature) [data-md-type=copy]"
 
 
-# Click every copy button of a Python block, in page order, as a reader would after opening
-# the block (its content tab, and every collapsed block around it such as an exercise's
-# solution), and read back what each click put on the clipboard. A button that is not
-# rendered once its block is open yields null.
-COPY_PYTHON = """async selector => {
-  const texts = [];
-  for (const button of document.querySelectorAll(selector)) {
-    for (let details = button.closest("details"); details; details = details.parentElement.closest("details")) {
-      details.open = true;
-    }
-    const tab = button.closest(".tabbed-block");
-    if (tab) {
-      const index = [...tab.parentElement.children].indexOf(tab);
-      tab.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[index].click();
-    }
-    if (button.getClientRects().length === 0) { texts.push(null); continue; }
-    await navigator.clipboard.writeText("");
-    button.click();
-    // The copy handler writes the clipboard asynchronously, later on a busy machine: wait for it
-    // (an empty clipboard after two seconds is what the button copied).
-    let text = "";
-    for (const started = Date.now(); text === "" && Date.now() - started < 2000; ) {
-      await new Promise(resolve => setTimeout(resolve, 10));
-      text = await navigator.clipboard.readText();
-    }
-    texts.push(text);
+# Click the copy button of a Python block (the ``index``-th, in page order), as a reader would after
+# opening the block (its content tab, and every collapsed block around it such as an exercise's
+# solution), and read back what the click put on the clipboard; null when the button is not
+# rendered once its block is open. One button per call: a call runs as a user's gesture, which
+# lets the page write the clipboard for a few seconds only, fewer than a long page's buttons take
+# together on a busy machine.
+COPY_PYTHON = """async ([selector, index]) => {
+  const button = document.querySelectorAll(selector)[index];
+  for (let details = button.closest("details"); details; details = details.parentElement.closest("details")) {
+    details.open = true;
   }
-  return texts;
+  const tab = button.closest(".tabbed-block");
+  if (tab) {
+    const place = [...tab.parentElement.children].indexOf(tab);
+    tab.closest(".tabbed-set").querySelectorAll(":scope > .tabbed-labels > label")[place].click();
+  }
+  if (button.getClientRects().length === 0) return null;
+  await navigator.clipboard.writeText("");
+  button.click();
+  // The copy handler writes the clipboard asynchronously, later on a busy machine: wait for it
+  // (an empty clipboard after two seconds is what the button copied).
+  let text = "";
+  for (const started = Date.now(); text === "" && Date.now() - started < 2000; ) {
+    await new Promise(resolve => setTimeout(resolve, 10));
+    text = await navigator.clipboard.readText();
+  }
+  return text;
 }"""
 
 
@@ -97,6 +97,39 @@ PLOT_SCALES = """() => {
   document.querySelectorAll("article details:not([open])").forEach(details => { details.open = true; });
   return [...document.querySelectorAll("article img.plot")].filter(i => i.getClientRects().length > 0)
     .map(i => ({src: new URL(i.src).pathname, scale: i.clientWidth / Number(i.getAttribute("width"))}));
+}"""
+
+# With every folded block open (after PLOT_SCALES): each code block that scrolls sideways (its
+# first line), and each whose copy (Material's copy button reads the block's innerText, marked
+# data-md-copying) is not its text.
+CODE_ON_A_PHONE = """() => {
+  const blocks = [...document.querySelectorAll("article pre > code")].filter(c => c.getClientRects().length > 0);
+  const copied = code => {
+    code.setAttribute("data-md-copying", "");
+    const text = code.innerText;
+    code.removeAttribute("data-md-copying");
+    return text.trimEnd();
+  };
+  return {
+    sideways: blocks.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.split("\\n")[0]),
+    miscopied: blocks.filter(c => copied(c) !== c.textContent.trimEnd()).map(c => c.textContent.split("\\n")[0]),
+  };
+}"""
+
+# What reaches past the right edge of the screen, or scrolls sideways inside the article (a table
+# in its scrolling wrapper, cut by the screen's edge), as the page first shows it.
+WIDER_THAN_THE_SCREEN = """() => {
+  const name = e => e.tagName.toLowerCase() + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\\s+/).join(".") : "");
+  const inside = e => e.getClientRects().length > 0 && !e.closest("details:not([open]) > :not(summary)");
+  const width = document.documentElement.clientWidth;
+  return [...document.querySelectorAll("article *")].filter(e => inside(e) && e.clientWidth > 1).flatMap(e => {
+    const box = e.getBoundingClientRect();
+    const found = [];
+    if (box.right > width + 1) found.push(`${name(e)} reaches ${Math.round(box.right)} px`);
+    if (e.scrollWidth > e.clientWidth + 1 && ["auto", "scroll", "hidden"].includes(getComputedStyle(e).overflowX))
+      found.push(`${name(e)} holds ${e.scrollWidth} px in ${e.clientWidth}`);
+    return found;
+  });
 }"""
 
 # The drawings each displayed figure shows (a figure in a folded block displays none).
@@ -139,6 +172,8 @@ class Look:
     code_colours: dict[str, list[str]]  # colour scheme: CODE_COLOURS (desktop)
     reading: dict  # what a reader meets at this width (sitebuild.browsing.READING)
     plot_scales: list[dict] | None = None  # each plot's drawing and its scale (narrow)
+    too_wide: list[str] | None = None  # WIDER_THAN_THE_SCREEN (narrow)
+    code: dict | None = None  # CODE_ON_A_PHONE (narrow)
 
 
 def _look(tab: Tab, page_path: str, mode: str) -> Look:
@@ -147,7 +182,7 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
     if mode == "desktop":  # every request of the visit: Material's search worker loads after "load"
         tab.page.wait_for_load_state("networkidle")
     transferred = tab.page.evaluate(TRANSFERRED) if mode == "desktop" else None  # before the scroll
-    measured = reading(tab.page, MODES[mode]["viewport"]["height"])  # loads the plots first
+    measured = reading(tab.page, SCREEN if mode == "desktop" else MODES[mode]["viewport"]["height"])
     look = Look(
         prose=tab.page.evaluate(VISIBLE_PROSE),
         facts=tab.page.evaluate(PAGE_FACTS),
@@ -176,10 +211,13 @@ def _look(tab: Tab, page_path: str, mode: str) -> Look:
         look.violations["dark"] = accessibility_violations(tab.page, COLOUR_RULES)
         look.plots_shown["dark"] = tab.page.evaluate(PLOTS_SHOWN)
         look.code_colours["dark"] = tab.page.evaluate(CODE_COLOURS)
-        look.copied = tab.page.evaluate(COPY_PYTHON, PYTHON_COPY_BUTTONS)  # last: it opens blocks and tabs
+        buttons = tab.page.locator(PYTHON_COPY_BUTTONS).count()  # last: it opens blocks and tabs
+        look.copied = [tab.page.evaluate(COPY_PYTHON, [PYTHON_COPY_BUTTONS, i]) for i in range(buttons)]
     else:
         screenshot(tab.page, f"{name}-{mode}")
-        look.plot_scales = tab.page.evaluate(PLOT_SCALES)  # last: it opens the folded blocks
+        look.too_wide = tab.page.evaluate(WIDER_THAN_THE_SCREEN)
+        look.plot_scales = tab.page.evaluate(PLOT_SCALES)  # it opens the folded blocks
+        look.code = tab.page.evaluate(CODE_ON_A_PHONE)
     return look
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import nbformat
 import numpy as np
 
+from tests.support.drawings import texts
 from tests.support.printed import numbers
 
 # A comma between groups of three digits, as in 131,072: a thousands separator, not a list.
@@ -74,15 +75,11 @@ def displayed(tutorial: ExecutedTutorial, mime: str) -> list[str]:
     ]
 
 
-# A text a figure drew (svg.fonttype "none": text stays text): one string, no markup inside.
-SVG_TEXT = re.compile(r"<text\b[^>]*>([^<]*)</text>")
-
-
 def drawn(tutorial: ExecutedTutorial) -> list[str]:
     """What each figure drew as text, one string per figure, in drawing order (a diagram's cells
     row by row, then its labels): pass them as ``texts`` to `assert_printed` to check the numbers a
     picture shows, as printed numbers are checked. Math (drawn in pieces) is left out."""
-    return ["\n".join(SVG_TEXT.findall(svg)) for svg in displayed(tutorial, "image/svg+xml")]
+    return ["\n".join(texts(svg)) for svg in displayed(tutorial, "image/svg+xml")]
 
 
 def numbers_of(text: str) -> np.ndarray:

@@ -9,13 +9,13 @@ blocks saved by sharing against a count from the prefix's length.
 from __future__ import annotations
 
 import functools
-import re
 
 import numpy as np
 import pytest
 import torch
 
 from attn_ref.plotting import PLOT_MIME
+from tests.support.drawings import texts
 from tests.support.reference import causal
 from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
@@ -119,7 +119,7 @@ def test_the_opening_picture_is_the_pool(tutorial):
     the blocks they own (6 and 7 free, unnamed), then each block table and its request's length.
     Read from the words drawn in the light SVG, in the order they are drawn."""
     (first, *_) = displayed(tutorial, PLOT_MIME)
-    words = re.findall(r"<text[^>]*>([^<]*)</text>", first[: first.index("</svg>")])
+    words = texts(first[: first.index("</svg>")])
     users = [1, 1, 2, 1, 1, 1, 0, 0]
     assert words[:16] == [str(n) for b in range(8) for n in (b, users[b])]
     assert words[16:21] == ["block", "pool", "users", "block", "tables"]
