@@ -3,8 +3,8 @@
 #
 # Every model trained so far on this site learned a task built for it: tokens that
 # repeat, numbers to sort. This page trains a small transformer on real text, Python's
-# own documentation, one character at a time, in a few seconds of CPU time (the
-# training cell prints how many). Then it asks what its heads learned to look at, and
+# own documentation, one character at a time, on a CPU (the training cell prints how
+# long it took). Then it asks what its heads learned to look at, and
 # answers with measurements: a score for each thing a head could look for, computed
 # on held-out text (checked for passages the model read in training), and the loss
 # when the head is zeroed.
@@ -174,9 +174,10 @@ for w in seen.nonzero().flatten()[:4].tolist():
     print(repr(corpus.held_out[w * T : (w + 1) * T]))
 
 # %% [markdown]
-# The few it finds are what any documentation repeats: a heading, "See also", code
-# that a topic quotes twice. Without the repeats dropped, the share is far higher (a
-# pitfall below measures it).
+# The few it finds are phrases that the documentation repeats from topic to topic
+# (the first four are printed), such as the title of a PEP it cites in two places.
+# Without the repeats dropped, the share is far higher (a pitfall below measures
+# it).
 
 # %% [markdown]
 # ## Baselines a reader can count
@@ -904,8 +905,8 @@ for temperature in (0.5, 1.0, 1.5):
 # %% [markdown]
 # ## Summary
 #
-# - Trained for a few seconds on Python's documentation, topics that repeat others
-#   dropped, a two-layer character transformer of 32,640 parameters predicts
+# - Trained on a CPU on Python's documentation, topics that repeat others dropped,
+#   a two-layer character transformer of 32,640 parameters predicts
 #   held-out text most of a bit per character better than the bigram model.
 # - Layer 0's heads read the last few characters; the strongest looks at the previous
 #   one, and the model depends on it more than on any head of layer 1.

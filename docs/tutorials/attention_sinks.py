@@ -307,8 +307,8 @@ for seed in SEEDS:
 #   where something does, and the weight on position 0 is lower than without it.
 # - **Both** lower the loss, the sink logit by more.
 #
-# With the gate, the sink did not go away: the sunk head still puts about twice the
-# uniform share on position 0. But where nothing matches, its gate passes only about
+# With the gate, the sink did not go away: the sunk head still puts two to three
+# times the uniform share on position 0. But where nothing matches, its gate passes only about
 # a quarter of what the head reads there. With the sink logit, the weight went where
 # the model was built to put it: nowhere.
 #

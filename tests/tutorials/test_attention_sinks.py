@@ -107,8 +107,8 @@ def test_a_gate_closes_where_nothing_matches(values, measured, seed):
     assert 0.1 < gate["closed"] < 0.4  # runs 0.21 to 0.30: "about a quarter open"
     assert gate["open"] > 0.7  # worst 0.81: "mostly open"
     assert none["first"] - gate["first"] > 0.08  # worst 0.15
-    # "still puts about twice the uniform share on position 0" (runs: 2.0 to 2.5 times)
-    assert 1.5 < gate["first"] / values["uniform"] < 3
+    # "still puts two to three times the uniform share on position 0" (runs: 2.0 to 2.8 times)
+    assert 1.5 < gate["first"] / values["uniform"] < 3.5
 
 
 @pytest.mark.parametrize("seed", SEEDS)
