@@ -300,17 +300,17 @@ for seed in SEEDS:
 # In every seed:
 #
 # - **No fix**: the sunk head puts several times the uniform share on position 0.
-# - **Sink logit**: that weight falls to about the uniform share, and less than a
-#   third of a nothing-to-match query's weight reaches any key. The sink takes the
-#   rest.
-# - **Gate**: the gate is about a quarter open where nothing matches and mostly open
-#   where something does, and the weight on position 0 is lower than without it.
+# - **Sink logit**: that weight falls to half of no fix's or less, and most of a
+#   nothing-to-match query's weight reaches no key at all: the sink takes it.
+# - **Gate**: the gate is mostly closed where nothing matches (a quarter to a third
+#   open) and mostly open where something does, and the weight on position 0 is
+#   lower than without it.
 # - **Both** lower the loss, the sink logit by more.
 #
-# With the gate, the sink did not go away: the sunk head still puts two to three
-# times the uniform share on position 0. But where nothing matches, its gate passes only about
-# a quarter of what the head reads there. With the sink logit, the weight went where
-# the model was built to put it: nowhere.
+# With the gate, the sink did not go away: the sunk head still puts twice the
+# uniform share or more on position 0. But where nothing matches, its gate passes
+# only a quarter to a third of what the head reads there. With the sink logit, the
+# weight went where the model was built to put it: nowhere.
 #
 # ## Common pitfalls
 #

@@ -3,7 +3,9 @@
 The twelve trained models (three variants, seeds 0 to 3) are read from the execution, never trained
 again, and run here in float64 NumPy (tests/support/modern_reference.py) on batches drawn here; every
 claim the page makes about them is checked on every seed with margins far from what the runs give
-(the worst seeds of both arithmetics are in the comments). The sink identity is checked against a
+(the runs of seeds 0 to 3 under AVX-512 with two threads, and under PyTorch's default kernels and
+AVX2 with one thread, are in the comments: AVX2's seed 3 lets a third of the sink model's weight
+reach the keys, which a threshold read off the first two arithmetics had ruled out). The sink identity is checked against a
 softmax over one more column written out here, the bugs' symptoms against their formulas.
 """
 
@@ -95,20 +97,20 @@ def test_without_a_fix_the_sink_forms_on_position_0(values, measured, seed):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_sink_logit_takes_the_weight(values, measured, seed):
     none, sink = measured["none", seed], measured["sink logit", seed]
-    # "falls to about the uniform share" (runs: 0.68 to 1.2 times it)
-    assert abs(sink["first"] / values["uniform"] - 1) < 0.5
-    assert none["first"] - sink["first"] > 0.25  # worst 0.35
-    assert sink["keys"] < 1 / 3  # worst 0.26: "less than a third reaches any key"
+    # "falls to half of no fix's or less" (runs: 0.13 to 0.49 of it)
+    assert sink["first"] < 0.6 * none["first"]
+    # "most of a nothing-to-match query's weight reaches no key" (runs: 0.15 to 0.34 reach one)
+    assert sink["keys"] < 0.5
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_gate_closes_where_nothing_matches(values, measured, seed):
     none, gate = measured["none", seed], measured["gate", seed]
-    assert 0.1 < gate["closed"] < 0.4  # runs 0.21 to 0.30: "about a quarter open"
+    assert 0.1 < gate["closed"] < 0.4  # runs 0.20 to 0.32: "a quarter to a third open"
     assert gate["open"] > 0.7  # worst 0.81: "mostly open"
     assert none["first"] - gate["first"] > 0.08  # worst 0.15
-    # "still puts two to three times the uniform share on position 0" (runs: 2.0 to 2.8 times)
-    assert 1.5 < gate["first"] / values["uniform"] < 3.5
+    # "still puts twice the uniform share or more on position 0" (runs: 2.0 to 3.3 times)
+    assert gate["first"] > 1.5 * values["uniform"]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
