@@ -32,6 +32,7 @@ from attn_ref.training.text import (
     ALPHABET,
     CharTransformer,
     ablated_losses,
+    bigram_window_bits,
     char_model_from_playground_json,
     char_playground_json,
     closing_predictions,
@@ -44,11 +45,13 @@ from attn_ref.training.text import (
     ngram_bits,
     opener_targets,
     previous_char_targets,
+    repeated_documents,
     sample,
     split_documents,
     target_scores,
     to_alphabet,
     train_char_model,
+    verbatim_windows,
     window_losses,
     windows,
     word_start_targets,
@@ -333,6 +336,79 @@ def test_ngram_bits_against_counts():
     assert ngram_bits(encode(train), encode(test), 2) == pytest.approx(expected)
 
 
+@SETTINGS
+@given(
+    st.text(alphabet="ab\n(", min_size=2, max_size=30),
+    st.lists(st.text(alphabet="ab\n(", min_size=2, max_size=8), min_size=1, max_size=4),
+)
+def test_bigram_window_bits_against_counts(train, rows):
+    length = min(len(r) for r in rows)
+    batch = torch.stack([encode(r[:length]) for r in rows])
+    pairs = collections.Counter(itertools.pairwise(train))
+    firsts = collections.Counter(train[:-1])
+    V = len(ALPHABET)
+    expected = [
+        [-math.log2((pairs[(a, b)] + 1) / (firsts[a] + V)) for a, b in itertools.pairwise(r[:length])]
+        for r in rows
+    ]
+    np.testing.assert_allclose(bigram_window_bits(encode(train), batch).numpy(), expected, rtol=1e-12)
+
+
+# --- the corpus: repeats and leaks ------------------------------------------------------------
+
+
+def passages_by_slicing(text: str, length: int) -> set[str]:
+    return {text[i : i + length] for i in range(len(text) - length + 1)}
+
+
+@SETTINGS
+@given(
+    st.dictionaries(st.sampled_from("pqrstu"), st.text(alphabet="ab", min_size=0, max_size=24), max_size=5)
+)
+def test_repeated_documents_keep_no_repeat_and_drop_only_repeats(documents):
+    """Visiting the documents from the longest: a dropped one has more than half of its 4-character
+    passages in the longer kept ones, a kept one at most half (or none, if it has no passage)."""
+    repeats = repeated_documents(documents, length=4)
+    assert repeats == sorted(repeats) and set(repeats) <= set(documents)
+    order = sorted(documents, key=lambda name: (-len(documents[name]), name))
+    for position, name in enumerate(order):
+        earlier = [other for other in order[:position] if other not in repeats]
+        seen = set().union(*(passages_by_slicing(documents[o], 4) for o in earlier))
+        own = passages_by_slicing(documents[name], 4)
+        assert (name in repeats) == (len(own & seen) > len(own) / 2)
+
+
+def test_repeated_documents_on_a_case_by_hand():
+    documents = {
+        "loops": "The for statement. The while statement.",
+        "for": "The for statement.",  # wholly inside "loops"
+        "if": "The if statement.",  # shares " statement." only
+        "while": "The while statement. More.",  # most of it inside "loops"
+    }
+    assert repeated_documents(documents, length=8) == ["for", "while"]
+    assert repeated_documents(documents, length=8, share=0.9) == ["for"]
+
+
+@SETTINGS
+@given(
+    st.text(alphabet="abc", min_size=3, max_size=40), st.text(alphabet="abc", max_size=40), st.integers(1, 3)
+)
+def test_verbatim_windows_against_str_find(text, reference, length):
+    found = verbatim_windows(text, reference, length).tolist()
+    expected = [reference.find(text[w * length : (w + 1) * length]) >= 0 for w in range(len(text) // length)]
+    assert found == expected
+
+
+def test_the_corpus_without_repeats_dropped_is_the_plain_split():
+    """load_corpus(drop_repeats=False) is every topic split, as split_documents splits it."""
+    from pydoc_data.topics import topics
+
+    corpus = load_corpus(drop_repeats=False)
+    train, held = split_documents({name: to_alphabet(topics[name]) for name in sorted(topics)})
+    assert corpus.repeats == () and corpus.documents == tuple(sorted(topics))
+    assert (corpus.train, corpus.held_out) == ("\n\n".join(train), "\n\n".join(held))
+
+
 # --- scores and the positions they look at ---------------------------------------------------
 
 
@@ -539,6 +615,11 @@ def test_induction_and_copy_targets_against_loops(tokens, k):
             "head must be an int in [0, 1]",
         ),
         (lambda: ngram_bits(encode("ab"), encode("ab"), 3), ValueError, "order must be an int in [0, 2]"),
+        (lambda: bigram_window_bits(encode("ab"), encode("ab")), ValueError, "batch must be"),
+        (lambda: repeated_documents({"a": "x"}, share=1.0), ValueError, "share must be a number in (0, 1)"),
+        (lambda: repeated_documents({"a": "x"}, length=0), ValueError, "length must be an int of at least 1"),
+        (lambda: verbatim_windows(b"ab", "ab", 1), TypeError, "text must be a str"),
+        (lambda: verbatim_windows("ab", "ab", 3), ValueError, "length must be an int in [1, 2]"),
         (
             lambda: sample(CharTransformer(4, 8, 1, 2), "a", 2, 0.0),
             ValueError,

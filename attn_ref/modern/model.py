@@ -120,20 +120,23 @@ class ModernAttention(nn.Module):
         self.k_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
         self.max_logit = torch.tensor(float("nan"))
 
-    def forward(
-        self, x: Tensor, positions: Tensor | None = None, cache: KVCache | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """``(B, T, C) -> (B, T, C)``, and the weights ``(B, H, T, S)``.
+    def scores(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        r"""The scaled scores $q k^\top / \sqrt{d_k}$, before any cap or mask: ``(B, T, C) -> (B, H, T, T)``.
 
-        Args:
-            x: ``(B, T, C)``: the new positions.
-            positions: ``(T,)`` their absolute positions, for rotary angles;
-                defaults to ``0 .. T - 1``.
-            cache: A one-layer cache (its layer 0): a `attn_ref.KVCache`, or
-                a `attn_ref.compression.SlidingWindowCache` for a sliding
-                layer. The new keys and values are appended and every kept
-                one is attended to.
+        What ``forward`` computes before the cap, without a cache: how far
+        the raw scores reach under a cap, say.
+
+        Examples:
+            >>> layer = ModernAttention(8, num_heads=2, softcap=1.0)
+            >>> layer.scores(torch.randn(1, 5, 8)).shape
+            torch.Size([1, 2, 5, 5])
         """
+        return self._scores_and_values(x, positions, None)[0]
+
+    def _scores_and_values(
+        self, x: Tensor, positions: Tensor | None, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor]:
+        """Scaled scores ``(B, H, T, S)`` and values ``(B, H, S, d_k)``, the cache updated."""
         _validate.tensor("x", x)
         _validate.shape("x", x, (None, None, self.embed_dim), f"(B, T, embed_dim={self.embed_dim})")
         T = x.shape[1]
@@ -148,10 +151,26 @@ class ModernAttention(nn.Module):
             k = apply_rotary(k, positions, base=self.rope_base)
         if cache is not None:
             k, v = cache.update(0, k, v)  # (B, H_kv, S, d_k): the kept keys, then the new ones
-        S = k.shape[-2]
         k = repeat_kv_heads(k, self.num_heads)  # (B, H_kv, S, d_k) -> (B, H, S, d_k)
         v = repeat_kv_heads(v, self.num_heads)  # (B, H_kv, S, d_k) -> (B, H, S, d_k)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, S)
+        return q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), v  # (B, H, T, S), (B, H, S, d_k)
+
+    def forward(
+        self, x: Tensor, positions: Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``(B, T, C) -> (B, T, C)``, and the weights ``(B, H, T, S)``.
+
+        Args:
+            x: ``(B, T, C)``: the new positions.
+            positions: ``(T,)`` their absolute positions, for rotary angles;
+                defaults to ``0 .. T - 1``.
+            cache: A one-layer cache (its layer 0): a `attn_ref.KVCache`, or
+                a `attn_ref.compression.SlidingWindowCache` for a sliding
+                layer. The new keys and values are appended and every kept
+                one is attended to.
+        """
+        scores, v = self._scores_and_values(x, positions, cache)  # (B, H, T, S), (B, H, S, d_k)
+        T, S = scores.shape[-2:]
         self.max_logit = scores.detach().abs().amax()
         if self.softcap is not None:
             scores = softcap(scores, self.softcap)

@@ -21,7 +21,7 @@ in a few seconds each, so that a page can show what trained heads do. Its module
   inputs of different lengths padded in one batch.
 - `attn_ref.training.text`: `CharTransformer`, a two-block decoder of
   `attn_ref.decoder.DecoderBlock` s over 96 characters, trained on Python's own documentation
-  (`load_corpus`, `train_char_model`); `target_scores` reads what its heads attend to (the
+  (`load_corpus`, which drops the topics that repeat others, `train_char_model`); `target_scores` reads what its heads attend to (the
   previous character, a word's start, the bracket or quote still open, an earlier copy), and
   `ablated_losses`, `closing_predictions` and `context_losses` check it with the loss;
   `char_playground_json` writes it to a small JSON file for the page that runs it in the browser.
@@ -61,6 +61,7 @@ from attn_ref.training.text import (
     CharTransformer,
     Corpus,
     ablated_losses,
+    bigram_window_bits,
     char_model_from_playground_json,
     char_playground_json,
     closing_predictions,
@@ -75,11 +76,13 @@ from attn_ref.training.text import (
     open_spans,
     opener_targets,
     previous_char_targets,
+    repeated_documents,
     sample,
     split_documents,
     target_scores,
     to_alphabet,
     train_char_model,
+    verbatim_windows,
     window_losses,
     windows,
     word_start_targets,
@@ -96,6 +99,7 @@ __all__ = [
     "SortingBatch",
     "TinyEncoderDecoder",
     "ablated_losses",
+    "bigram_window_bits",
     "char_model_from_playground_json",
     "char_playground_json",
     "closing_predictions",
@@ -119,6 +123,7 @@ __all__ = [
     "prefix_matching_scores",
     "previous_char_targets",
     "previous_token_scores",
+    "repeated_documents",
     "repeated_tokens",
     "sample",
     "sorting_batch",
@@ -130,6 +135,7 @@ __all__ = [
     "train_char_model",
     "train_induction",
     "train_sorting",
+    "verbatim_windows",
     "window_losses",
     "windows",
     "with_frequencies",

@@ -3,9 +3,11 @@ r"""A character model trained on Python's own documentation, and the scores that
 The corpus ships with Python: `pydoc_data.topics`, the text ``help("for")``
 prints, about half a million characters of English and code (PSF License
 Version 2). `corpus_documents` reads it, `to_alphabet` writes it in a fixed
-alphabet of 96 characters (the newline and printable ASCII), and
-`split_documents` holds out the last tenth of every document; `load_corpus`
-does all three.
+alphabet of 96 characters (the newline and printable ASCII),
+`repeated_documents` finds the topics that repeat others (``compound`` holds
+``for``, ``while`` and ``try``), and `split_documents` holds out the last
+tenth of every document; `load_corpus` does all four, and `verbatim_windows`
+checks that the held-out text was not in the training text.
 
 `CharTransformer` is a decoder built from the site's blocks: a character and a
 learned position embedding, `attn_ref.decoder.DecoderBlock` s (layer norm,
@@ -55,6 +57,7 @@ __all__ = [
     "CharTransformer",
     "Corpus",
     "ablated_losses",
+    "bigram_window_bits",
     "char_model_from_playground_json",
     "char_playground_json",
     "closing_predictions",
@@ -69,11 +72,13 @@ __all__ = [
     "open_spans",
     "opener_targets",
     "previous_char_targets",
+    "repeated_documents",
     "sample",
     "split_documents",
     "target_scores",
     "to_alphabet",
     "train_char_model",
+    "verbatim_windows",
     "window_losses",
     "windows",
     "word_start_targets",
@@ -146,6 +151,48 @@ def to_alphabet(text: str) -> str:
     return "".join(_TYPOGRAPHIC.get(c, c if c in _INDEX else "") for c in text)
 
 
+def repeated_documents(documents: dict[str, str], length: int = 32, share: float = 0.5) -> list[str]:
+    """The names of the documents that mostly repeat others: `load_corpus` drops them.
+
+    Python's topics repeat one another: ``compound`` holds the ``for``,
+    ``while`` and ``try`` topics almost word for word, and ``specialnames``
+    holds ``customization``. Holding out the end of ``for`` would then hold
+    out text the model reads in ``compound``. So the documents are visited
+    from the longest to the shortest (ties by name), and one is a repeat when
+    more than ``share`` of its distinct ``length``-character passages occur
+    in the documents kept before it; otherwise it is kept.
+
+    Args:
+        documents: The documents, by name.
+        length: Characters in a passage.
+        share: The share of a document's passages, in ``(0, 1)``, that makes it a repeat.
+
+    Returns:
+        The repeats' names, sorted.
+
+    Examples:
+        >>> documents = {
+        ...     "loops": "The for statement. The while statement.",
+        ...     "for": "The for statement.",
+        ...     "if": "The if statement.",
+        ... }
+        >>> repeated_documents(documents, length=8)
+        ['for']
+    """
+    _validate.count("length", length)
+    _validate.fraction("share", share)
+    seen: set[str] = set()
+    repeats = []
+    for name in sorted(documents, key=lambda name: (-len(documents[name]), name)):
+        text = documents[name]
+        passages = {text[i : i + length] for i in range(len(text) - length + 1)}
+        if len(passages & seen) > share * len(passages):
+            repeats.append(name)
+        else:
+            seen |= passages
+    return sorted(repeats)
+
+
 def split_documents(documents: dict[str, str], held_out: float = 0.1) -> tuple[list[str], list[str]]:
     """Split every document in two: its first part to train on, its last part held out.
 
@@ -182,6 +229,8 @@ class Corpus:
     Attributes:
         train: The documents' first parts, joined by blank lines.
         held_out: The documents' last parts, joined the same way.
+        documents: The names of the documents split, in order.
+        repeats: The names of the documents dropped as repeats of others (`repeated_documents`).
         python: The version of the Python that ran `load_corpus`.
         sha256: SHA-256 of the raw documents (UTF-8, in sorted order, nothing between them).
         raw_chars: Characters in the raw documents.
@@ -190,18 +239,25 @@ class Corpus:
 
     train: str
     held_out: str
+    documents: tuple[str, ...]
+    repeats: tuple[str, ...]
     python: str
     sha256: str
     raw_chars: int
     dropped: int
 
 
-def load_corpus(held_out: float = 0.1, documents: dict[str, str] | None = None) -> Corpus:
-    """Python's documentation (`corpus_documents`), in the alphabet (`to_alphabet`), split.
+def load_corpus(
+    held_out: float = 0.1, documents: dict[str, str] | None = None, drop_repeats: bool = True
+) -> Corpus:
+    """Python's documentation (`corpus_documents`), in the alphabet (`to_alphabet`), without repeats, split.
 
     Args:
         held_out: The fraction of each document held out (`split_documents`).
         documents: Documents to use instead, by name (another Python's topics, say).
+        drop_repeats: Whether to drop the documents that repeat others (`repeated_documents`)
+            before the split. Without that, the held-out ends of some documents are in the
+            training text, inside the documents that repeat them.
 
     Examples:
         >>> corpus = load_corpus()
@@ -210,15 +266,21 @@ def load_corpus(held_out: float = 0.1, documents: dict[str, str] | None = None) 
         >>> total = len(corpus.train) + len(corpus.held_out)
         >>> round(len(corpus.held_out) / total, 2)
         0.1
+        >>> "compound" in corpus.documents, "for" in corpus.repeats
+        (True, True)
     """
     documents = corpus_documents() if documents is None else documents
     raw = "".join(documents.values())
     mapped = {name: to_alphabet(text) for name, text in documents.items()}
-    train, test = split_documents(mapped, held_out)
     kept = sum(len(text) for text in mapped.values())
+    repeats = repeated_documents(mapped) if drop_repeats else []
+    mapped = {name: text for name, text in mapped.items() if name not in repeats}
+    train, test = split_documents(mapped, held_out)
     return Corpus(
         train="\n\n".join(train),
         held_out="\n\n".join(test),
+        documents=tuple(mapped),
+        repeats=tuple(repeats),
         python=".".join(map(str, sys.version_info[:3])),
         sha256=hashlib.sha256(raw.encode()).hexdigest(),
         raw_chars=len(raw),
@@ -268,6 +330,30 @@ def windows(ids: Tensor, length: int) -> Tensor:
     _validate.count("length", length, maximum=len(ids))
     n = len(ids) // length
     return ids[: n * length].view(n, length)  # (N,) -> (n, length)
+
+
+def verbatim_windows(text: str, reference: str, length: int) -> Tensor:
+    """Which of ``text``'s windows of ``length`` characters occur verbatim in ``reference``.
+
+    The windows are those `windows` cuts: consecutive, the remainder left
+    out. Held-out text shares some windows with any training text (a
+    heading, a phrase such as ``New in version 3.5.``); a share far above a
+    few percent means the held-out text was in the training text.
+
+    Returns:
+        ``(n,)`` booleans, one per window.
+
+    Examples:
+        >>> verbatim_windows("abcdxyzw", "..abcd..", 4)
+        tensor([ True, False])
+    """
+    for name, value in (("text", text), ("reference", reference)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    _validate.count("length", length, maximum=len(text))
+    passages = {reference[i : i + length] for i in range(len(reference) - length + 1)}
+    n = len(text) // length
+    return torch.tensor([text[w * length : (w + 1) * length] in passages for w in range(n)])
 
 
 # --- the model ---------------------------------------------------------------------------------
@@ -512,10 +598,32 @@ def ngram_bits(train_ids: Tensor, test_ids: Tensor, order: int, alpha: float = 1
     if order == 1:
         counts = torch.bincount(train_ids, minlength=V).double() + alpha  # (V,)
         return -(counts / counts.sum()).log2()[test_ids].mean().item()
+    return bigram_window_bits(train_ids, test_ids[None], alpha).mean().item()
+
+
+def bigram_window_bits(train_ids: Tensor, batch: Tensor, alpha: float = 1.0) -> Tensor:
+    r"""The bigram's bits for each prediction in each window: ``(B, T)`` ids -> ``(B, T - 1)``.
+
+    The bigram of `ngram_bits` (counted on ``train_ids``, $\alpha$ added to
+    every count) predicts character $i + 1$ of each window from character
+    $i$: the predictions `window_losses` makes, so the two compare window by
+    window.
+
+    Examples:
+        >>> bits = bigram_window_bits(encode("abab"), encode("bab")[None])
+        >>> bits.shape
+        torch.Size([1, 2])
+        >>> bool(bits[0, 0] == -math.log2((1 + 1) / (1 + 96)))  # "ba" seen once
+        True
+    """
+    _ids("train_ids", train_ids, 1)
+    _ids("batch", batch, 2)
+    _validate.number("alpha", alpha, 0.0, above=True)
+    V = len(ALPHABET)
     pairs = torch.bincount(train_ids[:-1] * V + train_ids[1:], minlength=V * V).double()  # (V * V,)
     counts = pairs.view(V, V) + alpha  # (V * V,) -> (V, V): previous character down
     log_p = (counts / counts.sum(dim=1, keepdim=True)).log2()
-    return -log_p[test_ids[:-1], test_ids[1:]].mean().item()
+    return -log_p[batch[:, :-1], batch[:, 1:]]  # (B, T - 1)
 
 
 @torch.no_grad()

@@ -3,10 +3,11 @@
 #
 # Every model trained so far on this site learned a task built for it: tokens that
 # repeat, numbers to sort. This page trains a small transformer on real text, Python's
-# own documentation, one character at a time, in about ten seconds on one CPU thread.
-# Then it asks what its heads learned to look at, and answers with measurements: a
-# score for each thing a head could look for, computed over text the model never saw,
-# and the loss when the head is zeroed.
+# own documentation, one character at a time, on a CPU (the training cell prints how
+# long it took). Then it asks what its heads learned to look at, and
+# answers with measurements: a score for each thing a head could look for, computed
+# on held-out text (checked for passages the model read in training), and the loss
+# when the head is zeroed.
 #
 # It assumes [the transformer block](../concepts/transformer_block.md) (norm,
 # attention, MLP, the residual stream), learned positions
@@ -17,8 +18,8 @@
 #
 # Here is one line of the text, and four things a head at its last character could
 # look back at: the character just before, the first letter of the current word, the
-# quote that is still open, and the characters that followed an earlier copy of the
-# last three. Which of these does a trained head do?
+# bracket or quote that is still open, and the characters that followed an earlier
+# copy of the last three. Which of these does a trained head do?
 
 # %% tags=["plot"]
 import gzip
@@ -40,10 +41,12 @@ from attn_ref.training import (
     ALPHABET,
     CharTransformer,
     ablated_losses,
+    bigram_window_bits,
     char_model_from_playground_json,
     char_playground_json,
     closing_predictions,
     context_losses,
+    copy_predictions,
     encode,
     induction_targets,
     load_corpus,
@@ -55,6 +58,7 @@ from attn_ref.training import (
     target_scores,
     to_alphabet,
     train_char_model,
+    verbatim_windows,
     window_losses,
     windows,
     without_heads,
@@ -71,11 +75,11 @@ held = windows(held_ids, T)  # (n, T): the held-out text in windows of 32
 targets = {
     "previous character": previous_char_targets(held),
     "word start": word_start_targets(held),
-    "open quote": opener_targets(held_ids, T, '"'),
+    "open bracket or quote": opener_targets(held_ids, T, '([{"'),
     "earlier copy": induction_targets(held, k=3),
 }
 # The picture's window: the first one whose last character has the most kinds
-# of target (all four, in Python 3.11's text).
+# of target.
 kinds = torch.stack([t[:, -1].any(-1) for t in targets.values()]).sum(0)
 shown = int(kinds.argmax())
 text = corpus.held_out[shown * T : (shown + 1) * T]
@@ -113,14 +117,14 @@ figure_to_svg(
     fig,
     alt=f"The held-out line {text!r}, four times. Its last character is "
     "marked, and arrows go back to: the character before it; the first letter "
-    "of its word; the quote still open; the characters that followed earlier "
-    "copies of its last three characters.",
+    "of its word; the bracket or quote still open; the characters that "
+    "followed earlier copies of its last three characters.",
 )
 
 # %% [markdown]
 # The page measures, for each of the eight heads of the model, how much of its weight
 # goes to each kind of target, over all the held-out text. Two of the four turn out to
-# be done by heads the model depends on; two are not, and the page says why.
+# be done by heads the model depends on; two are not, and the page shows why.
 #
 # ## The text: Python's reference documentation
 #
@@ -130,21 +134,50 @@ figure_to_svg(
 # [PSF License Version 2](https://docs.python.org/3/license.html) (its code examples
 # also under the Zero-Clause BSD licence). It changes a little with every release, so the
 # page prints which Python it read. `attn_ref.training.load_corpus` maps curly quotes
-# and dashes to ASCII, drops the few other characters outside the 96-character
-# alphabet (the newline and printable ASCII), and holds out the last tenth of every
-# document, cut at a line.
+# and dashes to ASCII and drops the few other characters outside the 96-character
+# alphabet (the newline and printable ASCII).
+#
+# The topics repeat one another. `compound`, on compound statements, holds the
+# `for`, `while` and `try` topics almost word for word; `specialnames` holds
+# `customization`. Held-out text cut from `for` would then be text the model reads
+# in `compound`. So `load_corpus` first drops every topic more than half of whose
+# 32-character passages occur in a longer topic it keeps (`repeated_documents`), then
+# holds out the last tenth of every topic left, cut at a line.
 
 # %%
+topics = len(corpus.documents) + len(corpus.repeats)
 print(
-    f"Python {corpus.python}: {corpus.raw_chars:,} characters, "
-    f"SHA-256 {corpus.sha256[:12]}..., {corpus.dropped} dropped"
+    f"Python {corpus.python}: {corpus.raw_chars:,} characters in {topics} "
+    f"topics, SHA-256 {corpus.sha256[:12]}..., {corpus.dropped} dropped"
 )
+print(f"{len(corpus.repeats)} topics dropped as repeats:")
+print(textwrap.fill(", ".join(corpus.repeats), 64))
 print(
     f"training text {len(corpus.train):,} characters, "
-    f"held-out text {len(corpus.held_out):,}"
+    f"held-out text {len(corpus.held_out):,}, "
+    f"from {len(corpus.documents)} topics"
 )
 print(f"alphabet: {len(ALPHABET)} characters")
 print(corpus.held_out[:240])
+
+# %% [markdown]
+# Is the held-out text new to the model? `verbatim_windows` cuts it into the windows
+# of 32 characters the page measures on, and looks for each in the training text.
+
+# %%
+seen = verbatim_windows(corpus.held_out, corpus.train, T)
+print(
+    f"held-out windows found in the training text: {int(seen.sum())} of "
+    f"{len(seen):,} ({seen.float().mean():.1%})"
+)
+for w in seen.nonzero().flatten()[:4].tolist():
+    print(repr(corpus.held_out[w * T : (w + 1) * T]))
+
+# %% [markdown]
+# The few it finds are phrases that the documentation repeats from topic to topic
+# (the first four are printed), such as the title of a PEP it cites in two places.
+# Without the repeats dropped, the share is far higher (a pitfall below measures
+# it).
 
 # %% [markdown]
 # ## Baselines a reader can count
@@ -367,22 +400,24 @@ with torch.no_grad():
     _, held_weights = model(held)  # one (n, 4, T, T) per layer
 uniform = torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]
 uniform = uniform.expand(len(held), 1, T, T)
-targets["bracket"] = opener_targets(held_ids, T, "([{")
+targets["open quote"] = opener_targets(held_ids, T, '"')
+targets["open bracket"] = opener_targets(held_ids, T, "([{")
 scores, baseline = {}, {}
 for name, t in targets.items():
     baseline[name] = target_scores(uniform, t).item()
     scores[name] = torch.stack([target_scores(w, t) for w in held_weights])
-print(f"{'score':>18} {'uniform':>8}   layer 0 heads        layer 1 heads")
+print(f"{'score':>21} {'uniform':>8}   layer 0 heads        layer 1 heads")
 for name, s in scores.items():
     row = "   ".join(" ".join(f"{v:.2f}" for v in s[i]) for i in (0, 1))
-    print(f"{name:>18} {baseline[name]:>8.2f}   {row}")
+    print(f"{name:>21} {baseline[name]:>8.2f}   {row}")
 
 # %% [markdown]
 # ### Layer 0 reads the last few characters
 #
 # Every head of layer 0 puts more weight on the previous character than any head of
-# layer 1, and the strongest several times more than uniform attention. The mean
-# weight at each distance back, per head, shows how far each one looks.
+# layer 1, and the strongest several times more than uniform attention (the cell
+# after the plot prints how many). The mean weight at each distance back, per head,
+# shows how far each one looks.
 
 # %% tags=["plot"]
 fig, axes = plt.subplots(
@@ -411,40 +446,50 @@ figure_to_svg(
     f"{', '.join(f'{v:.2f}' for v in prev[1])}.",
 )
 
+# %%
+prev_head = int(scores["previous character"][0].argmax())
+print(
+    f"strongest: head 0.{prev_head}, "
+    f"{prev[0, prev_head] / baseline['previous character']:.1f} times uniform"
+)
+
 # %% [markdown]
-# ### Layer 1 finds the open quote
+# ### Layer 1 finds the open bracket or quote
 #
-# In the text, Sphinx writes code in double quotes: `"__init__()"`, `"for"`. Inside
-# such a span, one head of layer 1 puts far more weight on the opening quote than
-# uniform attention would. The cell names the heads whose quote score passes 0.25,
-# about four times the uniform score.
+# In the text, Sphinx writes code in double quotes: `"__init__()"`, `"for"`; and code
+# is full of brackets. Inside such a span, a head or two of layer 1 put far more
+# weight on the innermost bracket or quote still open than uniform attention would.
+# The cell names the heads whose score on that target passes 0.25, about four times
+# the uniform score. In this model the same head scores on quotes alone and on
+# brackets alone (the table's last two rows): it finds whichever delimiter is open.
+# Other seeds share the two out in their own way (the table of seeds below).
 
 # %%
 ROLE = 0.25
-quote_heads = [(1, h) for h in range(4) if scores["open quote"][1, h] > ROLE]
-best_quote = int(scores["open quote"][1].argmax())
-print(f"quote heads: {quote_heads}")
-print(
-    f"best: layer 1 head {best_quote}, score "
-    f"{scores['open quote'][1, best_quote]:.2f} (uniform "
-    f"{baseline['open quote']:.2f})"
-)
+DELIMITER = "open bracket or quote"
+open_heads = [(1, h) for h in range(4) if scores[DELIMITER][1, h] > ROLE]
+best_open = int(scores[DELIMITER][1].argmax())
+print(f"open-delimiter heads: {open_heads}")
+for name in (DELIMITER, "open quote", "open bracket"):
+    print(
+        f"  {name}: layer 1 head {best_open} scores "
+        f"{scores[name][1, best_open]:.2f} (uniform {baseline[name]:.2f})"
+    )
 
 # %% [markdown]
 # ### What the scores do not show
 #
-# Brackets: in this model one head of layer 1 may also score well above uniform on
-# the innermost open bracket; across training seeds (the table below) such a head is
-# clear in some and missing in others, so the page names none. Word starts: some
-# heads score above uniform, by amounts that also vary from seed to seed; the table
-# below shows them, and the page names no word-start head either.
-#
-# Earlier copies: every head's score is close to uniform attention's. **This model
-# has no induction heads.** In Olsson et al.'s language models, in-context learning
-# and induction heads appear together "in a narrow window early in training (roughly
-# 2.5 to 5 billion tokens)"; this model has read about half a million characters,
-# in windows of 32. The [induction-heads page](induction_heads.md) trains them on a
-# task that needs them.
+# Word starts: some heads score a few times uniform attention on the first letter of
+# the current word. Earlier copies: no head scores much above uniform (the cell below
+# prints the best ratio), where an induction head would put most of its weight on
+# its targets. A score says where a head looks, not that the model uses it: the next
+# section zeroes these heads too, and the model hardly notices. **This model has no
+# induction heads.** One plausible reason: in Olsson et al.'s language models,
+# in-context learning and induction heads appear together "in a narrow window early
+# in training (roughly 2.5 to 5 billion tokens)", measured in contexts long enough
+# to compare the loss on the 500th token with the loss on the 50th; this model has
+# read about half a million characters, in windows of 32. The [induction-heads
+# page](induction_heads.md) trains them on a task that needs them.
 #
 # <details class="note"><summary>Going deeper: prefix matching on text</summary>
 #
@@ -461,53 +506,74 @@ print(
 # </details>
 
 # %%
-ratio = scores["earlier copy"].max().item() / baseline["earlier copy"]
-print(f"best score on earlier copies / uniform: {ratio:.2f}")
+for name in ("word start", "earlier copy"):
+    ratio = scores[name].max().item() / baseline[name]
+    print(f"best score on {name} / uniform: {ratio:.2f}")
 
 # %% [markdown]
 # ## Zero a head, measure where it should matter
 #
 # A score says where a head looks, not whether the model uses what it finds there.
 # Zeroing the head (`without_heads`, as on the induction-heads page) answers that. The
-# loss is measured twice: on the predictions where the head should matter, and on all
-# the others. For the quote head, those are the **closing quotes** whose opening quote
-# is in the window (`closing_predictions`).
+# loss is measured on the predictions where the head should matter, and on all the
+# others. For the open-delimiter heads, those are the **closing quotes** and the
+# **closing brackets** whose opener is in the window (`closing_predictions`).
 
 # %%
-closing = closing_predictions(held_ids, T, '"')  # (n, T - 1)
+quotes = closing_predictions(held_ids, T, '"')  # (n, T - 1)
+brackets = closing_predictions(held_ids, T, "([{")  # (n, T - 1)
+closing = quotes | brackets
 zeroed = ablated_losses(model, held)  # (layer, head) -> (n, T - 1) nats
 change = {pair: nats / LN2 - losses for pair, nats in zeroed.items()}
-print("zeroed   all   closing quotes   elsewhere   (bits more)")
+print("zeroed   all  closing quotes  closing brackets  elsewhere (bits more)")
 for (layer, head), d in change.items():
     print(
-        f"  {layer}.{head}  {d.mean():+.3f}  {d[closing].mean():+14.3f} "
-        f"{d[~closing].mean():+11.3f}"
+        f"  {layer}.{head}  {d.mean():+.3f} {d[quotes].mean():+15.2f} "
+        f"{d[brackets].mean():+17.2f} {d[~closing].mean():+10.3f}"
     )
-together = window_losses(without_heads(model, quote_heads), held) / LN2
-together = together - losses
-print(f"quote heads {quote_heads} together:")
-print(
-    f"  closing quotes {together[closing].mean():+.2f}, "
-    f"elsewhere {together[~closing].mean():+.3f}"
-)
 
 # %% [markdown]
-# Two things stand out. Zeroing the quote heads together costs more than a bit per
-# closing quote, on average, and almost nothing elsewhere: the model closes quotes
-# with them. (Zeroed one at a time, heads that share a job can hide each other, a
-# caveat Olsson et al. give for their own ablations; hence "together".) And zeroing
-# the strongest previous-character head of layer 0 costs far more than any head of
-# layer 1, everywhere: it is how the model reads anything beyond the current
-# character. (It also costs bits on closing quotes; see the second pitfall.)
+# Zeroing the strongest previous-character head of layer 0 costs more than any head
+# of layer 1, everywhere: it is how the model reads anything beyond the current
+# character. (It also costs bits on closing quotes; see the second pitfall.) The
+# open-delimiter heads cost bits on closing quotes and brackets, and little
+# elsewhere. Zeroed one at a time, heads that share a job can hide each other, a
+# caveat Olsson et al. give for their own ablations; so the cell zeroes the
+# open-delimiter heads together, and counts where all the extra bits fall:
+
+# %%
+together = window_losses(without_heads(model, open_heads), held) / LN2
+together = together - losses
+print(f"open-delimiter heads {open_heads} zeroed together:")
+for name, where in (
+    ("closing quotes", quotes),
+    ("closing brackets", brackets),
+    ("elsewhere", ~closing),
+):
+    print(
+        f"  {name:<16} {together[where].mean():+.3f} bits each, "
+        f"{together[where].sum() / together.sum():4.0%} of the extra bits, "
+        f"{where.float().mean():5.1%} of the predictions"
+    )
+
+# %% [markdown]
+# Per character, the model closes quotes and brackets with these heads: each closing
+# quote costs more than a bit without them, each other character a few hundredths.
+# But closing quotes and brackets are about one prediction in eighty, so half or
+# more of the extra bits fall elsewhere: the heads do small work everywhere too.
 #
 # ## Other seeds
 #
-# One training run could be a lucky one. The cell trains the same recipe from seeds 1
-# and 2, the seeds the site's tests read, and measures each as above. Seed 0 is the
-# page's model.
+# One training run could be a lucky one. The cells train the same recipe from seeds 1
+# and 2, the seeds the site's tests read, and measure each as above (the folded
+# cells: the scores, and the heads zeroed). Seed 0 is the page's model.
 
 
-# %%
+# %% tags=["check"]
+in_word = targets["word start"][:, :-1].any(-1)  # a word's start to look at
+copyable = copy_predictions(held, k=3)  # an earlier copy says what comes
+
+
 def measure(m):
     loss = window_losses(m, held) / LN2
     with torch.no_grad():
@@ -516,14 +582,28 @@ def measure(m):
         n: torch.stack([target_scores(w, t) for w in ws])
         for n, t in targets.items()
     }
-    heads = [(1, h) for h in range(4) if s["open quote"][1, h] > ROLE]
-    d = window_losses(without_heads(m, heads), held) / LN2 - loss
+
+    def zero(heads):  # bits more per prediction, those heads zeroed
+        return window_losses(without_heads(m, heads), held) / LN2 - loss
+
+    def best(name):
+        return divmod(int(s[name].argmax()), 4)  # (layer, head)
+
+    heads = [(1, h) for h in range(4) if s[DELIMITER][1, h] > ROLE]
+    d = zero(heads)
+    word, copying = zero([best("word start")]), zero([best("earlier copy")])
     return {
         "bpc": loss.mean().item(),
         "scores": s,
-        "quote heads": heads,
-        "closing": d[closing].mean().item(),
+        "open heads": heads,
+        "quotes": d[quotes].mean().item(),
+        "brackets": d[brackets].mean().item(),
         "elsewhere": d[~closing].mean().item(),
+        "share elsewhere": (d[~closing].sum() / d.sum()).item(),
+        "word: in words": word[in_word].mean().item(),
+        "word: elsewhere": word[~in_word].mean().item(),
+        "copy: copyable": copying[copyable].mean().item(),
+        "copy: elsewhere": copying[~copyable].mean().item(),
     }
 
 
@@ -537,37 +617,54 @@ for seed in (1, 2):
     seconds[seed] = time.process_time() - start
     by_seed[seed] = measure(models[seed])
 
-# %%
+# %% tags=["check"]
 rows = {  # one column per seed
     "bits per character": lambda f: f"{f['bpc']:.3f}",
     "below the bigram": lambda f: f"{baselines['bigram'] - f['bpc']:.2f}",
     "previous char, layer 0": lambda f: (
         f"{f['scores']['previous character'][0].max():.2f}"
     ),
-    "open quote, layer 1": lambda f: (
-        f"{f['scores']['open quote'][1].max():.2f}"
+    "open delimiter, layer 1": lambda f: (
+        f"{f['scores'][DELIMITER][1].max():.2f}"
     ),
-    "quote heads (layer 1)": lambda f: (
-        ",".join(str(h) for _, h in f["quote heads"]) or "none"
+    "  its heads": lambda f: (
+        ",".join(f"1.{h}" for _, h in f["open heads"]) or "none"
     ),
-    "zeroed: closing quotes": lambda f: f"{f['closing']:+.2f}",
-    "zeroed: elsewhere": lambda f: f"{f['elsewhere']:+.3f}",
-    "bracket": lambda f: f"{f['scores']['bracket'][1].max():.2f}",
-    "word start": lambda f: f"{f['scores']['word start'].max():.2f}",
+    "  their open quote": lambda f: (
+        f"{max(f['scores']['open quote'][p] for p in f['open heads']):.2f}"
+    ),
+    "  their open bracket": lambda f: (
+        f"{max(f['scores']['open bracket'][p] for p in f['open heads']):.2f}"
+    ),
+    "  zeroed: closing quotes": lambda f: f"{f['quotes']:+.2f}",
+    "  closing brackets": lambda f: f"{f['brackets']:+.2f}",
+    "  elsewhere": lambda f: f"{f['elsewhere']:+.3f}",
+    "  share elsewhere": lambda f: f"{f['share elsewhere']:.0%}",
+    "word start / uniform": lambda f: (
+        f"{f['scores']['word start'].max() / baseline['word start']:.1f}"
+    ),
+    "  zeroed: in words": lambda f: f"{f['word: in words']:+.3f}",
+    "  elsewhere ": lambda f: f"{f['word: elsewhere']:+.3f}",
     "earlier copy / uniform": lambda f: (
         f"{f['scores']['earlier copy'].max() / baseline['earlier copy']:.2f}"
     ),
+    "  zeroed: copyable": lambda f: f"{f['copy: copyable']:+.3f}",
+    "  elsewhere  ": lambda f: f"{f['copy: elsewhere']:+.3f}",
 }
-print(f"{'seed':<23}" + "".join(f"{seed:>8}" for seed in by_seed))
+print(f"{'seed':<25}" + "".join(f"{seed:>8}" for seed in by_seed))
 for name, cell in rows.items():
-    print(f"{name:<23}" + "".join(f"{cell(f):>8}" for f in by_seed.values()))
+    print(f"{name:<25}" + "".join(f"{cell(f):>8}" for f in by_seed.values()))
 
 # %% [markdown]
-# Every seed tells the same story with its own numbers: about a bit per character
-# below the bigram model, a layer 0 that reads the last few characters, a layer-1
-# quote head whose removal costs bits on closing quotes and almost nothing else, no
-# induction heads. The bracket and word-start columns vary from seed to seed more
-# than the others: the page names no head for either.
+# Every seed tells the same story with its own numbers: most of a bit per character
+# below the bigram model; a layer 0 that reads the last few characters; one or two
+# open-delimiter heads in layer 1 (which heads, and how they split quotes from
+# brackets, depends on the seed), whose removal costs bits on each closing quote and
+# bracket and a few hundredths elsewhere, half or more of the extra bits falling
+# elsewhere; word-start heads whose removal costs a few hundredths of a bit on the
+# letters inside words; and no head that copies: zeroing the best earlier-copy head
+# costs a few hundredths of a bit where an earlier copy says what comes next
+# (`copy_predictions`).
 
 # %% [markdown]
 # ## This model in your browser
@@ -580,11 +677,10 @@ for name, cell in rows.items():
 # what the rounding costs on the held-out text.
 
 # %% tags=["check"]
-prev_head = int(scores["previous character"][0].argmax())
 named = {}
 for role, pairs in (
     ("previous character", [(0, prev_head)]),
-    ("open quote", quote_heads),
+    (DELIMITER, open_heads),
 ):
     for pair in pairs:
         named[pair] = (role, scores[role][pair].item())
@@ -605,27 +701,28 @@ for (layer, head), (role, score) in named.items():
 # ## Common pitfalls
 #
 # **A score without its baseline.** "The head with the highest score on earlier copies
-# is an induction head." Uniform attention scores about as much on the same queries
-# (the ratio printed above is close to 1). Fix: print every score next to uniform
-# attention's, and claim only a large ratio.
+# is an induction head." Uniform attention scores more than half as much on the same
+# queries (the ratio printed above), and zeroing that head costs a few hundredths of
+# a bit where copying would help (the table of seeds). Fix: print every score next
+# to uniform attention's, claim only a large ratio, and check it with the loss.
 #
 # **Judging a head by how much the loss rises.** "Zeroing the strongest
 # previous-character head costs bits on closing quotes too, so it also closes quotes."
 
 # %%
-for pair in ((0, prev_head), (1, best_quote)):
+for pair in ((0, prev_head), (1, best_open)):
     d = change[pair]
     print(
         f"head {pair[0]}.{pair[1]}: closing quotes "
-        f"{d[closing].mean():+.2f}, "
+        f"{d[quotes].mean():+.2f}, "
         f"elsewhere {d[~closing].mean():+.2f}, ratio "
-        f"{d[closing].mean() / d[~closing].mean():.0f}"
+        f"{d[quotes].mean() / d[~closing].mean():.0f}"
     )
 
 # %% [markdown]
-# The previous-character head raises the loss everywhere, closing quotes included; the
-# quote head raises it on closing quotes and hardly anywhere else. Fix: compare where a
-# head should matter with elsewhere.
+# The previous-character head raises the loss everywhere, closing quotes included;
+# the open-delimiter head raises it on closing quotes many times more than anywhere
+# else. Fix: compare where a head should matter with elsewhere.
 #
 # **Bits, nats and other texts.** "nanoGPT's Shakespeare model reaches a validation
 # loss of 1.4697; the bits per character above are far higher, so this model is far
@@ -641,6 +738,39 @@ print(f"1.4697 nats = {1.4697 / LN2:.2f} bits per character")
 # over its data: nats too. Fix: convert with $\ln 2$, and
 # compare models only on the same text; this page compares with baselines counted on
 # its own text.
+#
+# **Held-out text the model has read.** "Hold out the last tenth of every topic, as
+# the topics ship." The cell splits them so, without dropping the repeats, and looks
+# for each held-out window in the training text of that split. Then it measures this
+# page's model on those held-out windows, split by whether the model read them in
+# its own training text, beside the bigram counted on that text:
+
+# %%
+shipped = load_corpus(drop_repeats=False)
+leaked = verbatim_windows(shipped.held_out, shipped.train, T)
+print(
+    f"as shipped: {int(leaked.sum())} of {len(leaked):,} held-out windows "
+    f"({leaked.float().mean():.0%}) are in the training text"
+)
+shipped_held = windows(encode(shipped.held_out), T)
+read = verbatim_windows(shipped.held_out, corpus.train, T)
+model_bits = window_losses(model, shipped_held).mean(-1) / LN2  # (n,)
+bigram_bits = bigram_window_bits(train_ids, shipped_held).mean(-1)  # (n,)
+for name, where in (("read in training", read), ("not read", ~read)):
+    print(
+        f"{name:>16}: model {model_bits[where].mean():.2f}, bigram "
+        f"{bigram_bits[where].mean():.2f}, margin "
+        f"{(bigram_bits - model_bits)[where].mean():.2f} bits per character"
+    )
+
+# %% [markdown]
+# Nearly a third of that held-out text is in its training text, and on text it has
+# read the model gains more over the bigram than on text it has not: a leak makes a
+# model look better than it is. Fix: drop the documents that repeat others before
+# the split, and measure the held-out windows found in the training text, as the
+# page does above.
+# Public datasets leak too: Lee et al. (2022) found train-test overlap in "over 4% of
+# the validation set of standard datasets".
 #
 # **Measuring on the training text.** The model's loss on training windows is lower
 # than on held-out ones; so is the bigram's, counted on the same training text:
@@ -674,18 +804,21 @@ print(encode(to_alphabet("the \u201cfor\u201d statement")).shape)
 #
 # ## Exercises
 #
-# **1. Predict which head breaks closing quotes.** Using only the quote scores, name
-# the head; zero it, and measure the loss on closing quotes and elsewhere.
+# **1. Predict which head breaks closing brackets.** Using only the open-bracket
+# scores of layer 1, name the head; zero it, and measure the loss on closing
+# brackets, on closing quotes and elsewhere.
 
 # %% tags=["solution"]
-predicted = (1, int(scores["open quote"][1].argmax()))
+predicted = (1, int(scores["open bracket"][1].argmax()))
 d = window_losses(without_heads(model, [predicted]), held) / LN2 - losses
 print(
-    f"head {predicted}: closing quotes {d[closing].mean():+.2f} bits, "
+    f"head {predicted}: closing brackets {d[brackets].mean():+.2f} bits, "
+    f"closing quotes {d[quotes].mean():+.2f}, "
     f"elsewhere {d[~closing].mean():+.3f}"
 )
-# The layer-1 head with the top quote score: closing quotes cost many times
-# more than the other characters, which lose a few hundredths of a bit at most.
+# The layer-1 head with the top bracket score: closing brackets cost many
+# times more than the other characters, which lose a few hundredths of a bit.
+# If it is also an open-delimiter head, closing quotes cost bits too.
 
 # %% [markdown]
 # **2. Cut the context to 8 characters.** Evaluating on windows of 8 looks like the
@@ -713,9 +846,9 @@ for name, positions in (("all text", every), ("far closing quotes", far)):
 windowed = (window_losses(model, windows(held_ids, 8)) / LN2).mean()
 print(f"windows of 8 instead: {windowed:.2f} (all text, {bpc:.2f} in 32)")
 # Over all the text, 8 characters of context do about as well as 31: the model
-# uses little of its window. The far closing quotes cost well over a bit more:
-# their opening quote is out of sight. Windows of 8 say "a quarter of a bit",
-# but that is the cost of the first characters of each window.
+# uses little of its window. The far closing quotes cost about a bit more:
+# their opening quote is out of sight. Windows of 8 cost more than 32, but
+# that is the cost of the first characters of each window.
 
 # %% [markdown]
 # **3. Count the bigram yourself.** With `collections.Counter`, count the pairs of the
@@ -772,16 +905,17 @@ for temperature in (0.5, 1.0, 1.5):
 # %% [markdown]
 # ## Summary
 #
-# - Trained for about ten seconds on Python's documentation, a two-layer character
-#   transformer of 32,640 parameters predicts held-out text about a bit per character
-#   better than the bigram model.
+# - Trained on a CPU on Python's documentation, topics that repeat others dropped,
+#   a two-layer character transformer of 32,640 parameters predicts
+#   held-out text most of a bit per character better than the bigram model.
 # - Layer 0's heads read the last few characters; the strongest looks at the previous
 #   one, and the model depends on it more than on any head of layer 1.
-# - A head of layer 1 attends to the quote still open, and the closing quotes depend
-#   on it: zeroed, they cost bits, and nothing else does.
-# - Brackets get a head in some seeds only; word-start scores carry no loss; no head
-#   does induction. A score defined on held-out text, its uniform baseline and an
-#   ablation measured where the head should matter are what tell these apart.
+# - One or two heads of layer 1 attend to the bracket or quote still open. Zeroed,
+#   each closing quote or bracket costs bits, each other character a few hundredths;
+#   half or more of the extra bits still fall elsewhere.
+# - Word-start heads look at a word's first letter, but the model hardly uses them;
+#   no head does induction. A score defined on held-out text, its uniform baseline
+#   and an ablation measured where the head should matter are what tell these apart.
 #
 # The closing figures, as this build computed them:
 
@@ -797,18 +931,21 @@ for seed, f in by_seed.items():
         f"{f['bpc']:.3f} bits per character"
     )
     print(
-        f"  quote heads {f['quote heads']}, best score "
-        f"{s['open quote'][1].max():.2f}"
+        f"  open-delimiter heads {f['open heads']}, best score "
+        f"{s[DELIMITER][1].max():.2f}"
     )
     print(
-        f"  zeroed: closing quotes {f['closing']:+.2f} bits, "
-        f"elsewhere {f['elsewhere']:+.3f}"
+        f"  zeroed: closing quotes {f['quotes']:+.2f} bits, closing brackets "
+        f"{f['brackets']:+.2f}, elsewhere {f['elsewhere']:+.3f}"
     )
 print(f"this execution: {time.process_time():.0f} s of CPU time in all")
 
 # %% [markdown]
 # ## References
 #
+# - Katherine Lee, Daphne Ippolito, Andrew Nystrom et al. [Deduplicating Training
+#   Data Makes Language Models Better](https://aclanthology.org/2022.acl-long.577).
+#   ACL 2022. Repeated text in datasets, and train-test overlap.
 # - Catherine Olsson, Nelson Elhage, Neel Nanda et al. [In-context Learning and
 #   Induction Heads](https://transformer-circuits.pub/2022/in-context-learning-and-induction-heads/index.html).
 #   Transformer Circuits Thread, 2022. The prefix matching score, when induction heads

@@ -123,35 +123,46 @@ for seed in SEEDS:
         seconds[variant, seed] = time.process_time() - start
         models[variant, seed], histories[variant, seed] = model, history
 
+
 # %% tags=["plot"]
-fig, ax = plt.subplots(figsize=(4.5, 3.0), layout="constrained")
+def recent_loss(h):
+    """The mean training loss of the 25 steps before each measurement."""
+    return [np.mean(h.loss[step - 25 : step]) for step in h.steps]
+
+
+fig, (ax, below) = plt.subplots(
+    2, 1, figsize=(4.5, 4.4), sharex=True, layout="constrained"
+)
 for color, variant in (("C0", "none"), ("C1", "sink logit")):
     for seed in SEEDS:
         h = histories[variant, seed]
         sunk = [masses[1].max().item() for masses in h.first_mass]
-        ax.plot(
-            h.steps,
-            sunk,
-            color=color,
-            alpha=0.8,
-            label=variant if seed == 0 else None,
-        )
+        label = variant if seed == 0 else None
+        ax.plot(h.steps, sunk, color=color, alpha=0.8, label=label)
+        below.plot(h.steps, recent_loss(h), color=color, alpha=0.8)
 ax.axhline(uniform, color="gray", linestyle=":", label="uniform")
-ax.set(xlabel="training step", ylabel="weight on position 0", ylim=(0, 1))
+ax.set(ylabel="weight on position 0", ylim=(0, 1))
 ax.legend(fontsize=9)
+below.axhline(math.log(V), color="gray", linestyle=":")
+below.text(250, math.log(V), "ln 64", ha="right", va="bottom", fontsize=9)
+below.set(xlabel="training step", ylabel="training loss (nats)")
 figure_to_svg(
     fig,
-    alt="Layer 1's largest weight on position 0 for queries with nothing to "
-    "match, against the training step, four seeds each. Without a fix it "
-    "starts near the uniform share and climbs far above it in the second "
-    "half of training; with a sink logit it stays low.",
+    alt="Top: layer 1's largest weight on position 0 for queries with "
+    "nothing to match, against the training step, four seeds each. Without "
+    "a fix it starts near the uniform share and climbs far above it in the "
+    "second half of training; with a sink logit it stays low. Below: the "
+    "training loss of the same runs, flat near ln 64 at first, then falling "
+    "before the climb above begins.",
 )
 
 # %% [markdown]
 # Without a fix, one head of layer 1 ends up parking much of those queries' weight
-# on position 0, a random token. It happens as the induction heads form (the rise in
-# the second half): a head that copies must copy *something* when nothing matches,
-# and the model learns to make that something one harmless place.
+# on position 0, a random token. It happens once the induction heads have formed:
+# the loss can fall below $\ln 64$ only by predicting the repeats, and the weight
+# on position 0 climbs just after that fall (the lower plot). A head that copies
+# must copy *something* when nothing matches, and the model learns to make that
+# something one harmless place.
 #
 # <details class="note">
 # <summary>Going deeper: why position 0</summary>
@@ -197,6 +208,27 @@ sink_vs_sdpa = (ours - theirs).abs().max().item()
 print(f"sink_softmax vs SDPA with a zero key: {sink_vs_sdpa:.1e}")
 
 # %% [markdown]
+# With $\sigma_h = 0$ for every head this is Evan Miller's *softmax₁*, from his post
+# [Attention Is Off By One](https://www.evanmiller.org/attention-is-off-by-one.html)
+# (2023): add 1 to the denominator, so that a head may put nearly all its weight on
+# nothing. gpt-oss's model card introduces its sinks the same way: "Each attention
+# head has a learned bias in the denominator of the softmax, similar to off-by-one
+# attention and attention sinks, which enables the attention mechanism to pay no
+# attention to any tokens." gpt-oss learns the number that softmax₁ fixes at 0, and
+# keeps it in the layers with a window of 128 as well, where a window would
+# otherwise push the first token, the usual sink, out of sight ([Serving long
+# contexts](serving_long_contexts.md#attention-sinks) keeps the first tokens beside
+# the window for the same reason). DeepSeek-V4 has the same per-head term
+# (`self.sinks` in [Transformers' port](https://github.com/huggingface/transformers/pull/45643)).
+#
+# StreamingLLM's authors tested both ideas by pre-training three models of 160
+# million parameters (Xiao et al., §3.3). softmax₁ helped only partly: "while the zero
+# sink alleviates the attention sink problem to some extent, the model still relies
+# on other initial tokens as attention sinks". A learned placeholder token at the
+# start of every training sample worked well. Exercise 4 trains this page's model
+# with $\sigma_h$ fixed at 0.
+
+# %% [markdown]
 # ## A gate: output that goes nowhere
 #
 # Qiu et al. (2025) multiply each head's output by $g = \sigma(x W_g)$, computed
@@ -204,6 +236,14 @@ print(f"sink_softmax vs SDPA with a zero key: {sink_vs_sdpa:.1e}")
 # feature of each head; the model here gates each head as a whole (`gate="head"`).
 # A head with nothing to read can close its gate, $g \approx 0$, instead of
 # parking its weight somewhere.
+#
+# Qiu et al. compared gates at several places in the attention layer, in models of
+# 1.7 billion (dense) and 15 billion parameters (mixture of experts) trained on 3.5
+# trillion tokens. A sigmoid gate on each head's output, after the attention itself,
+# worked best: it "consistently improves performance", "enhances training
+# stability, tolerates larger learning rates", and mitigates both "massive
+# activation" and the attention sink. The small models below reproduce only the
+# part about the sink.
 
 # %%
 heads = torch.ones(1, 2, 1, 3)  # (B, H, T, d_k): two heads, one query
@@ -260,14 +300,17 @@ for seed in SEEDS:
 # In every seed:
 #
 # - **No fix**: the sunk head puts several times the uniform share on position 0.
-# - **Sink logit**: that weight falls far below, and less than a third of a
-#   nothing-to-match query's weight reaches any key. The sink takes the rest.
-# - **Gate**: the gate is mostly closed where nothing matches and mostly open where
-#   something does, and the weight on position 0 is lower than without it.
+# - **Sink logit**: that weight falls to half of no fix's or less, and most of a
+#   nothing-to-match query's weight reaches no key at all: the sink takes it.
+# - **Gate**: the gate is mostly closed where nothing matches (a quarter to a third
+#   open) and mostly open where something does, and the weight on position 0 is
+#   lower than without it.
 # - **Both** lower the loss, the sink logit by more.
 #
-# The sink did not go away with the gate; it stopped mattering. With the sink logit
-# it went where the model was built to put it.
+# With the gate, the sink did not go away: the sunk head still puts twice the
+# uniform share or more on position 0. But where nothing matches, its gate passes
+# only a quarter to a third of what the head reads there. With the sink logit, the
+# weight went where the model was built to put it: nowhere.
 #
 # ## Common pitfalls
 #
@@ -289,13 +332,16 @@ print("with the sink:", right)
 # The fix: add $e^{\sigma_h - m}$ to the denominator on every path (a kernel's
 # running maximum $m$ starts at the sink). The check that catches it is the one
 # above: attention with a sink equals attention over one more key of value zero.
-# This happened in a real kernel ([modular #6198](https://github.com/modular/modular/issues/6198),
-# with a fix proposed in [#6591](https://github.com/modular/modular/pull/6591)).
+# This happened in a real kernel: on one GPU family, sink-aware attention fell back
+# to a generic path that drops the sink
+# ([modular #6198](https://github.com/modular/modular/issues/6198)). The fix proposed
+# in [#6591](https://github.com/modular/modular/pull/6591) sends those cases to the
+# slower naive kernel, which applies the sink.
 #
 # **The sink of the wrong head.** Scores are often laid out as $(B \cdot H, L, S)$
-# rows, and a common mistake is to find a row's head as `row % H`. For one query
-# per sequence ($L = 1$, decoding) that is right; for a prefill it is not, and the
-# weights of the wrong head's sink come out:
+# rows. The same pull request found the naive kernel finding a row's head as
+# `row % H`. For one query per sequence ($L = 1$, decoding) that is right; for a
+# prefill it is not, and the weights of the wrong head's sink come out:
 
 # %%
 B = 2
@@ -369,6 +415,27 @@ print(
 # The two differ: the mean of $1/(i+1)$ is not $1/(\overline{i}+1)$, as $1/(i+1)$ is
 # convex (Jensen's inequality), so the early queries weigh more.
 #
+# **4. Off by one.** Train the sink model of seed 0 again with every $\sigma_h$
+# fixed at 0, softmax₁ (`layer.sink.requires_grad_(False)` before training), and
+# measure it as the table does. How much weight still reaches the keys, and where?
+
+# %% tags=["solution"]
+torch.manual_seed(0)
+softmax_one = ModernDecoder(V, T, embed_dim=64, num_heads=2, sink=True)
+for layer in softmax_one.layers:
+    layer.sink.requires_grad_(False)  # sigma_h stays 0
+train_repeats(softmax_one, seed=0, probe=batch(128, 2000), **RECIPE)
+exercise_4 = measure(softmax_one, 0)
+learned = figures["sink logit", 0]
+for name, f in (("sigma learned", learned), ("sigma = 0", exercise_4)):
+    print(
+        f"{name:>13}: weight on position 0 {f['first']:.2f}, "
+        f"on any key {f['keys']:.2f}, loss {f['loss']:.3f}"
+    )
+# In this small model softmax_1 does nearly what a learned sigma_h does: less
+# than a third of the weight reaches any key, and the loss is within a few
+# hundredths. StreamingLLM's larger models still leaned on their first tokens.
+#
 # ## Summary
 #
 # The CPU time each model took to train, in this build:
@@ -383,9 +450,13 @@ print(f"all twelve: {sum(seconds.values()):.1f} s of CPU time")
 #
 # - Guangxuan Xiao, Yuandong Tian, Beidi Chen, Song Han, Mike Lewis.
 #   [Efficient Streaming Language Models with Attention
-#   Sinks](https://arxiv.org/abs/2309.17453). ICLR 2024.
+#   Sinks](https://arxiv.org/abs/2309.17453). ICLR 2024. Section 3.3 pre-trains with
+#   softmax₁ and with a sink token.
+# - Evan Miller. [Attention Is Off By
+#   One](https://www.evanmiller.org/attention-is-off-by-one.html). 2023. softmax₁.
 # - Zihan Qiu et al. [Gated Attention for Large Language Models: Non-linearity,
-#   Sparsity, and Attention-Sink-Free](https://arxiv.org/abs/2505.06708). 2025.
+#   Sparsity, and Attention-Sink-Free](https://arxiv.org/abs/2505.06708). NeurIPS
+#   2025.
 # - OpenAI. [gpt-oss-120b & gpt-oss-20b Model
 #   Card](https://arxiv.org/abs/2508.10925). 2025. The sinks in the reference
 #   implementation:

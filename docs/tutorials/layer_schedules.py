@@ -5,14 +5,15 @@
 # people run today change it in small ways, each for a reason you can measure. This
 # page builds two of them:
 #
-# - **Layer schedules.** Some layers see only the last few hundred or thousand
+# - **Layer schedules.** Some layers see only the last 128 to a few thousand
 #   tokens (a *sliding window*), others see everything. The schedule decides the
 #   key/value cache's size: the page computes the bill of Gemma 2, Gemma 3, gpt-oss
 #   and nanochat from their published configurations, and pays it with real caches.
 # - **Logits kept in range.** Gemma 2 *caps* its attention logits; Gemma 3
 #   normalizes queries and keys instead (*QK-norm*). The page trains small models at
 #   a learning rate high enough to blow up, with neither, with the cap and with
-#   QK-norm, and watches the largest logit.
+#   QK-norm, watches the largest logit, and compares them with the same model at a
+#   rate that works.
 #
 # It assumes causal multi-head attention ([Scaled dot-product attention, step by
 # step](scaled_dot_product_step_by_step.md)), the key/value cache ([Generating text
@@ -93,9 +94,11 @@ figure_to_svg(
 # restores the reach: information can hop $W - 1$ positions per sliding layer, and
 # one full layer sees everything ([Serving long contexts](serving_long_contexts.md)
 # has the details). Models mix the two, and their configurations spell the mix out.
-# Hugging Face's `config.json` names each layer's kind in `layer_types`,
-# `"sliding_attention"` or `"full_attention"`; `tile_layer_types` repeats a pattern
-# the same way, from layer 0:
+# Recent Hugging Face configurations (`config.json`) name each layer's kind in
+# `layer_types`, `"sliding_attention"` or `"full_attention"`; older ones, still on
+# the Hub, give the pattern as a number, `sliding_window_pattern` (6 in Gemma 3's:
+# five sliding layers, then a full one). `tile_layer_types` repeats a pattern the
+# same way, from layer 0:
 #
 # - **Gemma 2**: sliding and full in turn, windows of 4096 (Google's
 #   [config.py](https://github.com/google/gemma_pytorch/blob/014acb7ac4563a5f77c76d7ff98f31b568c16508/gemma/config.py):
@@ -157,11 +160,38 @@ for config in PUBLISHED:
 # %% [markdown]
 # At long contexts Gemma 3 pays for about one layer in six and saves about six
 # times. Gemma 2, at its 8K context with a 4K window, saves a quarter of its
-# bill. gpt-oss halves it. Two numbers measured by other projects agree with the
-# formula for gpt-oss-20b: 49,152 bytes per token with every layer full
-# ([gguf-parser-go #32](https://github.com/gpustack/gguf-parser-go/issues/32)), and
-# 192 MiB of full history at 4,096 tokens
-# ([sglang #30091](https://github.com/sgl-project/sglang/pull/30091)).
+# bill. gpt-oss halves it.
+#
+# The formula charges a sliding layer exactly $W$ entries: it is the least a cache
+# can keep. Engines keep more. For gpt-oss-20b at 4,096 tokens, a windowed cache
+# proposed for sglang measured 102.0 MiB, against 192.0 MiB with full history
+# ([sglang #30091](https://github.com/sgl-project/sglang/pull/30091)); at 131,072
+# tokens, llama.cpp keeps "~0.05 GiB windowed" beside "≈ 3.00 GiB full"
+# ([gguf-parser-go #32](https://github.com/gpustack/gguf-parser-go/issues/32), where
+# an estimator that ignored the window charged all 24 layers in full, 49,152 bytes
+# a token). The formula, for the same cases:
+
+# %%
+oss = next(c for c in PUBLISHED if c.name == "gpt-oss-20b")
+entry = kv_bytes(oss.all_full(), 1) // len(oss.layer_types)  # a layer, a token
+sliding = oss.layer_types.count(SLIDING)
+MiB, GiB = 2**20, 2**30
+print(
+    f"4,096 tokens: {kv_bytes(oss, 4096) / MiB:.1f} MiB with the schedule, "
+    f"{kv_bytes(oss.all_full(), 4096) / MiB:.1f} MiB all full"
+)
+windowed = sliding * oss.window * entry  # what the sliding layers keep
+kept = (102.0 * MiB - (kv_bytes(oss, 4096) - windowed)) / (sliding * entry)
+print(f"sglang's 102.0 MiB: {kept:.0f} entries per sliding layer")
+full_layers = kv_bytes(oss, 131_072) - windowed
+print(
+    f"131,072 tokens: sliding layers {windowed / GiB:.4f} GiB, "
+    f"full layers {full_layers / GiB:.2f} GiB"
+)
+
+# %% [markdown]
+# The full layers agree; the sliding layers keep twice the window in sglang's
+# cache, and many times it in llama.cpp's. The schedule column is a lower bound.
 #
 # <details class="note">
 # <summary>Going deeper: where the numbers come from</summary>
@@ -175,7 +205,38 @@ for config in PUBLISHED:
 # layers) and of Transformers'
 # [GptOssConfig](https://github.com/huggingface/transformers/blob/02b8f42b4240dddea1b27c45d2dc95fb2682f841/src/transformers/models/gpt_oss/configuration_gpt_oss.py).
 # nanochat's d20 is its training script's default depth: 20 layers of 10 heads of
-# 128. Each model's `config.json` on Hugging Face holds the same keys.
+# 128; its checkpoints keep their own metadata (`n_kv_head`, `window_pattern`)
+# rather than a Hugging Face `config.json`.
+#
+# </details>
+#
+# <details class="note">
+# <summary>Going deeper: schedules this formula does not cover</summary>
+#
+# The formula gives every layer a cache of its own, with the same $H_{kv}$ and $d_k$.
+# Several recent models do otherwise:
+#
+# - **Gemma 4** (Transformers'
+#   [Gemma4TextConfig](https://github.com/huggingface/transformers/blob/008e574391258935f3ecc3035c882e73bbcac419/src/transformers/models/gemma4/configuration_gemma4.py)):
+#   its full layers have a head size of their own (`global_head_dim`, 512 by
+#   default) and can have fewer key/value heads (`num_global_key_value_heads`); and
+#   with `num_kv_shared_layers`, the last layers reuse earlier layers' keys and
+#   values and keep no cache at all ([unsloth
+#   #5225](https://github.com/unslothai/unsloth/pull/5225) leaves them out of its
+#   estimate for Gemma 3n and Gemma 4).
+# - **Llama 4**
+#   ([Llama4TextConfig](https://github.com/huggingface/transformers/blob/008e574391258935f3ecc3035c882e73bbcac419/src/transformers/models/llama4/configuration_llama4.py)):
+#   three layers in four attend within fixed chunks of 8,192 tokens
+#   (`attention_chunk_size`), so their cache empties at each chunk's end instead of
+#   sliding; every fourth layer is full and has no rotary positions at all
+#   (`no_rope_layer_interval`).
+# - **Cohere's Command models**
+#   ([Cohere2Config](https://github.com/huggingface/transformers/blob/008e574391258935f3ecc3035c882e73bbcac419/src/transformers/models/cohere2/configuration_cohere2.py)):
+#   windows of 4,096 in three layers of four.
+# - **Qwen3-Next**
+#   ([Qwen3NextConfig](https://github.com/huggingface/transformers/blob/008e574391258935f3ecc3035c882e73bbcac419/src/transformers/models/qwen3_next/configuration_qwen3_next.py)):
+#   three layers in four are linear attention (`full_attention_interval` 4), whose
+#   state has one size at any length ([the delta rule](delta_rule.md)).
 #
 # </details>
 
@@ -273,7 +334,9 @@ print(
 # Gemma 2 passes every attention logit through $50 \tanh(s/50)$ and its final
 # logits through $30 \tanh(s/30)$ (`attn_logit_softcapping=50.0`,
 # `final_logit_softcapping=30.0` in its config). Near zero the cap changes nothing
-# (its slope at 0 is 1); far from zero it flattens, and no logit reaches $\pm 50$.
+# (its slope at 0 is 1); far from zero it flattens and approaches $\pm 50$. (In
+# exact arithmetic it never gets there; in float32, $\tanh$ of a large number rounds
+# to exactly 1, and the cap to exactly 50.)
 # The cap needs only the score, so it is a `score_mod` for the FlexAttention
 # interface of [Serving long contexts](serving_long_contexts.md).
 # `softcap_score_mod` gives it; PyTorch's own `flex_attention` takes the same
@@ -294,17 +357,31 @@ print(f"attn_ref vs torch flex_attention: {flex_difference:.1e}")
 # %% [markdown]
 # ## QK-norm: a bound from the gains
 #
-# Gemma 3 drops the cap and normalizes each query and key instead (Dehghani et al.,
-# 2023): divide by its root mean square over its $d$ features, and multiply by
-# learned gains $g$ (`qk_norm`). A normalized vector has norm about $\sqrt{d}$
-# times its gains, so by Cauchy-Schwarz no scaled score can pass
+# Gemma 3 drops both caps and normalizes each query and key instead. Its report
+# says why: "Inspired by Dehghani et al. (2023), Wortsman et al. (2023) and
+# Chameleon Team (2024), we replace the soft-capping of Gemma 2 with QK-norm." The
+# idea is older: Henry et al. (2020) divided queries and keys by their lengths and
+# multiplied the scores by a learned scale; Dehghani et al. (2023) applied a
+# LayerNorm to queries and keys after vision transformers of about 8 billion
+# parameters diverged with extremely large attention logits, and went on to train
+# one of 22 billion. It is common now: Qwen3's report says it introduces QK-Norm "to
+# ensure stable training", Llama 4 normalizes the queries and keys of its layers
+# with rotary positions (`use_qk_norm`), and Gemma 4 keeps Gemma 3's.
+#
+# Gemma's form is an RMSNorm, which `qk_norm` computes: divide each query and key
+# by its root mean square over its $d$ features, and multiply by learned gains $g$.
+# A normalized vector then has a norm of at most $\sqrt{d}$ times its largest gain,
+# so by Cauchy-Schwarz no scaled score can pass
 #
 # $$
 # \sqrt{d}\, \max_i |g^q_i| \, \max_i |g^k_i|,
 # $$
 #
-# however large the layer's input. With gains of 1 and $d = 32$, queries and keys
-# of size $10^4$ still give scores below $\sqrt{32} \approx 5.7$:
+# however large the layer's input. (Gemma 3 27B divides its scores by $\sqrt{168}$,
+# its `query_pre_attn_scalar`, rather than by $\sqrt{d} = \sqrt{128}$, so its bound
+# is $128 / \sqrt{168}$ times the gains; the cell prints it.) With gains of 1 and
+# $d = 32$, queries and keys of size $10^4$ still give scores below
+# $\sqrt{32} \approx 5.7$:
 
 # %%
 x = 1e4 * torch.randn(2, 6, 32, generator=g)  # (B, T, d)
@@ -312,6 +389,7 @@ qn = qk_norm(x)
 kn = qk_norm(1e4 * torch.randn(2, 6, 32, generator=g))
 peak = (qn @ kn.transpose(-1, -2) / math.sqrt(32)).abs().max().item()
 print(f"largest score {peak:.2f}, bound {math.sqrt(32):.2f}")
+print(f"Gemma 3 27B's bound: {128 / math.sqrt(168):.2f} times its gains")
 
 # %% [markdown]
 # ## A learning rate too high
@@ -320,87 +398,149 @@ print(f"largest score {peak:.2f}, bound {math.sqrt(32):.2f}")
 # `ModernDecoder(64, 32, embed_dim=64, num_heads=2)`, two attention-only layers of
 # two heads, trained by `train_repeats` on random tokens that repeat. AdamW at 0.04
 # is too fast for it. Each seed trains three models for 160 steps from the same
-# start: with neither fix, with a cap of 50, and with QK-norm. Each step records
-# the largest attention logit, before any cap.
+# start: with neither fix, with a cap of 50, and with QK-norm. For reference, it
+# trains the first and the last again at 0.01, a rate at which the model learns.
+# Each step records the largest attention logit, before any cap.
 
 # %%
 V, T = 64, 32
 SEEDS = (0, 1, 2, 3)
-RECIPE = dict(steps=160, lr=4e-2, batch_size=32)
-VARIANTS = {
-    "neither": {},
-    "cap 50": {"softcap": 50.0},
-    "QK-norm": {"qk_norm": True},
+RECIPE = dict(steps=160, batch_size=32)
+VARIANTS = {  # name: (options, learning rate)
+    "neither": ({}, 4e-2),
+    "cap 50": ({"softcap": 50.0}, 4e-2),
+    "QK-norm": ({"qk_norm": True}, 4e-2),
+    "neither, 0.01": ({}, 1e-2),
+    "QK-norm, 0.01": ({"qk_norm": True}, 1e-2),
 }
 runs, seconds = {}, {}
 for seed in SEEDS:
-    for variant, options in VARIANTS.items():
+    for variant, (options, lr) in VARIANTS.items():
         torch.manual_seed(seed)
         model = ModernDecoder(V, T, embed_dim=64, num_heads=2, **options)
         start = time.process_time()
-        history = train_repeats(model, seed=seed, **RECIPE)
+        history = train_repeats(model, seed=seed, lr=lr, **RECIPE)
         seconds[variant, seed] = time.process_time() - start
         runs[variant, seed] = model, history
 
 # %% tags=["plot"]
+peaks = {key: max(h.max_logit) for key, (_, h) in runs.items()}
 fig, ax = plt.subplots(figsize=(4.5, 3.2), layout="constrained")
-for color, variant in zip(("C0", "C1", "C2"), VARIANTS, strict=True):
+for color, variant in zip(("C0", "C1", "C2"), VARIANTS, strict=False):
     for seed in SEEDS:
         ax.semilogy(
             runs[variant, seed][1].max_logit,
             color=color,
             alpha=0.7,
-            label=variant if seed == 0 else None,
+            label=f"{variant}, 0.04" if seed == 0 else None,
         )
 ax.axhline(50, color="C1", linestyle="--", linewidth=1)
 ax.set(xlabel="training step", ylabel="largest attention logit")
 ax.legend(fontsize=9)
+least = min(peaks["neither", seed] for seed in SEEDS)
 figure_to_svg(
     fig,
-    alt="The largest attention logit against the training step, log "
-    "scale, four seeds per variant. With neither fix it climbs past "
-    "100,000. Under the cap the raw logits still reach hundreds or more, "
-    "while the softmax sees at most 50 (dashed). With QK-norm they stay "
-    "at a few units.",
+    alt="The largest attention logit against the training step at a "
+    "learning rate of 0.04, log scale, four seeds per variant. With neither "
+    f"fix it climbs to {least:.0e} or more. Under the cap the raw logits "
+    "still grow far past 50, while the softmax sees at most 50 (dashed). "
+    "With QK-norm they stay at a few units.",
 )
 
 # %% [markdown]
-# The table gives each model's largest logit over training and its loss on a
+# The tables give each model's largest logit over training and its loss on a
 # fresh batch of 256 sequences. A uniform guess over 64 tokens scores
 # $\ln 64 \approx 4.16$ nats.
 
 
-# %% tags=["plot"]
+# %%
+def test_batch(seed):
+    generator = torch.Generator().manual_seed(1000 + seed)
+    return repeated_tokens(256, T, V, (8, 16), generator)[0]
+
+
 def final_loss(model, seed):
-    tokens, _ = repeated_tokens(
-        256, T, V, (8, 16), torch.Generator().manual_seed(1000 + seed)
-    )
+    tokens = test_batch(seed)
     with torch.no_grad():
         return next_token_losses(model(tokens)[0], tokens).mean().item()
 
 
-peaks = {key: max(h.max_logit) for key, (_, h) in runs.items()}
 losses = {key: final_loss(m, key[1]) for key, (m, _) in runs.items()}
-print("    " + "".join(f"{v:>17} " for v in VARIANTS))
-print("seed" + f"{'peak':>8}{'loss':>8} " * 3)
-for seed in SEEDS:
-    row = "".join(
-        f"{peaks[v, seed]:>8.2g}{losses[v, seed]:>8.2f} " for v in VARIANTS
+for title, table, form in (
+    ("largest logit", peaks, ">9.2g"),
+    ("loss", losses, ">9.2f"),
+):
+    print(f"{title:<15}" + "".join(f"{'seed ' + str(s):>9}" for s in SEEDS))
+    for variant in VARIANTS:
+        cells = "".join(f"{table[variant, s]:{form}}" for s in SEEDS)
+        print(f"{variant:<15}{cells}")
+
+# %% [markdown]
+# Why does the cap not help? Under it the raw logits still grow, far past 50,
+# where $50 \tanh(s/50)$ flattens: its slope $1 - \tanh^2(s/50)$ shrinks, so less
+# and less gradient flows back to those logits, and $\pm 50$ is still enough for a
+# softmax to put all of a row's weight on one key. The folded cell prints the slope
+# at 50 and at 150, and counts, over each capped model's test batch, the raw logits
+# past each; and, for the QK-norm models, the bound derived above from their
+# trained gains, beside their largest logit.
+
+
+# %% tags=["check"]
+def beyond(model, seed, at):
+    """The share of the causal raw scores whose size is past ``at``."""
+    x, shares = model.embed(test_batch(seed)), []
+    with torch.no_grad():
+        for layer in model.layers:
+            raw = layer.scores(x)[..., causal_mask(T)]  # (B, H, T(T+1)/2)
+            shares.append((raw.abs() > at).float().mean().item())
+            x = x + layer(x)[0]
+    return sum(shares) / len(shares)
+
+
+def qk_bound(model):
+    """sqrt(d) max|g_q| max|g_k|, over the layers."""
+    return max(
+        math.sqrt(layer.head_dim)
+        * layer.q_norm.weight.abs().max().item()
+        * layer.k_norm.weight.abs().max().item()
+        for layer in model.layers
     )
-    print(f"{seed:>4}{row}")
+
+
+print("seed" + "".join(f"{s:>7}" for s in SEEDS))
+past = {}
+for at in (50, 150):
+    slope = 1 - math.tanh(at / 50) ** 2
+    print(f"cap 50: raw logits past {at} (the cap's slope there: {slope:.2g})")
+    past[at] = {s: beyond(runs["cap 50", s][0], s, at) for s in SEEDS}
+    print("    " + "".join(f"{past[at][s]:>7.0%}" for s in SEEDS))
+bounds = {seed: qk_bound(runs["QK-norm", seed][0]) for seed in SEEDS}
+print("QK-norm, 0.04: bound from the gains, largest logit")
+print("    " + "".join(f"{bounds[s]:>7.1f}" for s in SEEDS))
+print("    " + "".join(f"{peaks['QK-norm', s]:>7.1f}" for s in SEEDS))
 
 # %% [markdown]
 # In every seed:
 #
-# - **Neither**: the largest logit runs away and the run diverges. Its loss ends
-#   far above $\ln 64$, worse than guessing.
-# - **Cap 50**: the softmax never sees more than 50 and the loss stays near
-#   $\ln 64$: no divergence, and little learning. Under the cap the raw logits
-#   still grow to hundreds or more.
-# - **QK-norm**: the largest logit stays a few units, and the loss ends below both
-#   the cap's and $\ln 64$.
+# - **Neither, 0.04**: the largest logit runs away, orders of magnitude past
+#   anything QK-norm allows, and the run diverges. Its loss ends far above
+#   $\ln 64$, worse than guessing.
+# - **Cap 50**: the softmax never sees more than 50, and nothing diverges; but the
+#   loss ends a little above $\ln 64$, no better than guessing. A large share of the
+#   raw logits sit past 50, where the cap passes less than half of their gradient.
+# - **QK-norm, 0.04**: the largest logit stays a few units, under the bound of its
+#   gains, and the loss ends a little below $\ln 64$: nothing blows up, and little
+#   is learned.
+# - **At 0.01**, with or without QK-norm, the model learns the task: the loss falls
+#   far below $\ln 64$.
 #
-# The cap bounds what the softmax sees; QK-norm bounds what the layer computes.
+# So at 0.04 all three fail, and QK-norm only removes the blow-up. Wortsman et al.
+# (2023) show that "the growth of logits in attention layers" appears "in small
+# models when training at high learning rates", and that QK-norm removes it, so
+# that the final loss depends much less on the learning rate. Here it does not make
+# 0.04 work: their runs also warm the rate up over thousands of steps and clip the
+# gradients, and this toy starts at 0.04 with neither. The cap bounds what the
+# softmax sees; QK-norm bounds what the layer computes.
 #
 # ## Common pitfalls
 #
@@ -442,8 +582,8 @@ print(
 #
 # **A cap that does not cap.** `x * tanh(x / c)` looks like the cap and is not:
 # once $|x| \gg c$, `tanh` is 1 and it returns $x$
-# ([unsloth-zoo #593](https://github.com/unslothai/unsloth-zoo/pull/593), where
-# final logits reached about 124 against a cap of 30):
+# ([unsloth-zoo #593](https://github.com/unslothai/unsloth-zoo/pull/593): on
+# Gemma 4 E2B, final logits reached about 124 against its cap of 30):
 
 # %%
 x = torch.tensor([124.0])
@@ -454,12 +594,18 @@ print(
 
 # %% [markdown]
 # **The cap on the wrong logits.** Gemma 2 caps both the attention logits (50) and
-# the final logits (30); nanochat caps only its final logits (at 15); QK-norm
-# bounds only the attention logits. The two are easy to mix up
+# the final logits (30). Gemma 3 drops both and normalizes queries and keys, which
+# bounds only the attention logits. Gemma 4 keeps QK-norm and caps its final logits
+# at 30 again: the two bound different logits (llama.cpp reads that 30 from Gemma
+# 4's files, [#21390](https://github.com/ggml-org/llama.cpp/pull/21390)). nanochat
+# does the same: it normalizes queries and keys (without gains, then times 1.2, so
+# its scores stay within $1.2^2 \sqrt{128}$) and caps its final logits at 15. The
+# two are easy to mix up
 # ([modded-nanogpt #33](https://github.com/KellerJordan/modded-nanogpt/issues/33):
 # "I mixed up logit softcapping and attention scores softcapping"). And a dropped
 # final cap can hide from greedy decoding, since $\tanh$ keeps the order of the
-# logits ([Megatron-Bridge #4645](https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/4645)):
+# logits (Gemma 4's, in
+# [Megatron-Bridge #4645](https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/4645)):
 # compare probabilities, not the chosen tokens.
 #
 # ## Exercises
@@ -513,7 +659,7 @@ print(f"score {exercise_3:.4f}, bound {math.sqrt(32):.4f}")
 # %% tags=["measured"]
 for (variant, seed), sec in seconds.items():
     print(f"{variant}, seed {seed}: {sec:.1f} s")
-print(f"all twelve: {sum(seconds.values()):.1f} s of CPU time")
+print(f"all {len(seconds)}: {sum(seconds.values()):.1f} s of CPU time")
 
 # %% [markdown]
 # ## References
@@ -525,6 +671,15 @@ print(f"all twelve: {sum(seconds.values()):.1f} s of CPU time")
 #   Card](https://arxiv.org/abs/2508.10925). 2025.
 # - Mostafa Dehghani et al. [Scaling Vision Transformers to 22 Billion
 #   Parameters](https://arxiv.org/abs/2302.05442). ICML 2023 (QK normalization).
+# - Alex Henry, Prudhvi Raj Dachapally, Shubham Pawar, Yuxuan Chen. [Query-Key
+#   Normalization for Transformers](https://aclanthology.org/2020.findings-emnlp.379).
+#   Findings of EMNLP 2020.
+# - Mitchell Wortsman et al. [Small-scale proxies for large-scale Transformer
+#   training instabilities](https://arxiv.org/abs/2309.14322). 2023.
+# - Qwen Team. [Qwen3 Technical Report](https://arxiv.org/abs/2505.09388). 2025.
+# - What engines keep for sliding layers:
+#   [sglang #30091](https://github.com/sgl-project/sglang/pull/30091),
+#   [gguf-parser-go #32](https://github.com/gpustack/gguf-parser-go/issues/32).
 # - Configurations: Google's
 #   [gemma/config.py](https://github.com/google/gemma_pytorch/blob/014acb7ac4563a5f77c76d7ff98f31b568c16508/gemma/config.py),
 #   OpenAI's

@@ -1,6 +1,7 @@
 # --8<-- [start:bug]
 # A learned sink left out of the softmax's denominator (modular/modular
-# #6198, fixed in #6591): zero scores, values of 1, a positive sink per head.
+# #6198; a fix proposed in #6591): zero scores, values of 1, a positive sink
+# per head.
 import math
 
 import torch

@@ -22,7 +22,8 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 def layer_np(layer, x: np.ndarray) -> dict:
     """One ModernAttention layer on (B, T, C) float64 input, full causal (no window, no rotary):
-    its output, weights (B, H, T, T), gates (B, T, H) if any, and the largest raw |score|."""
+    its output, weights (B, H, T, T), gates (B, T, H) if any, the raw scores (B, H, T, T) before
+    any cap or mask, and the largest raw |score|."""
     B, T, C = x.shape
     H, d = layer.num_heads, layer.head_dim
     assert layer.window is None and layer.rope_base is None and layer.num_kv_heads == H
@@ -34,7 +35,7 @@ def layer_np(layer, x: np.ndarray) -> dict:
     if layer.q_norm is not None:
         q, k = _rms(q, as64(layer.q_norm.weight)), _rms(k, as64(layer.k_norm.weight))
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)  # (B, H, T, T)
-    out = {"max_logit": float(np.abs(scores).max())}
+    out = {"max_logit": float(np.abs(scores).max()), "raw_scores": scores}
     if layer.softcap is not None:
         scores = layer.softcap * np.tanh(scores / layer.softcap)
     scores = np.where(causal(T), scores, -np.inf)

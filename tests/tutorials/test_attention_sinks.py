@@ -3,7 +3,9 @@
 The twelve trained models (three variants, seeds 0 to 3) are read from the execution, never trained
 again, and run here in float64 NumPy (tests/support/modern_reference.py) on batches drawn here; every
 claim the page makes about them is checked on every seed with margins far from what the runs give
-(the worst seeds of both arithmetics are in the comments). The sink identity is checked against a
+(the runs of seeds 0 to 3 under AVX-512 with two threads, and under PyTorch's default kernels and
+AVX2 with one thread, are in the comments: AVX2's seed 3 lets a third of the sink model's weight
+reach the keys, which a threshold read off the first two arithmetics had ruled out). The sink identity is checked against a
 softmax over one more column written out here, the bugs' symptoms against their formulas.
 """
 
@@ -93,19 +95,22 @@ def test_without_a_fix_the_sink_forms_on_position_0(values, measured, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_sink_logit_takes_the_weight(measured, seed):
+def test_a_sink_logit_takes_the_weight(values, measured, seed):
     none, sink = measured["none", seed], measured["sink logit", seed]
-    assert sink["first"] < 0.3  # worst 0.20
-    assert none["first"] - sink["first"] > 0.25  # worst 0.35: "far below"
-    assert sink["keys"] < 1 / 3  # worst 0.26: "less than a third reaches any key"
+    # "falls to half of no fix's or less" (runs: 0.13 to 0.49 of it)
+    assert sink["first"] < 0.6 * none["first"]
+    # "most of a nothing-to-match query's weight reaches no key" (runs: 0.15 to 0.34 reach one)
+    assert sink["keys"] < 0.5
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_gate_closes_where_nothing_matches(measured, seed):
+def test_a_gate_closes_where_nothing_matches(values, measured, seed):
     none, gate = measured["none", seed], measured["gate", seed]
-    assert gate["closed"] < 0.4  # worst 0.30: "mostly closed"
+    assert 0.1 < gate["closed"] < 0.4  # runs 0.20 to 0.32: "a quarter to a third open"
     assert gate["open"] > 0.7  # worst 0.81: "mostly open"
     assert none["first"] - gate["first"] > 0.08  # worst 0.15
+    # "still puts twice the uniform share or more on position 0" (runs: 2.0 to 3.3 times)
+    assert gate["first"] > 1.5 * values["uniform"]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -117,11 +122,20 @@ def test_both_fixes_lower_the_loss_the_sink_more(measured, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_sink_rises_in_the_second_half_and_not_with_a_sink_logit(values, seed):
+def test_the_sink_rises_after_the_loss_falls_and_not_with_a_sink_logit(values, seed):
+    """The loss sits near ln 64 at first (the plateau), then falls: only predicting the repeats,
+    induction, can take it below ln 64. The weight on position 0 climbs after that fall (runs: at
+    most 0.28 when the 25-step mean loss first drops below 3.5, at steps 100 to 125; 0.46 to 0.90
+    at step 250)."""
     history = values["histories"]["none", seed]
     sunk = {step: float(m[1].max()) for step, m in zip(history.steps, history.first_mass, strict=True)}
+    recent = {step: float(np.mean(history.loss[step - 25 : step])) for step in history.steps}
     assert history.steps == list(range(25, 251, 25))
-    assert max(sunk[s] for s in (25, 50, 75, 100)) < 0.45
+    assert abs(recent[50] - math.log(V)) < 0.3  # the plateau (runs: 4.14 to 4.16)
+    assert recent[250] < math.log(V) - 1.5  # fallen (runs: 2.14 to 2.18)
+    fallen = min(step for step in history.steps if recent[step] < 3.5)
+    assert sunk[fallen] < 0.45
+    assert max(sunk[s] for s in (25, 50, 75)) < 0.45
     assert sunk[250] > 2.5 * values["uniform"]
     with_sink = values["histories"]["sink logit", seed]
     assert max(float(m[1].max()) for m in with_sink.first_mass) < 0.45
@@ -164,6 +178,18 @@ def test_exercise_2_gates_by_earlier_copies(values):
     copies[:, :2] = -1
     for label, chosen in (("0", copies == 0), ("1", copies == 1), ("2+", copies >= 2)):
         np.testing.assert_allclose(as64(values["exercise_2"][label]), gates[chosen].mean(0), atol=1e-4)
+
+
+def test_exercise_4_softmax_one(values):
+    """sigma_h fixed at 0 (seed 0): nearly what a learned sink does (runs: 0.20 to 0.27 of the
+    weight on keys against 0.15 to 0.22; the loss 0.005 to 0.05 higher, seeds 0 to 3)."""
+    model, learned, fixed = values["softmax_one"], values["learned"], values["exercise_4"]
+    assert all(float(layer.sink.abs().max()) == 0.0 for layer in model.layers)
+    assert fixed["keys"] < 1 / 3
+    assert abs(fixed["loss"] - learned["loss"]) < 0.1
+    tokens = draw(256, 1000)
+    run = decoder_np(model, tokens)
+    assert fixed["loss"] == pytest.approx(run["losses"].mean(), abs=2e-4)
 
 
 def test_exercise_3_jensen(values, printed):
