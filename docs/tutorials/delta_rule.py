@@ -124,8 +124,8 @@ print("linear attention's row 0 =", (k5.T @ v5)[0].tolist())
 # With $\beta = 1$ row 0 becomes the new value. With $\beta = 0.5$ every write goes
 # halfway: the first write of key 0 left row 0 at half of its value, and the second moves
 # it halfway from there toward the new value, which is why it does not end halfway
-# between the picture's two values. Rows 1 to 3 never move: the new key is orthogonal to
-# theirs.
+# between the picture's two values. The second write leaves rows 1 to 3 alone: the new
+# key is orthogonal to theirs.
 #
 # ## Why the keys have unit length
 #
@@ -164,8 +164,8 @@ print(f"largest |k|^2 of the raw keys: {(raw**2).sum(-1).max():.1f}")
 # positive eigenvalues cannot solve parity, the simplest task that tracks a state, and
 # showed in experiments that DeltaNet and Mamba solve it once the range is widened to
 # $[-1, 1]$. flash-linear-attention exposes this as `allow_neg_eigval`, which doubles the
-# sigmoid's $\beta$. This page keeps
-# $\beta \in (0, 1)$, the setting of both DeltaNet papers' main models.
+# sigmoid's $\beta$. This page keeps $\beta \in (0, 1)$, the setting of both DeltaNet
+# papers' main models.
 #
 # </details>
 #
@@ -229,7 +229,10 @@ print(f"largest |k|^2 of the raw keys: {(raw**2).sum(-1).max():.1f}")
 # into one matrix,
 #
 # $$
-# (I - \beta_C k_C^\top k_C) \cdots (I - \beta_1 k_1^\top k_1) = I - K^\top \tilde W ,
+# \begin{aligned}
+# &(I - \beta_C k_C^\top k_C) \cdots (I - \beta_1 k_1^\top k_1) \\
+# &\qquad = I - K^\top \tilde W ,
+# \end{aligned}
 # $$
 #
 # the identity minus a term of rank at most $C$: the *WY representation* of a product of

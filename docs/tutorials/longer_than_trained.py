@@ -7,10 +7,10 @@
 # `rope_scaling` block. Meta's report on its Llama 3 models, released as Llama 3.1,
 # pretrains the largest on 8,192 positions, then trains it further in six stages of ever
 # longer sequences, up to 128K; the block gives the frequencies the model runs with at
-# every length. Qwen3 is trained
-# on 32,768 positions, and its documentation stretches it to 131,072 with such a block
-# alone, added when the inputs are long, without more training. This page shows why RoPE
-# fails past its training length, derives four of the ways in use to stretch it
+# every length. Qwen3 is trained on 32,768 positions, and its documentation stretches it
+# to 131,072 with such a block alone, added when the inputs are long, without more
+# training. This page shows why RoPE fails past its training length, derives four of
+# the ways in use to stretch it
 # (position interpolation, "NTK-aware" scaling, YaRN and Llama 3.1's bands), and
 # measures them on a small model trained while the site is built, as they are and
 # after a short fine-tune.
@@ -104,8 +104,9 @@ figure_to_svg(
 #   pair sweeps a long arc of angles the model never met (orange): the scores of any
 #   head that relied on it are anybody's guess.
 # - **Position interpolation (PI)** turns every pair 8 times more slowly. The slow pair
-#   is back on the angles it met, all but a sliver narrower than one position's turn. But the fast pair's neighbours crowd together: the red
-#   dots, one position apart, are now an eighth of a step apart.
+#   is back on the angles it met, all but a sliver narrower than one position's turn.
+#   But the fast pair's neighbours crowd together: the red dots, one position apart,
+#   are now an eighth of a step apart.
 # - **YaRN** (like Llama 3.1's bands) keeps the fast pair as it was and slows the slow
 #   one: it gets both right.
 #
@@ -787,7 +788,7 @@ for s in SEEDS:
 # "approximately 800B training tokens". Qwen3's is added at inference: its documentation
 # has the reader write the block into `config.json`, and advises "adding the
 # `rope_scaling` configuration only when processing long contexts is required". What
-# this page measures without training is the second use; the short fine-tune below is
+# this page measures without training is the second use; the short fine-tune above is
 # a small taste of the first.
 #
 # The cell counts, for each, the pairs kept whole, the pairs divided by the full
@@ -823,9 +824,9 @@ for name, (d_k, b, L, s, rule) in SHIPPED.items():
 # $\theta_i/s$; the NTK-aware base $b\,s^{d/(d-2)}$; YaRN as the authors' code
 # computes it (`find_correction_dim`, rounded outwards, a ramp over the pairs);
 # Llama 3.1's `apply_scaling`, as the loop over frequencies of Meta's release (its
-# reference code now computes the same with `torch.where`). The cell
-# prints the largest relative difference over this page's model and the three
-# shipped configurations, at their factors.
+# reference code now computes the same with `torch.where`). The cell prints the
+# largest relative difference over this page's model and the three shipped
+# configurations, at their factors.
 
 
 # %% tags=["plot"]
@@ -935,8 +936,8 @@ for s in SEEDS:
 # within the training length, and the fastest pair makes $L/2\pi$ of them. On this
 # page's model, $\alpha = 1, \beta = 32$ ramped in turns, as the paper writes it,
 # keep no pair whole, and YaRN loses more than a nat at 2x: the Going deeper note of
-# the fine-tune section printed the losses. The fix: compute `rotations(theta, L)` for the model
-# first, and put the bounds where its pairs are.
+# the fine-tune section printed the losses. The fix: compute `rotations(theta, L)` for
+# the model first, and put the bounds where its pairs are.
 #
 # **Rotated keys in a cache, then a new factor.** With dynamic scaling the factor
 # changes as the input grows. Keys cached *after* their rotation keep the old

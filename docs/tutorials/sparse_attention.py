@@ -388,8 +388,9 @@ for seed, model in models.items():
 # %% [markdown]
 # The entropy is a nat or so below $\ln 64$ while the loss is well above it: the model
 # bets on fewer tokens than a uniform guess would, and on the wrong ones. It still
-# tries to copy, as it was trained to, but a window of one block reaches at most 7
-# tokens back, and the earlier copy lies 8 to 32 tokens back.
+# tries to copy, as it was trained to, but a window of one block reaches 4 to 7 tokens
+# back, while the token its induction head needs, the one after the earlier copy, lies 7
+# to 31 tokens back: in reach for almost none of the predictions.
 
 # %% [markdown]
 # Two more things the table shows.
@@ -449,9 +450,10 @@ print(f"dense causal attention over {T} tokens: {T * (T + 1) // 2:,}")
 # Large blocks have a cost of their own. $q \cdot \overline{k}_i$ is the mean of the
 # block's $B$ logits, so one key that matches the query moves its block's score by only
 # $1/B$ of its logit. At $B = 4$ that hardly matters; among 512 keys a single match is
-# diluted, one reason MoBA is trained with its gate ("MoBA requires continue training of
-# existing models to achieve its acceleration benefits. It is not a drop-in sparse
-# attention solution", its README says) and NSA learns its compression. This page does
+# diluted. MoBA is trained with its gate ("MoBA requires continue training of existing
+# models to achieve its acceleration benefits. It is not a drop-in sparse attention
+# solution", its README says), and NSA learns its compression instead of taking a plain
+# mean. This page does
 # the opposite: it makes a model trained dense sparse when it runs. That is the setting of
 # *training-free* selectors. Quest (Tang et al., 2024) keeps each block's smallest and
 # largest key in every channel and scores a block by the largest $q \cdot k$ they allow,

@@ -360,11 +360,17 @@ def test_exercises(tutorial, values, here):
     assert values["by_formula"] == 180 / 544 == pytest.approx(values["computed"])
     assert_printed(tutorial, [180, 544, 180 / 544, 180 / 544], atol=[0, 0, 5e-5, 5e-5], gaps=True)
     assert tokens.shape == (64, T)
-    # the window of one block reaches at most 7 tokens back; every earlier copy lies 8 to 32 back
+    # A window of one block reaches 4 to 7 tokens back; the key the induction head needs for the
+    # prediction at t, the token after the earlier copy, is t - p + 1: 7 to 31 back, in reach for
+    # almost no prediction of the repeated part.
     keep = np.repeat(window_np(T, N_BLOCKS, 1, BLOCK), BLOCK, axis=-1) & reference.causal(T)  # (T, T)
-    assert (np.arange(T)[:, None] - np.arange(T)[None, :])[keep].max() == 2 * BLOCK - 1
+    back = np.arange(T)[:, None] - np.arange(T)[None, :]
+    reach = np.where(keep, back, -1).max(-1)  # (T,): how far back each query reads
+    assert reach[BLOCK:].min() == BLOCK and reach.max() == 2 * BLOCK - 1
     periods = values["periods"].numpy()
     assert periods.min() >= 8 and periods.max() <= 32
+    in_reach = (periods[:, None] - 1 <= reach[None, : T - 1])[values["repeated"].numpy()]
+    assert in_reach.mean() < 0.05
 
 
 def test_training_stays_within_the_build_budget(values):
