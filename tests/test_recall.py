@@ -1,7 +1,8 @@
 """attn_ref.compression's recall models and protocol against independent references.
 
-- The protocol: the loop the cache-compression page ran in its cells, written out here, trains a
-  model to the same bits as `train_recall`, and scores it as `recall_accuracy` does.
+- The protocol: the loop the cache-compression page ran in its cells, written out here with
+  `train_recall`'s schedule, trains each model as `train_recall` trains several at once (to
+  float32 rounding), and scores it as `recall_accuracy` does.
 - `DeltaRecall` against the recurrence of the papers in float64 NumPy, its features and gates
   written out here; `RecallStack`'s layers against PyTorch's own attention and the same recurrence.
 - What each model keeps, counted by hand.
@@ -51,37 +52,65 @@ def gates_np(gates, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # --- the protocol ---------------------------------------------------------------------------------
 
 
-def page_loop(model, seed, steps):
-    """The cache-compression page's training cell, as it ran (its model built by the caller)."""
+SMALL = {"num_keys": 16, "num_values": 16, "max_pairs": 16, "batch_size": 8, "num_queries": 4}
+
+
+def one_at_a_time(model, seed, steps):
+    """One model trained alone, as the cache-compression page's training cell trains it, but with
+    `train_recall`'s schedule: the numbers of pairs from a generator seeded 0, the contexts from one
+    seeded 100 + seed (written out here, without vmap; the small task of SMALL)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(100 + seed)
+    sizes, g = torch.Generator().manual_seed(0), torch.Generator().manual_seed(100 + seed)
+    losses = []
     for _ in range(steps):
-        num_pairs = int(torch.randint(1, 64 + 1, (1,), generator=g))
-        keys = torch.rand(32, 64, generator=g).argsort(dim=-1)[:, :num_pairs]
-        values = torch.randint(0, 64, (32, num_pairs), generator=g)
-        which = torch.randint(0, num_pairs, (32, 8), generator=g)
+        num_pairs = int(torch.randint(1, 16 + 1, (1,), generator=sizes))
+        keys = torch.rand(8, 16, generator=g).argsort(dim=-1)[:, :num_pairs]
+        values = torch.randint(0, 16, (8, num_pairs), generator=g)
+        which = torch.randint(0, num_pairs, (8, 4), generator=g)
         queries, answers = keys.gather(1, which), values.gather(1, which)
         loss = F.cross_entropy(model(keys, values, queries).flatten(0, 1), answers.flatten())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    return model.eval()
+        losses.append(loss.item())
+    return losses
 
 
 @pytest.mark.parametrize("build", [
-    lambda: AssociativeRecall(64, 64, 32, 16, attention="softmax"),
-    lambda: AssociativeRecall(64, 64, 32, 16, attention="linear"),
-    lambda: DeltaRecall(64, 64, 32, 16, attention="gated_delta"),
+    lambda: AssociativeRecall(16, 16, 8, 4, attention="softmax"),
+    lambda: AssociativeRecall(16, 16, 8, 4, attention="linear"),
+    lambda: DeltaRecall(16, 16, 8, 4, attention="gated_delta"),
+    lambda: RecallStack(("gated_delta", "softmax"), 16, 16, 8, 4),
 ])  # fmt: skip
-def test_train_recall_is_the_cache_pages_loop_to_the_bit(build):
-    torch.manual_seed(1)
-    theirs = page_loop(build(), seed=1, steps=6)
-    torch.manual_seed(1)
-    ours = build()
-    losses = train_recall(ours, seed=1, steps=6)
-    assert len(losses) == 6 and not ours.training
-    for (name, a), (_, b) in zip(theirs.state_dict().items(), ours.state_dict().items(), strict=True):
-        assert torch.equal(a, b), name
+def test_train_recall_trains_each_model_as_it_would_train_alone(build):
+    """Three seeds trained at once (vmap) against each trained alone by the loop above: the same
+    steps, to float32 rounding (a few units of 1e-7 relative per step, over 4 steps of Adam whose
+    update is at most lr = 0.01 per number: far below the tolerances)."""
+    seeds = (0, 1, 5)
+    alone, together = [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        alone.append(build())
+        torch.manual_seed(seed)
+        together.append(build())
+    expected = [one_at_a_time(model, seed, 4) for model, seed in zip(alone, seeds, strict=True)]
+    losses = train_recall(together, seeds, steps=4, **SMALL)
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    for a, b in zip(alone, together, strict=True):
+        assert not b.training
+        for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+            torch.testing.assert_close(y, x, rtol=0, atol=1e-4, msg=name)
+    assert not torch.equal(together[0].head.weight, together[1].head.weight)  # each model its own
+
+
+def test_train_recall_gives_a_model_the_same_batches_whatever_trains_beside_it():
+    torch.manual_seed(2)
+    alone = AssociativeRecall(16, 16, 8, 4, attention="softmax")
+    torch.manual_seed(2)
+    beside = [AssociativeRecall(16, 16, 8, 4, attention="softmax") for _ in range(2)]
+    first = train_recall([alone], [7], steps=3, **SMALL)[0]
+    second = train_recall(beside, [7, 3], steps=3, **SMALL)[0]
+    np.testing.assert_allclose(second, first, rtol=1e-5)
 
 
 def test_recall_batch_by_hand_and_accuracy_by_counting():
@@ -192,7 +221,11 @@ def test_bad_arguments_are_refused_by_name():
     with pytest.raises(ValueError, match="num_pairs must be an int in \\[1, 10\\], got 11"):
         recall_batch(torch.Generator(), 2, 11, 3, num_keys=10)
     with pytest.raises(ValueError, match="steps must be an int of at least 1, got 0"):
-        train_recall(AssociativeRecall(8, 8, 4, 2), seed=0, steps=0)
+        train_recall([AssociativeRecall(8, 8, 4, 2)], [0], steps=0)
+    with pytest.raises(ValueError, match="one seed per model"):
+        train_recall([AssociativeRecall(8, 8, 4, 2)], [0, 1])
+    with pytest.raises(ValueError, match="one architecture"):
+        train_recall([AssociativeRecall(8, 8, 4, 2), AssociativeRecall(8, 8, 8, 2)], [0, 1])
     with pytest.raises(ValueError, match="num_pairs must be an int of at least 0, got -1"):
         DeltaRecall(8, 8, 16, 4).cache_numbers(-1)
     with pytest.raises(ValueError, match=r"values must have the shape of keys"):

@@ -263,6 +263,29 @@ def delta_rule_chunked(
     batch, T, d_k, d_v = _inputs(query, key, value, beta, log_alpha, initial_state)
     _validate.count("chunk_size", chunk_size)
     S, length = _start(query, batch, d_k, d_v, initial_state)
+    output, state = _chunks(query, key, value, beta, log_alpha, chunk_size, S)
+    return output * scale, DeltaRuleState(state, length + T)
+
+
+def _chunks(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    beta: Tensor,
+    log_alpha: Tensor | None,
+    chunk_size: int,
+    S: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    r"""`delta_rule_chunked` on checked inputs: the outputs and the final state, unscaled.
+
+    ``S`` is the state to start from. ``None`` stands for zeros and leaves the
+    products with $S_0$ out of the first chunk; `delta_rule_chunked` passes its
+    zeros, so that every chunk makes the products `delta_rule_multiply_adds`
+    counts. The recall models call this directly, with ``None``: their gates are
+    $\le 0$ by construction, and the check of ``log_alpha`` (a branch on the data)
+    cannot run under `torch.func.vmap`, which trains several of them at once.
+    """
+    T, d_k = key.shape[-2:]
     outputs = []
     for start in range(0, T, chunk_size):
         chunk = slice(start, min(start + chunk_size, T))
@@ -281,15 +304,19 @@ def delta_rule_chunked(
         beta_k = b[..., None] * k  # (..., C, d_k): row i is beta_i k_i
         A = ((beta_k @ k.transpose(-2, -1)) * decay).tril(-1)  # (..., C, C): beta_i Gamma_ij k_i . k_j, j < i
         system = torch.eye(C, dtype=k.dtype, device=k.device) + A
+        scores = (q @ k.transpose(-2, -1)) * decay  # (..., C, C), 0 above the diagonal
+        if S is None:  # a state of zeros: U is U~, and S_0 adds nothing to O or S_C
+            u = torch.linalg.solve_triangular(system, b[..., None] * v, upper=False, unitriangular=True)
+            outputs.append(scores @ u)  # (..., C, d_v)
+            S = (tail[..., None] * k).transpose(-2, -1) @ u  # (..., d_k, d_v)
+            continue
         right = torch.cat([b[..., None] * v, gamma[..., None] * beta_k], dim=-1)  # (..., C, d_v + d_k)
         solved = torch.linalg.solve_triangular(system, right, upper=False, unitriangular=True)
-        u_tilde, w_tilde = solved.split([d_v, d_k], dim=-1)  # (..., C, d_v), (..., C, d_k)
+        u_tilde, w_tilde = solved.split([v.shape[-1], d_k], dim=-1)  # (..., C, d_v), (..., C, d_k)
         u = u_tilde - w_tilde @ S  # (..., C, d_k) @ (..., d_k, d_v) -> (..., C, d_v)
-        scores = (q @ k.transpose(-2, -1)) * decay  # (..., C, C), 0 above the diagonal
         outputs.append(gamma[..., None] * (q @ S) + scores @ u)  # (..., C, d_v)
         S = gamma[..., -1:, None] * S + (tail[..., None] * k).transpose(-2, -1) @ u  # (..., d_k, d_v)
-    output = torch.cat(outputs, dim=-2) * scale  # chunks of (..., C, d_v) -> (..., T, d_v)
-    return output, DeltaRuleState(S, length + T)
+    return torch.cat(outputs, dim=-2), S  # chunks of (..., C, d_v) -> (..., T, d_v)
 
 
 def delta_rule_multiply_adds(T: int, d_k: int, d_v: int, chunk_size: int | None = None) -> dict[str, int]:

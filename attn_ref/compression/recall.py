@@ -16,6 +16,7 @@ a cache that keeps every pair.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attn_ref import _validate
-from attn_ref.compression.delta_rule import DeltaRuleState, delta_rule_chunked
+from attn_ref.compression.delta_rule import DeltaRuleState, _chunks
 from attn_ref.compression.linear import linear_attention
 from attn_ref.functional import scaled_dot_product_attention
 from attn_ref.masks import causal_mask
@@ -178,6 +179,7 @@ class _Gates(nn.Module):
 
 
 DELTA_KINDS = ("delta", "gated_delta")
+CHUNK = 64  # tokens per chunk of the delta rule, as DeltaNet's kernels use
 
 
 class DeltaRecall(AssociativeRecall):
@@ -231,8 +233,8 @@ class DeltaRecall(AssociativeRecall):
         memory = self.key_embed(keys) + self.value_embed(values)  # (B, N, C)
         k = _unit_features(self.k_proj(memory))  # (B, N, d_k)
         beta, log_alpha = self.gates(memory)  # (B, N) each
-        _, state = delta_rule_chunked(k, k, self.v_proj(memory), beta, log_alpha)
-        return state
+        _, state = _chunks(k, k, self.v_proj(memory), beta, log_alpha, CHUNK, None)  # from a state of zeros
+        return DeltaRuleState(state, keys.shape[1])
 
     def forward(self, keys: Tensor, values: Tensor, queries: Tensor) -> Tensor:
         """Scores of every value for every query, ``(B, Q, num_values)``: see `AssociativeRecall`."""
@@ -271,8 +273,8 @@ class _StackLayer(nn.Module):
             return out_p, out_q
         k, q_p, q_q = _unit_features(k), _unit_features(q_p), _unit_features(q_q)
         beta, log_alpha = self.gates(h_p)  # (B, N) each
-        out_p, state = delta_rule_chunked(q_p, k, v, beta, log_alpha)  # (B, N, C)
-        return out_p, q_q @ state.state  # (B, Q, d_k) @ (B, d_k, C) -> (B, Q, C)
+        out_p, state = _chunks(q_p, k, v, beta, log_alpha, CHUNK, None)  # (B, N, C), (B, d_k, C)
+        return out_p, q_q @ state  # (B, Q, d_k) @ (B, d_k, C) -> (B, Q, C)
 
 
 class RecallStack(nn.Module):
@@ -396,8 +398,8 @@ def recall_batch(
 
 
 def train_recall(
-    model: nn.Module,
-    seed: int,
+    models: Sequence[nn.Module],
+    seeds: Sequence[int],
     steps: int = 150,
     *,
     batch_size: int = 32,
@@ -406,21 +408,29 @@ def train_recall(
     lr: float = 1e-2,
     num_keys: int = 64,
     num_values: int = 64,
-) -> list[float]:
-    """Train ``model`` in place on `recall_batch` contexts; return each step's loss.
+) -> list[list[float]]:
+    """Train one model per seed, all at once and in place, on `recall_batch` contexts.
 
-    Each step draws a number of pairs from 1 to ``max_pairs``, then
-    ``batch_size`` contexts of that many pairs with ``num_queries`` queries each,
-    and takes one step of Adam on the mean cross-entropy of the answers. The
-    data come from a generator seeded with ``100 + seed``: every model trained
-    with the same ``seed`` sees the same batches. Seed the model's starting
-    weights yourself (``torch.manual_seed(seed)`` before building it).
+    Each step draws a number of pairs from 1 to ``max_pairs``, the same for every
+    model, then for each model ``batch_size`` contexts of that many pairs with
+    ``num_queries`` queries each, and takes one step of Adam on each model's mean
+    cross-entropy. Model ``i``'s contexts come from a generator seeded with
+    ``100 + seeds[i]``, the numbers of pairs from one seeded with 0: a model sees
+    the same batches whichever models train beside it, and so does every model
+    trained from the same seed. Seed each model's starting weights yourself
+    (``torch.manual_seed(seed)`` before building it).
+
+    The models must have the same parameters' names and shapes (one architecture).
+    They are trained as one batched model (`torch.func.stack_module_state` and
+    `torch.func.vmap`): Adam updates each number on its own, and the loss is the sum
+    of the models' losses, so each model takes the steps it would take alone, on
+    fewer and larger operations.
 
     Args:
-        model: ``model(keys, values, queries)`` returns ``(B, Q, num_values)`` scores.
-        seed: Seed of the data.
+        models: ``model(keys, values, queries)`` returns ``(B, Q, num_values)`` scores.
+        seeds: One seed per model, for its contexts.
         steps: Optimizer steps.
-        batch_size: Contexts per step.
+        batch_size: Contexts per step and model.
         max_pairs: Most pairs in a context.
         num_queries: Queries per context.
         lr: Adam's learning rate.
@@ -428,34 +438,60 @@ def train_recall(
         num_values: Size of the values' vocabulary.
 
     Returns:
-        The loss of every step, on that step's batch (nats). The model is left in eval mode.
+        Each model's loss at every step, on its batch (nats). The models are left in
+        eval mode.
 
     Examples:
-        >>> _ = torch.manual_seed(0)
-        >>> model = AssociativeRecall(64, 64, embed_dim=32, head_dim=16)
-        >>> losses = train_recall(model, seed=0, steps=3)
-        >>> len(losses), model.training
-        (3, False)
+        >>> models = []
+        >>> for seed in (0, 1):
+        ...     _ = torch.manual_seed(seed)
+        ...     models.append(AssociativeRecall(64, 64, embed_dim=32, head_dim=16))
+        >>> losses = train_recall(models, seeds=(0, 1), steps=3)
+        >>> [len(x) for x in losses], models[1].training
+        ([3, 3], False)
     """
+    models, seeds = list(models), list(seeds)
     _validate.count("steps", steps)
     _validate.count("max_pairs", max_pairs, maximum=num_keys)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(100 + seed)
-    losses = []
-    model.train()
-    for _ in range(steps):
-        num_pairs = int(torch.randint(1, max_pairs + 1, (1,), generator=generator))
-        keys, values, queries, answers = recall_batch(
-            generator, batch_size, num_pairs, num_queries, num_keys=num_keys, num_values=num_values
+    if not models or len(seeds) != len(models):
+        raise ValueError(
+            f"give one seed per model and at least one model, got {len(models)} models and seeds {seeds}"
         )
-        logits = model(keys, values, queries)  # (B, Q, num_values)
-        loss = F.cross_entropy(logits.flatten(0, 1), answers.flatten())  # (B * Q, num_values), (B * Q,)
+    shapes = [{name: p.shape for name, p in m.named_parameters()} for m in models]
+    if any(type(m) is not type(models[0]) or s != shapes[0] for m, s in zip(models, shapes, strict=True)):
+        raise ValueError("models must share one architecture: the same class, parameter names and shapes")
+    params, buffers = torch.func.stack_module_state(models)  # name -> (M, ...) leaves, one row per model
+    shell = copy.deepcopy(models[0]).to("meta")  # the architecture, without numbers
+
+    def loss_of_one(params, buffers, keys, values, queries, answers):
+        logits = torch.func.functional_call(shell, (params, buffers), (keys, values, queries))
+        return F.cross_entropy(logits.flatten(0, 1), answers.flatten())  # (B * Q, num_values), (B * Q,)
+
+    loss_of_each = torch.func.vmap(loss_of_one)
+    optimizer = torch.optim.Adam(params.values(), lr=lr)
+    sizes = torch.Generator().manual_seed(0)  # the numbers of pairs, shared by the models
+    generators = [torch.Generator().manual_seed(100 + seed) for seed in seeds]
+    losses = []
+    for _ in range(steps):
+        num_pairs = int(torch.randint(1, max_pairs + 1, (1,), generator=sizes))
+        batches = [
+            recall_batch(g, batch_size, num_pairs, num_queries, num_keys=num_keys, num_values=num_values)
+            for g in generators
+        ]
+        stacked = [
+            torch.stack(x) for x in zip(*batches, strict=True)
+        ]  # keys, values, queries, answers: (M, B, ...)
+        loss = loss_of_each(params, buffers, *stacked)  # (M,)
         optimizer.zero_grad()
-        loss.backward()
+        loss.sum().backward()  # each model's gradient is that of its own loss
         optimizer.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
+        losses.append(loss.tolist())
+    with torch.no_grad():
+        for number, model in enumerate(models):
+            for name, x in (*model.named_parameters(), *model.named_buffers()):
+                x.copy_((params | buffers)[name][number])
+            model.eval()
+    return [list(x) for x in zip(*losses, strict=True)]
 
 
 @torch.no_grad()

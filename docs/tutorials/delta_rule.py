@@ -102,6 +102,7 @@ from attn_ref.compression import (
     delta_rule_chunked,
     delta_rule_multiply_adds,
     recall_accuracy,
+    recall_batch,
     train_recall,
 )
 
@@ -111,13 +112,20 @@ torch.set_num_threads(1)  # one thread: results that do not depend on the cores
 k5, v5 = torch.cat([keys, k0]), torch.cat([values, v0])  # (T, d_k), (T, d_v)
 for b in (1.0, 0.5):
     beta = torch.full((5,), b, dtype=torch.float64)
+    _, first = delta_rule_recurrent(k5[:4], k5[:4], v5[:4], beta[:4])
     _, state = delta_rule_recurrent(k5, k5, v5, beta)
-    print(f"beta = {b}: row 0 of the state = {state.state[0].tolist()}")
+    print(
+        f"beta = {b}: row 0 after the first write {first.state[0].tolist()},"
+    )
+    print(f"            after the second {state.state[0].tolist()}")
 print("linear attention's row 0 =", (k5.T @ v5)[0].tolist())
 
 # %% [markdown]
-# With $\beta = 1$ row 0 becomes the new value. With $\beta = 0.5$ it moves halfway from
-# the old value toward it. Rows 1 to 3 never move: the new key is orthogonal to theirs.
+# With $\beta = 1$ row 0 becomes the new value. With $\beta = 0.5$ every write goes
+# halfway: the first write of key 0 left row 0 at half of its value, and the second moves
+# it halfway from there toward the new value, which is why it does not end halfway
+# between the picture's two values. The second write leaves rows 1 to 3 alone: the new
+# key is orthogonal to theirs.
 #
 # ## Why the keys have unit length
 #
@@ -150,11 +158,14 @@ print(f"largest |k|^2 of the raw keys: {(raw**2).sum(-1).max():.1f}")
 # <summary>Going deeper: letting β reach 2</summary>
 #
 # With unit keys the factor $1 - \beta_t$ lies in $[-1, 1]$ for any $\beta_t \in [0, 2]$,
-# so the state stays bounded. DeltaNet's authors note that $\beta_t > 1$ gives the
-# transition a *negative* eigenvalue, which lets a layer flip the sign of what a key
-# stores (a state-tracking ability a purely positive decay lacks); their library exposes it
-# as `allow_neg_eigval`, which doubles the sigmoid's $\beta$. This page keeps
-# $\beta \in (0, 1)$, the setting of both papers' main models.
+# so the state stays bounded. A $\beta_t > 1$ gives the transition a *negative*
+# eigenvalue, which lets a layer flip the sign of what a key stores. Grazzi et al. (ICLR
+# 2025) proved that linear recurrences in finite precision whose transitions have only
+# positive eigenvalues cannot solve parity, the simplest task that tracks a state, and
+# showed in experiments that DeltaNet and Mamba solve it once the range is widened to
+# $[-1, 1]$. flash-linear-attention exposes this as `allow_neg_eigval`, which doubles the
+# sigmoid's $\beta$. This page keeps $\beta \in (0, 1)$, the setting of both DeltaNet
+# papers' main models.
 #
 # </details>
 #
@@ -200,7 +211,10 @@ print(f"largest |k|^2 of the raw keys: {(raw**2).sum(-1).max():.1f}")
 # \end{aligned}
 # $$
 #
-# Its solution, $U = \tilde U - \tilde W S_0$, is DeltaNet's *WY representation*. Then the
+# Its solution is $U = \tilde U - \tilde W S_0$, with
+# $\tilde U = (I + A)^{-1} \operatorname{diag}(\beta) V$ and
+# $\tilde W = (I + A)^{-1} \operatorname{diag}(\beta\gamma) K$; computing them through
+# $(I + A)^{-1}$ is what the Gated DeltaNet paper calls the *UT transform*. Then the
 # outputs and the state at the chunk's end are matrix products:
 #
 # $$
@@ -210,14 +224,48 @@ print(f"largest |k|^2 of the raw keys: {(raw**2).sum(-1).max():.1f}")
 # \end{aligned}
 # $$
 #
-# The picture shows one chunk of five tokens with a decay of 0.9 per token: the mask
-# $\Gamma$ that weighs token $i$'s contribution to token $r$, and the system $I + A$.
+# Why $\tilde W$? Without a decay the last line reads
+# $S_C = (I - K^\top \tilde W) S_0 + K^\top \tilde U$. The chunk's transitions multiply
+# into one matrix,
+#
+# $$
+# \begin{aligned}
+# &(I - \beta_C k_C^\top k_C) \cdots (I - \beta_1 k_1^\top k_1) \\
+# &\qquad = I - K^\top \tilde W ,
+# \end{aligned}
+# $$
+#
+# the identity minus a term of rank at most $C$: the *WY representation* of a product of
+# Householder-like matrices, which DeltaNet's paper takes from numerical linear algebra.
+# With it a chunk applies all its transitions to $S_0$ through $C \times d_k$ blocks,
+# and never builds a $d_k \times d_k$ matrix per token. The check below multiplies the
+# five transitions of the chunk pictured next and compares.
 
-# %% tags=["plot"]
+# %% tags=["check"]
 g = torch.Generator().manual_seed(1)
 k_c = torch.randn(5, 4, generator=g, dtype=torch.float64)
 k_c = k_c / k_c.norm(dim=-1, keepdim=True)  # (C, d_k): unit keys
 beta_c = torch.full((5,), 0.5, dtype=torch.float64)
+product = torch.eye(4, dtype=torch.float64)
+for k_i, b_i in zip(k_c, beta_c, strict=True):  # token 1 first, on the right
+    product = (
+        torch.eye(4, dtype=torch.float64) - b_i * torch.outer(k_i, k_i)
+    ) @ product
+A_c = ((beta_c[:, None] * k_c) @ k_c.T).tril(-1)  # no decay: Gamma = 1
+W_c = torch.linalg.solve_triangular(
+    torch.eye(5, dtype=torch.float64) + A_c, beta_c[:, None] * k_c,
+    upper=False, unitriangular=True,
+)  # fmt: skip
+wy_gap = (
+    (product - (torch.eye(4, dtype=torch.float64) - k_c.T @ W_c)).abs().max()
+)
+print(f"largest |product of the transitions - (I - K^T W)|: {wy_gap:.1e}")
+
+# %% [markdown]
+# The picture shows one chunk of five tokens with a decay of 0.9 per token: the mask
+# $\Gamma$ that weighs token $i$'s contribution to token $r$, and the system $I + A$.
+
+# %% tags=["plot"]
 log_gamma = torch.full((5,), math.log(0.9), dtype=torch.float64).cumsum(0)
 below = torch.ones(5, 5, dtype=torch.bool).tril()
 Gamma = (
@@ -294,13 +342,21 @@ for (dtype, gated), (o, s, gr) in gaps.items():
 largest = max(s[0] for s in sizes.values())
 print(f"largest |output| {largest:.1f}, largest |gradient|", end=" ")
 print(f"{max(s[1] for s in sizes.values()):.1f}")
+print(f"float32 gap / float64 gap, in units of 2**29 = {2**29:.1e}:")
+for gated in (False, True):
+    single, double = gaps[torch.float32, gated], gaps[torch.float64, gated]
+    o, s, gr = (a / b / 2**29 for a, b in zip(single, double, strict=True))
+    print(f"{gated!s:>17} {o:9.2f} {s:9.2f} {gr:10.2f}")
 
 # %% [markdown]
-# The two forms agree to the rounding of each precision: a few units of $10^{-14}$ or
-# less in float64, where numbers reach the sizes printed last, and about a million
-# times more in float32, whose rounding is about that much coarser. The test suite
-# checks them again on random shapes, chunk sizes and gates, against the papers'
-# recurrence written out in NumPy, and the gradients against finite differences.
+# The two forms agree to the rounding of each precision. In float64 every gap is below
+# $10^{-12}$, where outputs and gradients reach the sizes printed; the gradients' gaps
+# are the largest, as the gradients are. In float32 each gap is larger by about the
+# ratio of the two precisions' roundings, $2^{-24} / 2^{-53} = 2^{29} \approx 5 \times
+# 10^8$: the last rows print each ratio over $2^{29}$, all within a factor of ten of 1.
+# The test suite checks the two forms again on random shapes, chunk sizes and gates,
+# against the papers' recurrence written out in NumPy, and the gradients against finite
+# differences.
 #
 # <details class="note">
 # <summary>Going deeper: what this code does differently from the references</summary>
@@ -362,11 +418,16 @@ print("FLOP counter agrees:", counter.get_total_flops() == 2 * 8 * products)
 
 # %% [markdown]
 # The chunked form does *more* arithmetic than the recurrence, not less: the price of
-# turning $T$ dependent steps into $T / C$ steps of matrix products, which hardware runs
-# far faster per operation. In DeltaNet's authors' words, recurrent implementations,
-# "despite requiring fewer total FLOPs, struggle to effectively leverage these hardware
-# accelerators". Both forms stay far below softmax attention at this length, and
-# neither grows with $T$. On this CPU too, the chunked form is the faster one:
+# turning $T$ dependent steps into $T / C$ steps of matrix products, which a GPU runs
+# far faster per operation than a long chain of small products. DeltaNet's paper says
+# it in its first lines: the algorithms then known for such models "do not parallelize
+# over sequence length and are thus inefficient to train on modern hardware". Both
+# forms stay far below softmax attention at this length, and neither grows with $T$.
+#
+# On a CPU the chunked form is faster too, for a plainer reason: in eager PyTorch every
+# call pays a fixed cost before any arithmetic, and the recurrence makes a few small
+# calls for each of the 256 tokens where the chunked form makes them once per chunk.
+# One run on the machine that built this page, forward and backward:
 
 # %% tags=["measured"]
 timing = {}
@@ -379,17 +440,20 @@ for name, run in forms.items():
     timing[name] = time.process_time() - start
 print(
     ", ".join(f"{name}: {s:.2f} s" for name, s in timing.items()),
-    "of CPU, forward and backward",
+    "of CPU, forward and backward, 256 tokens in chunks of 64",
 )
 
 # %% [markdown]
 # ## What it buys: recall
 #
 # The cache page's task again: a context of 1 to 64 key–value pairs, keys drawn from 64
-# without repeats, and 8 queries. The cache page's `train` and `accuracy` cells are
-# `train_recall` and `recall_accuracy` here: every model trained from one seed starts
-# from the same weights and sees the same batches, and every model answers the same 512
-# fresh contexts at each number of pairs. `DeltaRecall` is the cache page's
+# without repeats, and 8 queries. `train_recall` and `recall_accuracy` do what the cache
+# page's `train` and `accuracy` cells did: every model trained from one seed starts from
+# the same weights and sees the same batches, and every model answers the same 512 fresh
+# contexts at each number of pairs. One thing differs: each step's number of pairs is
+# drawn once for all the models that train together, so that the three seeds of a kind
+# train at once, as one batched model (`torch.func.vmap`), in fewer and larger
+# operations than one after another. `DeltaRecall` is the cache page's
 # `AssociativeRecall` whose pairs are written into its $16 \times 32$ state by the delta
 # rule, as DeltaNet's layer does it: keys and queries through a SiLU and then to unit
 # length, a sigmoid $\beta$ per pair, for Gated DeltaNet a decay per pair, and an
@@ -413,13 +477,15 @@ models, losses, seconds = {}, {}, {}
 
 
 def train(kind, build):
-    """Train `build()` from every seed; keep the models and their losses."""
+    """Train `build()` from every seed at once; keep the models and losses."""
     start = time.process_time()
+    built = []
     for seed in SEEDS:
         torch.manual_seed(seed)  # the same starting weights for every kind
-        model = build()
-        losses[kind, seed] = train_recall(model, seed, STEPS)
-        models[kind, seed] = model
+        built.append(build())
+    histories = train_recall(built, SEEDS, STEPS)
+    for seed, model, history in zip(SEEDS, built, histories, strict=True):
+        models[kind, seed], losses[kind, seed] = model, history
     seconds[kind] = time.process_time() - start
 
 
@@ -499,8 +565,41 @@ print(
 # %% [markdown]
 # Every model starts near $\ln 64 \approx 4.16$. Softmax leaves it within a few dozen
 # steps, linear attention next; the delta-rule models leave it last, and the slowest of
-# them is still far above its final loss at step 150. After 300 steps, the order between the kinds is the
-# one in the table.
+# them is still far above its final loss at step 150. After 300 steps, the order between
+# the kinds is the one in the table.
+#
+# ### Why the delta rule recalls more here
+#
+# The opening picture's argument, a key written twice, does not apply to this task: every
+# context draws its keys without repeats, so no pair is ever overwritten. What differs is
+# how a new pair shares the state with the pairs before it. Sixteen dimensions hold at
+# most sixteen orthogonal keys, so the keys of a long context overlap, and reading one
+# key returns its value plus a little of every value whose key it overlaps. Linear
+# attention adds every pair with the same weight, so old and new pairs blur alike. The
+# delta rule first subtracts what the state already returns for the new key: the newest
+# pair reads back best, and each later write disturbs the older pairs along its own key.
+# The cell asks each model for every pair of 512 contexts of 32 pairs, and splits the
+# answers by where the pair stood in its context.
+
+# %% tags=["plot"]
+g = torch.Generator().manual_seed(7)
+keys_a, values_a, _, _ = recall_batch(g, 512, 32, 1)  # (B, N): 32 pairs
+by_quarter = {}  # (kind, seed) -> recall of each quarter of the pairs
+for kind in ("linear", "DeltaNet", "Gated DeltaNet"):
+    for seed in SEEDS:
+        with torch.no_grad():  # every pair asked: the queries are the keys
+            answers = models[kind, seed](keys_a, values_a, keys_a).argmax(-1)
+        right = (answers == values_a).float().mean(0)  # (N,): by position
+        by_quarter[kind, seed] = right.reshape(4, 8).mean(-1).numpy()
+print("recall at 32 pairs, by position: oldest quarter ... newest quarter")
+for (kind, seed), row in by_quarter.items():
+    print(f"{kind:>14} s{seed}" + "".join(f"{a:>7.3f}" for a in row))
+
+# %% [markdown]
+# Linear attention recalls every quarter alike. The delta-rule models recall the oldest
+# quarter about as well as linear attention does, and the newest quarter far better:
+# their gain comes from the pairs written last, as a state corrected toward each new pair
+# should give.
 #
 # ## Hybrids
 #
@@ -508,6 +607,11 @@ print(
 # cost that grows with every pair. Hybrid models keep both. Qwen3-Next makes every fourth
 # layer full attention and the other three Gated DeltaNet; Kimi Linear uses "a 3:1
 # KDA-to-global MLA ratio" (KDA is a Gated DeltaNet with a decay per channel).
+#
+# The ratio is a design choice, not a constant. MiniMax-01 places one softmax layer after
+# every seven layers of plain linear attention (no delta rule), and Jamba one attention
+# layer in eight, the other seven Mamba layers. The Gated DeltaNet paper's own hybrids
+# pair its layers with sliding-window attention instead of global attention.
 #
 # `RecallStack` builds such a stack for the recall task: pairs and queries each have a
 # residual stream; in every layer each pair reads the pairs before it (as a decoder reads
@@ -684,8 +788,9 @@ print(f"chunked / recurrent multiply-adds at d = 128, C = 64: {ratio:.2f}")
 #   triangular system per chunk and gives the same outputs, states and gradients to
 #   rounding, with more multiply-adds and far fewer sequential steps.
 # - On the recall task, with the same data and steps, the delta rule recalls more than
-#   linear attention from 8 pairs on, and less than softmax; a **hybrid** with one
-#   softmax layer in four recalls like softmax, with a quarter of its cache per pair.
+#   linear attention from 8 pairs on, and less than softmax; its gain is on the pairs
+#   written last. A **hybrid** with one softmax layer in four recalls like softmax, with
+#   a quarter of its cache per pair.
 #
 # The closing figures as this build computed them: the largest differences between the
 # chunked and the recurrent forms, and the recall of every model and seed by pairs.
@@ -709,7 +814,9 @@ for kind, table in recall.items():
 # are Gated DeltaNet with 32 value heads, each with a $128 \times 128$ state. In 16-bit
 # numbers: how many bytes does the cache grow by per token, how many bytes do the states
 # take, and from what length does the hybrid keep less than 48 full-attention layers
-# would? (Leave out the short convolutions' small state.)
+# would? (Leave out the short convolutions' small state.) And if the states are kept in
+# 32-bit numbers? Transformers' reference code for Qwen3-Next computes the delta rule in
+# float32 (`torch_chunk_gated_delta_rule` casts its inputs to it).
 
 # %% tags=["solution"]
 kv_per_token = 12 * 2 * 2 * 256 * 2  # 12 layers, keys and values, 2 heads
@@ -719,6 +826,8 @@ print(f"hybrid: {kv_per_token:,} bytes per token + {states:,} bytes of state")
 print(f"48 full-attention layers: {all_full:,} bytes per token")
 break_even = states / (all_full - kv_per_token)
 print(f"equal at {break_even:,.0f} tokens; the hybrid is smaller after")
+break_even_32 = 2 * states / (all_full - kv_per_token)  # 4 bytes, not 2
+print(f"states in 32 bits: equal at {break_even_32:,.0f} tokens")
 
 # %% [markdown]
 # **2. Prefill in chunks, decode one token at a time.** Run the first 100 tokens of a
@@ -784,13 +893,19 @@ print(f"recurrent: {recurrent_count:>9,} per token")
 #   in linear attention.
 # - Songlin Yang, Bailin Wang, Yu Zhang, Yikang Shen, Yoon Kim. [Parallelizing Linear
 #   Transformers with the Delta Rule over Sequence Length](https://arxiv.org/abs/2406.06484).
-#   NeurIPS 2024 (DeltaNet); and the first author's
+#   NeurIPS 2024 (DeltaNet; its abstract on training "on modern hardware", the WY
+#   representation of products of Householder matrices); and the first author's
 #   [DeltaNet Explained, Part II](https://sustcsonglin.github.io/blog/2024/deltanet-2/)
 #   (the chunkwise form, the WY representation, FLOPs against hardware) and
 #   [Part III](https://sustcsonglin.github.io/blog/2024/deltanet-3/) (the layer, the
 #   eigenvalues, β up to 2).
+# - Riccardo Grazzi, Julien Siems, Arber Zela, Jörg K. H. Franke, Frank Hutter,
+#   Massimiliano Pontil. [Unlocking State-Tracking in Linear RNNs Through Negative
+#   Eigenvalues](https://arxiv.org/abs/2411.12537). ICLR 2025. β up to 2, and parity.
 # - Songlin Yang, Jan Kautz, Ali Hatamizadeh. [Gated Delta Networks: Improving Mamba2
-#   with Delta Rule](https://arxiv.org/abs/2412.06464). ICLR 2025; code
+#   with Delta Rule](https://arxiv.org/abs/2412.06464). ICLR 2025 (the UT transform,
+#   section 3.3, after Joffrain et al., 2006; the hybrids with sliding-window attention);
+#   code
 #   [NVlabs/GatedDeltaNet](https://github.com/NVlabs/GatedDeltaNet); issues
 #   [13](https://github.com/NVlabs/GatedDeltaNet/issues/13) and
 #   [15](https://github.com/NVlabs/GatedDeltaNet/issues/15) on the mask of section 3.3;
@@ -807,6 +922,12 @@ print(f"recurrent: {recurrent_count:>9,} per token")
 #   [transformers](https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen3_next/configuration_qwen3_next.py);
 #   Kimi Linear's "3:1 KDA-to-global MLA ratio":
 #   [MoonshotAI/Kimi-Linear](https://github.com/MoonshotAI/Kimi-Linear).
+# - Other hybrid ratios: MiniMax. [MiniMax-01: Scaling Foundation Models with Lightning
+#   Attention](https://arxiv.org/abs/2501.08313). 2025; its
+#   [README](https://github.com/MiniMax-AI/MiniMax-01): "a softmax attention is
+#   positioned after every 7 lightning attention". Opher Lieber et al.
+#   [Jamba: A Hybrid Transformer-Mamba Language Model](https://arxiv.org/abs/2403.19887).
+#   2024 (`attn_layer_period` 8 in its Transformers configuration).
 # - Simran Arora et al. [Zoology: Measuring and Improving Recall in Efficient Language
 #   Models](https://arxiv.org/abs/2312.04927). 2023. Associative recall as a measure of
 #   what a state of fixed size can hold.

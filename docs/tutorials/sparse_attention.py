@@ -7,8 +7,8 @@
 # and the selection branch of NSA (Yuan et al., 2025) let each query score every block
 # of keys cheaply, keep the few best, and attend exactly inside them. This page builds
 # that on the site's tiled attention, checks it against dense attention, and measures,
-# on a model trained here, how much of each query's attention it keeps for the work it
-# does, beside a window that costs the same.
+# on a model trained here, how much of each query's attention it keeps for the keys it
+# reads, beside a window that reads as many, and what choosing the blocks costs.
 #
 # It assumes tiled attention and its skipped tiles ([Attention without the T×T
 # matrix](efficient_attention.md)), block masks ([Serving long
@@ -78,7 +78,7 @@ figure_to_svg(
 # never chosen. The own block is not scored either: its mean includes keys after $t$,
 # and letting them decide would let the future choose (a pitfall below measures it).
 # `select_blocks` does this for every query at once; `window_blocks` keeps the `top_k`
-# blocks just before the own one instead, a sliding window of the same cost.
+# blocks just before the own one instead, a sliding window that reads as many keys.
 
 # %%
 import time
@@ -271,15 +271,20 @@ def choose(how, top_k, q, k):
     return window_blocks(T, N_BLOCKS, top_k, BLOCK)
 
 
-def sparse_loss(model, how, top_k):
-    """Loss on the repeated part with every layer's attention sparse."""
+def sparse_logits(model, how, top_k):
+    """The model's logits with every layer's attention sparse."""
 
     def attend(layer, q, k, v):
         chosen = choose(how, top_k, q, k)
         return block_sparse_attention(q, k, v, chosen, BLOCK, block_q=4)[0]
 
     with torch.no_grad():
-        logits = run_attention_only(model, tokens, attend)
+        return run_attention_only(model, tokens, attend)
+
+
+def sparse_loss(model, how, top_k):
+    """Loss on the repeated part with every layer's attention sparse."""
+    logits = sparse_logits(model, how, top_k)
     return next_token_losses(logits, tokens)[repeated].mean().item()
 
 
@@ -339,16 +344,15 @@ figure_to_svg(
     alt="Left: the share of the induction layer's attention weight kept, "
     "against the share of tiles computed, three seeds: blocks chosen by "
     "mean key keep most of it from a third of the tiles on, a window of the "
-    "same cost rises slowly. Right: the loss with every layer sparse, far "
-    "lower for the chosen blocks at every cost; the window's loss starts "
+    "same share rises slowly. Right: the loss with every layer sparse, far "
+    "lower for the chosen blocks at every share; the window's loss starts "
     "above the dotted line of a uniform guess.",
 )
 
 # %% [markdown]
-# At the same cost the mean keys keep most of the induction layer's weight where the
-# window keeps little, on every seed: the numbers below are the lowest and highest over
-# the seeds. The loss follows. With the window, the model at low cost predicts worse than
-# a uniform guess, because it copies from the wrong tokens.
+# With as many keys read, the mean keys keep most of the induction layer's weight where
+# the window keeps little, on every seed: the numbers below are the lowest and highest
+# over the seeds. The loss follows.
 
 # %% tags=["plot"]
 print("layer 1 weight kept (min-max over seeds), loss with every layer sparse")
@@ -366,6 +370,29 @@ for top_k in TOP_K:
 print("dense loss:", ", ".join(f"{dense_loss[s]:.3f}" for s in SEEDS))
 
 # %% [markdown]
+# With the window and few blocks, the model predicts worse than a uniform guess would.
+# A model that knew it could not find the copy would spread its bets evenly and score
+# $\ln 64$. The cell prints, for a window of one block, the loss and the entropy of the
+# predictions on the repeated part.
+
+# %% tags=["plot"]
+confident = {}  # seed -> (loss, entropy of the predictions), window of 1 block
+for seed, model in models.items():
+    logits = sparse_logits(model, "window", 1)
+    log_p = logits[:, :-1].log_softmax(-1)[repeated]  # (predictions, V)
+    entropy = -(log_p.exp() * log_p).sum(-1).mean().item()
+    loss = next_token_losses(logits, tokens)[repeated].mean().item()
+    confident[seed] = (loss, entropy)
+    print(f"seed {seed}: loss {loss:.2f}, entropy {entropy:.2f} nats")
+
+# %% [markdown]
+# The entropy is a nat or so below $\ln 64$ while the loss is well above it: the model
+# bets on fewer tokens than a uniform guess would, and on the wrong ones. It still
+# tries to copy, as it was trained to, but a window of one block reaches 4 to 7 tokens
+# back, while the token its induction head needs, the one after the earlier copy, lies 7
+# to 31 tokens back: in reach for almost none of the predictions.
+
+# %% [markdown]
 # Two more things the table shows.
 #
 # - **The loss falls toward the dense one slowly.** At a third of the tiles, where the
@@ -379,7 +406,59 @@ print("dense loss:", ", ".join(f"{dense_loss[s]:.3f}" for s in SEEDS))
 #   thinly over the whole past. Their own block alone holds only a quarter or so of it
 #   (`top_k` = 0), and no block stands out, so the mean keys keep less of it than of
 #   layer 1's. NSA adds a sliding-window branch beside its selected blocks; exercise 1
-#   tries its fixed local block here.
+#   tries its fixed blocks, the first one and the local ones, here.
+#
+# ## What choosing costs
+#
+# "As many keys" is not the same work. The window knows its blocks in advance; the mean
+# keys must first score every earlier block, one product $q_t \cdot \overline{k}_i$ of
+# length $d_k$ per query and block, the length of one query-key product. (Making the
+# means adds one pass over the keys, which is small.) The cell counts the products of
+# length $d_k$ each way: this page's 64 tokens in blocks of 4 with `top_k` = 2, and
+# MoBA's own settings, blocks of 512 over 8,192 tokens and blocks of 4,096 over a
+# million, its "top-3" and "top-12" counting the own block.
+
+
+# %%
+def products(T, B, top_k):
+    """Query-key products over T tokens in blocks of B, each query reading
+    its own block up to itself and top_k earlier blocks; and the products
+    that score the earlier blocks."""
+    t = torch.arange(T)
+    read = (t % B + 1) + B * (t // B).clamp(max=top_k)
+    return int(read.sum()), int((t // B).sum())
+
+
+cost = {}  # (tokens, block, top_k) -> (products read, products scoring)
+print(f"{'tokens':>9} {'block':>5} {'top_k':>5} {'read':>14} {'scoring':>11}")
+for T_c, B_c, k_c in ((T, BLOCK, 2), (8192, 512, 2), (2**20, 4096, 11)):
+    read, scoring = cost[T_c, B_c, k_c] = products(T_c, B_c, k_c)
+    print(
+        f"{T_c:>9,} {B_c:>5} {k_c:>5} {read:>14,} {scoring:>11,}"
+        f"  scoring / read {scoring / read:.1%}"
+    )
+print(f"dense causal attention over {T} tokens: {T * (T + 1) // 2:,}")
+
+# %% [markdown]
+# On this page the scoring adds more than half again to the products the attention
+# reads: at this size a window of as many keys is the cheaper choice by that much. The
+# scoring grows with $T^2 / B$ and the reading with $T \cdot k B$, so the scores' share
+# falls with the block size, to under one per cent at MoBA's 512 and less at 4,096. The
+# selector pays off only with large blocks (or, as in NSA, with keys compressed to one
+# per block by a small network).
+#
+# Large blocks have a cost of their own. $q \cdot \overline{k}_i$ is the mean of the
+# block's $B$ logits, so one key that matches the query moves its block's score by only
+# $1/B$ of its logit. At $B = 4$ that hardly matters; among 512 keys a single match is
+# diluted. MoBA is trained with its gate ("MoBA requires continue training of existing
+# models to achieve its acceleration benefits. It is not a drop-in sparse attention
+# solution", its README says), and NSA learns its compression instead of taking a plain
+# mean. This page does
+# the opposite: it makes a model trained dense sparse when it runs. That is the setting of
+# *training-free* selectors. Quest (Tang et al., 2024) keeps each block's smallest and
+# largest key in every channel and scores a block by the largest $q \cdot k$ they allow,
+# an upper bound rather than a mean. MInference (Jiang et al., 2024) fixes a sparse
+# pattern per head offline and builds each pattern's index from the input when it runs.
 #
 # <details class="note">
 # <summary>Going deeper: NSA's three branches, and DeepSeek's lightning indexer</summary>
@@ -391,12 +470,19 @@ print("dense loss:", ", ".join(f"{dense_loss[s]:.3f}" for s in SEEDS))
 # of 64, "including fixed activating the 1 initial block and 2 local blocks", beside a
 # compressed branch and a sliding window of 512, the three mixed by learned gates.
 #
-# **DeepSeek-V3.2** selects *tokens*, not blocks. A "lightning indexer" with 64 small
-# heads computes $I_{t,s} = \sum_j w_{t,j} \operatorname{ReLU}(q_{t,j} \cdot k_s)$ for
-# every earlier token, and the main attention reads the top 2,048 tokens by that score.
-# The indexer is trained to match the dense attention's distribution (a KL divergence),
-# first with the model frozen. Its report notes that the indexer "still has a complexity
-# of $O(L^2)$", cheaply, while the main attention's falls to $O(Lk)$.
+# **DeepSeek-V3.2** selects *tokens*, not blocks. A "lightning indexer" with 64 heads of
+# width 128 (`index_n_heads`, `index_head_dim`) computes
+# $I_{t,s} = \sum_j w_{t,j} \operatorname{ReLU}(q_{t,j} \cdot k_s)$ for every earlier
+# token, and the main attention reads the top 2,048 tokens by that score. One choice
+# serves all 128 query heads of a token: DSA runs on MLA's multi-query form, "where each
+# latent vector (the key-value entry of MLA) will be shared across all query heads of
+# the query token": the token-level twin of NSA's shared choice (the pitfall "Choosing
+# per query, computing per tile" below shows why a kernel wants one choice for many
+# queries). The indexer is trained to match the dense attention's
+# distribution (a KL divergence), first with the model frozen. Its report notes that the
+# indexer "still has a complexity of $O(L^2)$", while the main attention's falls to
+# $O(Lk)$; it is cheap because it "has a small number of heads and can be implemented in
+# FP8".
 #
 # This page's selector is MoBA's: the plain mean key, per query and per head, on a
 # model trained dense, with `top_k` counting the earlier blocks only.
@@ -481,8 +567,12 @@ print(
 #   its own block and the best `top_k`, and attends exactly inside them; with every block
 #   kept this is causal attention. On tiled attention the unchosen tiles are skipped.
 # - On the trained induction model, a third of the tiles chosen this way keeps most of
-#   the induction layer's weight, where a window of the same cost keeps little; the loss
+#   the induction layer's weight, where a window of as many keys keeps little; the loss
 #   follows, though a model trained dense loses something whenever it runs sparse.
+# - The choice is not free: scoring every earlier block adds one product per block,
+#   more than half again the attention's own products at this page's size, under one per
+#   cent with MoBA's blocks of 512 or more, whose means in turn dilute a single matching
+#   key.
 #
 # The closing figures as this build computed them: the induction layer's captured weight
 # against the density, for every seed.
@@ -504,48 +594,69 @@ for top_k in TOP_K:
 # %% [markdown]
 # ## Exercises
 #
-# **1. NSA's local block.** NSA always keeps the blocks just before the query. Keep the
-# block before the own block, with `top_k - 1` scored blocks, and compare layer 0's
-# captured weight with plain top-k at `top_k` = 2 and 4, for seed 0. Does the fixed
-# local block help this model's first layer?
+# **1. NSA's fixed blocks.** NSA always keeps the first block and the blocks just before
+# the query's own ("fixed activating the 1 initial block and 2 local blocks"). Keep
+# block 0 and the block before the own one, and let the mean keys choose `top_k - 2`
+# blocks among the others, so that each query reads as many blocks as with plain
+# top-k. Compare layer 0's captured weight with plain top-k, and with the local block
+# alone (`top_k - 1` chosen), at `top_k` = 2 and 4, for seed 0. Do the fixed blocks
+# help this model's first layer?
 
 # %% tags=["solution"]
 weights, qk = dense_queries_and_keys(models[0], tokens)
 q0, k0 = qk[0]
+scores0 = block_scores(q0, k0, BLOCK)  # (B, H, T, n)
 local = window_blocks(T, N_BLOCKS, 1, BLOCK)  # own block and the one before
-local_kept = {}
+first = torch.zeros(T, N_BLOCKS, dtype=torch.bool)
+first[:, 0] = True  # block 0, for every query
+fixed_kept = {}
 for top_k in (2, 4):
-    plain = select_blocks(block_scores(q0, k0, BLOCK), top_k, BLOCK)
-    with_local = select_blocks(block_scores(q0, k0, BLOCK), top_k - 1, BLOCK)
-    with_local = with_local | local
-    for name, c in (("top-k", plain), ("local + top-k", with_local)):
+    for name, fixed, chosen in (
+        ("top-k", torch.zeros_like(local), top_k),  # nothing fixed
+        ("local", local, top_k - 1),
+        ("first + local", local | first, top_k - 2),
+    ):
+        others = scores0.masked_fill(fixed, -math.inf)  # fixed: not scored
+        c = select_blocks(others, chosen, BLOCK) | fixed
         kept = captured_weight(weights[0], c, BLOCK)[..., later].mean().item()
-        local_kept[top_k, name] = (selection_density(c, BLOCK), kept)
+        fixed_kept[top_k, name] = (selection_density(c, BLOCK), kept)
         print(f"top_k {top_k} {name:>13}: density", end=" ")
-        print(f"{local_kept[top_k, name][0]:.3f}, layer 0 kept {kept:.3f}")
-# Not here: letting the scores choose keeps more of layer 0's weight, for a
-# slightly larger share of the tiles. This model's first layer puts little of
-# its weight on the few tokens just before the own block.
+        print(f"{fixed_kept[top_k, name][0]:.3f}, layer 0 kept {kept:.3f}")
+# Not here: at the same density, each fixed block keeps less of layer 0's
+# weight than a block the scores would choose. This model, trained dense and
+# without them, puts little of its first layer's weight there.
 
 # %% [markdown]
-# **2. One choice for both heads.** NSA sums the block scores of the heads that share
-# keys. Do that for the induction layer of seed 0 (sum over its two heads, `top_k` = 2),
-# and compare the weight kept with the choice of each head alone.
+# **2. One choice for both heads.** NSA shares one choice among the query heads that
+# share keys: it turns each head's block scores into probabilities with a softmax, and
+# sums them over the heads (its equations 8 and 10). Do that for the induction layer of
+# seed 0, with `top_k` = 2 and the softmax over each query's earlier blocks, and compare
+# the weight kept per head with each head's own choice, and with a sum of the raw
+# scores.
 
 # %% tags=["solution"]
-shared_scores = block_scores(q1, k1, BLOCK).sum(
-    dim=1, keepdim=True
-)  # (B, 1, T, n)
-shared = select_blocks(shared_scores, 2, BLOCK)  # broadcast over the heads
-own = select_blocks(block_scores(q1, k1, BLOCK), 2, BLOCK)
-for name, c in (("each head", own), ("shared", shared)):
-    per_head = captured_weight(weights0[1], c, BLOCK)[..., later].mean(
-        dim=(0, 2)
-    )
+scores1 = block_scores(q1, k1, BLOCK)  # (B, H, T, n)
+earlier = (
+    torch.arange(N_BLOCKS) < (torch.arange(T) // BLOCK)[:, None]
+)  # (T, n)
+probabilities = scores1.masked_fill(~earlier, -math.inf).softmax(-1)
+probabilities = probabilities.nan_to_num(0.0)  # block 0's queries: none
+choices = {
+    "each head": select_blocks(scores1, 2, BLOCK),
+    "raw sum": select_blocks(scores1.sum(1, keepdim=True), 2, BLOCK),
+    "NSA's sum": select_blocks(probabilities.sum(1, keepdim=True), 2, BLOCK),
+}  # a shared choice is (B, 1, T, n): broadcast over the heads
+shared_kept = {}
+for name, c in choices.items():
+    per_head = captured_weight(weights0[1], c, BLOCK)[..., later].mean((0, 2))
+    shared_kept[name] = per_head.tolist()
     print(
         f"{name:>9}: weight kept per head",
         [round(x, 3) for x in per_head.tolist()],
     )
+# One shared choice keeps within a few hundredths of what each head's own
+# keeps: the two heads of this layer look for the same blocks. Normalizing
+# first stops a head whose scores are larger from deciding for both.
 
 # %% [markdown]
 # **3. The density by formula.** With $T = 64$ and blocks of 4, query $t$ reads
@@ -584,15 +695,25 @@ print(f"3 blocks by mean key:     {blocks:.3f}")
 #   LLMs](https://arxiv.org/abs/2502.13189). 2025; code and technical report:
 #   [MoonshotAI/MoBA](https://github.com/MoonshotAI/MoBA). The mean-key gate (its
 #   equations 4 to 6), the current block always kept, and the sliding window as a
-#   special case.
+#   special case; its block sizes (512 and top-3 for the scaling experiments, 4,096 and
+#   top-12 at a million tokens, in the technical report) and the README's note that it
+#   "requires continue training".
 # - Jingyang Yuan et al. [Native Sparse Attention: Hardware-Aligned and Natively
 #   Trainable Sparse Attention](https://arxiv.org/abs/2502.11089). 2025; reference code:
 #   [fla-org/native-sparse-attention](https://github.com/fla-org/native-sparse-attention).
 #   Compressed keys, selection shared in a GQA group, its block counts and window.
 # - DeepSeek-AI. [DeepSeek-V3.2-Exp: Boosting Long-Context Efficiency with DeepSeek
 #   Sparse Attention](https://github.com/deepseek-ai/DeepSeek-V3.2-Exp). 2025. The
-#   lightning indexer (its equations 1 to 3); `index_n_heads` 64 and `index_topk` 2048
-#   in `inference/config_671B_v3.2.json`.
+#   lightning indexer (its equations 1 to 3), one choice for all query heads (MLA's
+#   multi-query mode), FP8; `index_n_heads` 64, `index_head_dim` 128 and `index_topk`
+#   2048 in `inference/config_671B_v3.2.json`.
+# - Jiaming Tang, Yilong Zhao, Kan Zhu, Guangxuan Xiao, Baris Kasikci, Song Han.
+#   [Quest: Query-Aware Sparsity for Efficient Long-Context LLM
+#   Inference](https://arxiv.org/abs/2406.10774). ICML 2024. Blocks scored by the
+#   smallest and largest key of each channel, without training.
+# - Huiqiang Jiang et al. [MInference 1.0: Accelerating Pre-filling for Long-Context
+#   LLMs via Dynamic Sparse Attention](https://arxiv.org/abs/2407.02490). NeurIPS 2024.
+#   A sparse pattern per head, its index built from the input, without training.
 # - Iz Beltagy, Matthew E. Peters, Arman Cohan. [Longformer: The Long-Document
 #   Transformer](https://arxiv.org/abs/2004.05150). 2020. The sliding window.
 #
