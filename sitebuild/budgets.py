@@ -37,6 +37,7 @@ CORE_PATH_PROSE_WORDS = 7000  # visible prose on the whole core path
 CORE_PATH_FIGURES = 20  # pictures on the whole core path
 VISIBLE_CELL_LINES = 25  # the longest code block a teaching page shows unfolded
 SIDEWAYS_ON_A_PHONE = 6  # formulas and plots that scroll sideways at 375 px, site-wide
+READER_ENVIRONMENT_MB = 1500  # a reader's environment as the home page has it made (CPU PyTorch, Jupyter)
 
 # Targets that only `make measure` reports: times depend on the machine, so no test asserts them
 BUILD_TARGET = 15.0  # seconds, a clean build
