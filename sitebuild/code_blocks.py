@@ -14,13 +14,15 @@ On a Markdown page (`markdown`, before it is rendered):
   script's name; the title links to the whole script, which `publish` writes beside the page (the
   script runs on its own; its section markers are left out). A block run in a folder of its own
   (``workdir="snippets/<topic>"``) reads data there: its JSON files are published beside the page too.
-- An executed block whose code is not shown may print a figure (``print(figure_to_svg(...))``, its
-  plotting code is shown) or repeat a block shown on the page; anything else fails the build.
+- An executed block whose code is not shown may write the page's own markup (``html="true"``: a
+  figure, whose plotting code is shown, or the playground's controls) or repeat a block shown on the
+  page; one that prints a result (text, or Markdown such as a table) fails the build.
 
 On every page, tutorials too (`html`, once rendered): each Python block gets an anchor
 (``code-<n>``); a block that uses names it does not define gets the line "Continues ..." linking the
-block(s) above that define them (the nearest, leaving out those they continue themselves); a name
-that no block shown above defines fails the build.
+block(s) above that last defined or used them (a block that used ``model`` may have trained it, a
+block that used ``q`` may have set its ``requires_grad``), leaving out those that these continue
+themselves; a name that no block shown above defines fails the build.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import builtins
 import html as html_text
 import re
 import symtable
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +77,7 @@ def markdown(text: str, page: str, root: Path) -> MarkdownPage:
         if _shown(options):
             title = "" if "title=" in options else _title(body, scripts)
             return f"{indent}```python{options}{title}\n{body}{indent}```"
-        if not (_prints_a_figure(body) or _dedent(body, indent) in shown_bodies):
+        if not (settings.get("html") == "true" or _dedent(body, indent) in shown_bodies):
             first = body.strip().splitlines()[0] if body.strip() else ""
             raise ValueError(
                 f"{page}: an executed block shows what it prints but not its code ({first}): show it "
@@ -116,33 +119,55 @@ def _folded(indent: str, options: str, body: str, settings: dict[str, str], scri
     )
 
 
-def _prints_a_figure(body: str) -> bool:
-    """Whether ``body`` only imports and prints ``figure_to_svg(...)``: the figure of plotting code
-    shown above it."""
-    try:
-        statements = ast.parse(body.strip()).body
-    except SyntaxError:
-        return False
-    prints = [s for s in statements if not isinstance(s, ast.Import | ast.ImportFrom)]
-    return (
-        len(prints) == 1
-        and isinstance(prints[0], ast.Expr)
-        and isinstance(call := prints[0].value, ast.Call)
-        and isinstance(call.func, ast.Name)
-        and call.func.id == "print"
-        and len(call.args) == 1
-        and isinstance(inner := call.args[0], ast.Call)
-        and isinstance(inner.func, ast.Name)
-        and inner.func.id == "figure_to_svg"
-    )
-
-
 def publish(scripts: dict[str, str], root: Path, page_folder: Path) -> None:
     """Each script a page's titles link to, written beside the page, without its section markers (and
     the data a block run in a ``workdir`` reads there)."""
     for name, path in scripts.items():
         page_folder.mkdir(parents=True, exist_ok=True)
         (page_folder / name).write_text(SECTION_MARKER.sub("", (root / path).read_text()))
+
+
+# What a block prints at build, as it prints for a reader
+
+
+def print_as_python() -> None:
+    """markdown-exec's ``print`` (which writes a block's output into the page) as Python's own.
+
+    markdown-exec 1.12 drops ``sep=``: ``print("weights", w, sep="\n")`` would show on the page on
+    one line, and on two lines for the reader who copies it.
+    """
+    from markdown_exec._internal.formatters import python as formatter
+
+    def printed(buffer, *values, sep=" ", end="\n", file=None, flush=False):
+        print(*values, sep=sep, end=end, file=buffer if file in (None, sys.stdout) else file, flush=flush)
+
+    formatter._buffer_print = printed
+
+
+NUMPY_PRINTING = {  # NumPy's defaults (numpy.set_printoptions)
+    "precision": 8,
+    "threshold": 1000,
+    "edgeitems": 3,
+    "linewidth": 75,
+    "suppress": False,
+    "nanstr": "nan",
+    "infstr": "inf",
+    "formatter": None,
+    "sign": "-",
+    "floatmode": "maxprec",
+    "legacy": False,
+}
+
+
+def fresh_printing() -> None:
+    """PyTorch's and NumPy's print options as a fresh interpreter has them: every page's blocks run in
+    the build's one process, and one that calls ``torch.set_printoptions(precision=2)`` would
+    otherwise round what every later page prints, which a reader's interpreter would not."""
+    import numpy
+    import torch
+
+    torch.set_printoptions(profile="default")
+    numpy.set_printoptions(**NUMPY_PRINTING)
 
 
 # What a block uses and defines
@@ -316,6 +341,7 @@ class Block:
     needed: list[str] = field(default_factory=list)
     bound: set[str] = field(default_factory=set)
     later: set[str] = field(default_factory=set)  # needed names read only when a function runs
+    used: set[str] = field(default_factory=set)  # needed names it reads as it runs: it may change them
     continues: list[int] = field(default_factory=list)  # indices of the blocks it continues
 
 
@@ -327,11 +353,12 @@ def html(content: str, page: str, scripts: dict[str, str]) -> str:
     for number, block in enumerate(blocks):
         try:
             block.needed, block.bound, block.later = names(block.code)
+            block.used = set(block.needed) - block.later
         except SyntaxError as error:
             raise ValueError(f"{page}: a Python block that is not Python ({error}):\n{block.code}") from None
         providers: dict[str, int] = {}
-        for name in block.needed:
-            earlier = [i for i in range(number) if name in blocks[i].bound]
+        for name in block.needed:  # the last block that defined it, or used it (and may have changed it)
+            earlier = [i for i in range(number) if name in blocks[i].bound | blocks[i].used]
             if not earlier and name in block.later:
                 continue  # read when a function defined here runs: a later block may define it first
             if not earlier:

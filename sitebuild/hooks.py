@@ -67,6 +67,7 @@ def on_pre_build(config: MkDocsConfig) -> None:
     if not any(getattr(f, "__name__", "") == _not_the_dirty_notice.__name__ for f in builder.filters):
         builder.addFilter(_not_the_dirty_notice)
     build = Build(config)
+    code_blocks.print_as_python()
     freshness.forget_imported_code()
     plot_style.use()
 
@@ -107,6 +108,7 @@ def on_page_read_source(page: Page, config: MkDocsConfig) -> str | None:
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    code_blocks.fresh_printing()  # before the page's blocks run
     try:
         written = code_blocks.markdown(markdown, page.file.src_uri, build.root)
     except ValueError as error:

@@ -7,7 +7,8 @@ each block in a fresh namespace, in a folder holding what the site publishes bes
 scripts its titles link to). A block that runs alone must print exactly what the page shows: the
 page was built on this machine, with this arithmetic, so any difference is a block that depends
 on something it does not show. On a Markdown page, a block that continues others runs after
-them (the blocks its label names, and the ones theirs name, in page order); on a tutorial page it
+them (the blocks its label names, and the ones theirs name, in page order; in the namespace the
+block before it left, when that one ran after exactly those); on a tutorial page it
 does not run here: its notebook's cells ran in that order when the tutorial was executed, and
 running them again would train its models again. Cells that measure time or memory are left out.
 """
@@ -26,15 +27,19 @@ def _normalised(printed: str) -> str:
     return "\n".join(line.rstrip() for line in printed.strip("\n").splitlines())
 
 
-def _chain(block: copied.CopiedBlock, by_anchor: dict[str, copied.CopiedBlock]) -> list[str]:
-    """The codes ``block`` continues, with those they continue, in page order."""
+def _number(anchor: str) -> int:
+    return int(anchor.removeprefix("code-"))
+
+
+def _chain(block: copied.CopiedBlock, by_anchor: dict[str, copied.CopiedBlock]) -> list[int]:
+    """The numbers of the blocks ``block`` continues, with those they continue, in page order."""
     found, todo = set(), list(block.continues)
     while todo:
         anchor = todo.pop()
         if anchor not in found:
             found.add(anchor)
             todo += by_anchor[anchor].continues
-    return [by_anchor[anchor].code for anchor in sorted(found, key=lambda a: int(a.removeprefix("code-")))]
+    return sorted(_number(anchor) for anchor in found)
 
 
 @pytest.mark.parametrize("page_path", PAGE_PATHS)
@@ -56,7 +61,11 @@ def test_every_code_block_runs_alone_or_says_which_block_it_continues(built_site
     for published in (built_site.path / page_path).iterdir():  # the scripts beside the page
         if published.is_file() and published.name != "index.html":
             shutil.copy2(published, tmp_path / published.name)
-    printed = copied.run_page([(chain, block.code) for block, chain in runs], tmp_path, notebook=tutorial)
+    jobs = [
+        (chain, _number(block.anchor), [by_anchor[f"code-{n}"].code for n in chain], block.code)
+        for block, chain in runs
+    ]
+    printed = copied.run_page(jobs, tmp_path, notebook=tutorial)
     wrong = []
     for (block, _), output in zip(runs, printed, strict=True):
         if output.startswith("Traceback"):

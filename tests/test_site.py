@@ -32,6 +32,17 @@ def test_strict_build_has_no_warnings_of_our_own(built_site):
     assert [line for line in built_site.log.splitlines() if "WARNING" in line] == []
 
 
+def test_the_build_says_how_it_came_by_every_tutorials_execution(built_site):
+    """sitebuild.progress's first line: how many tutorials it executes and how many were kept (the
+    lines per tutorial are tested in tests/sitebuild/test_progress.py)."""
+    (line,) = re.findall(r"^tutorials: .*$", built_site.log, flags=re.M)
+    executed, kept, all_kept = re.fullmatch(
+        r"tutorials: (?:(\d+) to execute, (\d+) kept|all (\d+) kept) \(.*\)", line
+    ).groups()
+    total = int(all_kept) if all_kept else int(executed) + int(kept)
+    assert total == len(list(TUTORIALS.glob("*.py")))
+
+
 def test_every_nav_entry_is_built(built_site):
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
     for source in nav_files(config["nav"]):

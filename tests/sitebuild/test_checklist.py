@@ -43,7 +43,9 @@ def test_a_missing_test_and_a_missing_home_row_are_each_named(tmp_path):
 
 
 def test_nothing_is_missing_when_every_page_has_its_test_and_row(tmp_path):
-    project = _project(tmp_path, rows=["concepts/lesson.md", "tutorials/notebook.md"], tests=["notebook", "inner"])
+    project = _project(
+        tmp_path, rows=["concepts/lesson.md", "tutorials/notebook.md"], tests=["notebook", "inner"]
+    )
     assert problems(project, NAV) == []
 
 

@@ -73,7 +73,7 @@ def test_a_shown_snippet_is_titled_with_its_name_at_any_indent_and_other_blocks_
     [
         '```python exec="true" result="text"\n--8<-- "snippets/a/b.py:report"\n```\n',
         '```python exec="true" session="s"\n--8<-- "snippets/a/b.py:table"\n```\n',
-        '```python exec="true" html="true"\nprint(figure_to_svg(fig, alt="x"))\nprint(tolerance)\n```\n',
+        '    ```python exec="true" session="s"\n    print("| a | b |")\n    ```\n',  # a table, in a fold
     ],
 )
 def test_output_of_code_the_reader_cannot_see_fails_the_build(hidden):
@@ -110,7 +110,8 @@ def test_a_block_that_uses_what_an_earlier_one_defines_says_which_it_continues()
     assert labels == [
         'Continues <a href="#code-1">the block above</a>: uses <code>x</code>.',
         'Continues <a href="#code-2">the block above</a>: uses <code>w</code>.',
-        'Continues <a href="#code-1">the block under “Setup”</a>: uses <code>torch</code>, <code>x</code>.',
+        # x was last used (and so maybe changed) in the fold, which continues the block with torch
+        'Continues <a href="#code-2">“Checking code” under “Setup”</a>: uses <code>torch</code>, <code>x</code>.',
     ]
     assert [f"code-{n}" for n in range(1, 6)] == re.findall(
         r'<div id="(code-\d)" class="language-python', result
@@ -125,6 +126,19 @@ def test_a_label_leaves_out_what_the_block_it_continues_continues():
     assert (
         labels[-1]
         == 'Continues <a href="#code-2">the block above</a>: uses <code>torch</code>, <code>x</code>.'
+    )
+
+
+def test_a_block_continues_the_last_block_that_used_a_name_which_may_have_changed_it():
+    page = (
+        _block("import torch\nq = torch.ones(2)")
+        + _block("for t in (q,):\n    t.requires_grad_(True)")
+        + _block("import math\nprint(math.pi)")
+        + _block("print(q.requires_grad)")
+    )
+    labels = re.findall(r'<p class="code-continues">(.*?)</p>', html(page, "p.md", {}))
+    assert (
+        labels[-1] == 'Continues <a href="#code-2">an earlier block of this section</a>: uses <code>q</code>.'
     )
 
 

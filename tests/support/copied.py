@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sitebuild.page_html import Element, ancestors, elements
+from tests.support.forked import PRELOADED
 
 OUTPUT_CLASSES = {"language-text", "output-html"}  # printed text, and a tutorial's plot or table
 
@@ -140,6 +141,7 @@ def run_page(jobs: list[tuple[list[str], str]], cwd: Path, notebook: bool, timeo
     ``cwd``: what each printed, or ``"Traceback..."`` if it failed. ``notebook``: a block's last
     expression is shown, as a notebook cell shows it."""
     context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOADED)
     with context.Pool(1) as pool:
         return pool.apply_async(_run_all, (jobs, str(cwd), notebook)).get(timeout)
 
@@ -194,7 +196,8 @@ def _run(code: str, namespace: dict, notebook: bool) -> None:
     exec(compile(tree, "<copied block>", "exec"), namespace)
     if last is not None:
         value = eval(compile(ast.Expression(last.value), "<copied block>", "eval"), namespace)
-        if value is not None:
+        rich = any(hasattr(value, name) for name in ("_repr_mimebundle_", "_repr_html_", "_repr_svg_"))
+        if value is not None and not rich:  # a figure or a table is shown as such, not as text
             from IPython.lib.pretty import pretty
 
             print(pretty(value))
