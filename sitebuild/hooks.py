@@ -147,6 +147,8 @@ def on_post_build(config: MkDocsConfig) -> None:
                 continue
             page_folder.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(written, page_folder / written.name)
+    for url, scripts in build.scripts.items():  # the scripts shown on each page, beside it
+        code_blocks.publish(scripts, build.root, site / url)
     home = site / "index.html"  # its map shows every page's minutes, known once all are built
     home.write_text(reading_time.with_minutes(home.read_text(), build.minutes))
     build.typesetter.close()

@@ -28,6 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sitebuild.code_blocks import fresh_printing
 from sitebuild.page_html import Element, ancestors, elements
 from tests.support.forked import PRELOADED
 
@@ -113,79 +114,68 @@ def _outputs_under(block: Element, children: dict[int, list[Element]]) -> list[E
 
 
 def _table(content: str, found: list[Element], table: Element) -> list[list[str]]:
+    """A table's rows of cells as text; a cell of math as ``MATH`` (its MathML reads as no text)."""
     rows = [e for e in found if e.tag == "tr" and table in ancestors(e)]
-    return [
-        [
-            text(content[c.start_end : c.end]).strip()
-            for c in found
-            if c.tag in ("td", "th") and c.parent is row
-        ]
-        for row in rows
-    ]
+    cells = [[c for c in found if c.tag in ("td", "th") and c.parent is row] for row in rows]
+    return [[_cell(content[c.start_end : c.end]) for c in row] for row in cells]
+
+
+def _cell(inner: str) -> str:
+    return "MATH" if "<math" in inner else text(inner).strip()
 
 
 def markdown_table(printed: str) -> list[list[str]]:
     """The rows of cells of a Markdown table as a block prints it (its |---| line left out), each cell
-    as a reader sees it: without Markdown's backticks and emphasis."""
+    as a reader sees it: without Markdown's backticks and emphasis, and a cell of math as ``MATH``."""
     rows = []
     for line in printed.strip().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if all(re.fullmatch(r":?-+:?", cell) for cell in cells):
             continue
-        rows.append([re.sub(r"[`*]", "", cell) for cell in cells])
+        rows.append(["MATH" if "$" in cell else re.sub(r"[`*]", "", cell) for cell in cells])
     return rows
 
 
-def run_page(jobs: list[tuple[list[str], str]], cwd: Path, notebook: bool, timeout: float = 300) -> list[str]:
-    """Each job (the codes it continues, its code) run in a fresh namespace, in one new process in
-    ``cwd``: what each printed, or ``"Traceback..."`` if it failed. ``notebook``: a block's last
-    expression is shown, as a notebook cell shows it."""
+Job = tuple[list[int], int, list[str], str]
+
+
+def run_page(jobs: list[Job], cwd: Path, notebook: bool, timeout: float = 300) -> list[str]:
+    """Each job run in one new process in ``cwd``: what each printed, or ``"Traceback..."`` if it
+    failed. A job is (the numbers of the blocks it continues, its own number, their codes, its
+    code): in a fresh namespace, the blocks it continues run first, silently; unless the job before
+    ran after exactly those, and then its namespace goes on, as a reader's would. ``notebook``: a
+    block's last expression is shown, as a notebook cell shows it."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOADED)
     with context.Pool(1) as pool:
         return pool.apply_async(_run_all, (jobs, str(cwd), notebook)).get(timeout)
 
 
-def _run_all(jobs: list[tuple[list[str], str]], cwd: str, notebook: bool) -> list[str]:
+def _run_all(jobs: list[Job], cwd: str, notebook: bool) -> list[str]:
     os.chdir(cwd)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     import matplotlib.pyplot as plt
-    import numpy
     import torch
 
-    printed = []
-    for setup, code in jobs:
-        namespace = {"__name__": "__main__"}
+    printed, ran, namespace = [], None, {}
+    for continued, number, codes, code in jobs:
         captured = io.StringIO()
         try:
-            for earlier in setup:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    _run(earlier, namespace, notebook)
+            if continued != ran or not continued:  # a fresh interpreter
+                plt.close("all")
+                torch.set_default_dtype(torch.float32)
+                fresh_printing()
+                namespace = {"__name__": "__main__"}
+                for earlier in codes:
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        _run(earlier, namespace, notebook)
             with contextlib.redirect_stdout(captured):
                 _run(code, namespace, notebook)
             printed.append(captured.getvalue())
+            ran = [*continued, number]
         except BaseException:
             printed.append("Traceback" + traceback.format_exc())
-        finally:  # what a block may leave behind for the next one
-            plt.close("all")
-            torch.set_default_dtype(torch.float32)
-            torch.set_printoptions(profile="default")
-            numpy.set_printoptions(**DEFAULT_NUMPY_PRINT)
+            ran = None
     return printed
-
-
-DEFAULT_NUMPY_PRINT = {
-    "precision": 8,
-    "threshold": 1000,
-    "edgeitems": 3,
-    "linewidth": 75,
-    "suppress": False,
-    "nanstr": "nan",
-    "infstr": "inf",
-    "sign": "-",
-    "floatmode": "maxprec",
-    "legacy": False,
-}
 
 
 def _run(code: str, namespace: dict, notebook: bool) -> None:
