@@ -383,7 +383,9 @@ def html(content: str, page: str, scripts: dict[str, str]) -> str:
 def _python_blocks(content: str, found: list[Element]) -> list[Block]:
     blocks, heading = [], ""
     for element in found:
-        if re.fullmatch(r"h[1-6]", element.tag):
+        if element.tag == "h1":  # the page's title
+            heading = ""
+        elif re.fullmatch(r"h[2-6]", element.tag):
             heading = _text(content[element.start_end : element.end]).removesuffix("¶").strip()
         if element.tag != "div" or not {"language-python", "highlight"} <= element.classes:
             continue
@@ -417,7 +419,8 @@ def _all_continued(blocks: list[Block], index: int) -> set[int]:
 
 
 def _where(block: Block) -> str:
-    return f"in “{block.fold}” under “{block.heading}”" if block.fold else f"under “{block.heading}”"
+    under = f"under “{block.heading}”" if block.heading else "at the top of the page"
+    return f"in “{block.fold}” {under}" if block.fold else under
 
 
 def _label(blocks: list[Block], number: int) -> str:
@@ -434,7 +437,9 @@ def _name_of(blocks: list[Block], index: int, reader: int) -> str:
     block, here = blocks[index], blocks[reader]
     if index == reader - 1:
         return "the block above"
-    under = f" under “{html_text.escape(block.heading)}”" if block.heading != here.heading else ""
+    under = ""
+    if block.heading != here.heading:
+        under = f" under “{html_text.escape(block.heading)}”" if block.heading else " at the top of the page"
     if block.fold:
         return f"“{html_text.escape(block.fold)}”{under}"
     return f"the block{under}" if under else "an earlier block of this section"

@@ -153,3 +153,19 @@ def test_a_published_script_is_the_snippet_without_its_section_markers(tmp_path)
     original = (ROOT / "snippets/bugs/softmax_axis.py").read_text()
     assert "--8<--" not in published and "--8<--" in original
     assert published.splitlines() == [line for line in original.splitlines() if "# --8<-- [" not in line]
+
+
+def test_a_block_under_the_pages_title_is_named_as_at_the_top_of_the_page():
+    page = (
+        '<h1 id="t">Title</h1>\n'
+        + _block("import torch")
+        + '<h2 id="s">Later</h2>\n'
+        + _block("print(torch.pi)")
+    )
+    labels = re.findall(r'<p class="code-continues">(.*?)</p>', html(page, "p.md", {}))
+    assert labels == ['Continues <a href="#code-1">the block above</a>: uses <code>torch</code>.']
+    page = page.replace(_block("print(torch.pi)"), _block("import math") + _block("print(torch.pi)"))
+    labels = re.findall(r'<p class="code-continues">(.*?)</p>', html(page, "p.md", {}))
+    assert labels == [
+        'Continues <a href="#code-1">the block at the top of the page</a>: uses <code>torch</code>.'
+    ]
