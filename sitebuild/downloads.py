@@ -5,11 +5,12 @@
   imports. Built from a copy of the package in a temporary folder (the project stays clean), with
   fixed file times (the same bytes every build), and kept under ``.cache/wheel/`` until the
   package changes.
-- `for_download`: a tutorial's executed notebook as a reader downloads it: it starts with the pip
-  command, its links to other pages point at the site, not at Markdown files beside it, and its
+- `for_download`: a tutorial's executed notebook as a reader downloads it: it starts with what to
+  install (the home page's commands, and the pip command for a notebook that has PyTorch already), its links to other pages point at the site, not at Markdown files beside it, and its
   plots keep the drawing a notebook shows (the site's pair of drawings is left out).
 - `with_wheel_url`: a page's Markdown with ``ATTN_REF_WHEEL_URL`` replaced by the wheel's address
-  (the home page shows the command).
+  and ``READER_ENVIRONMENT_LIMIT`` by the disk a reader's environment takes at most (the home page
+  shows the commands, and the size to expect).
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ import nbformat
 from nbformat import NotebookNode
 
 from attn_ref.plotting import PLOT_MIME
+from sitebuild.budgets import READER_ENVIRONMENT_MB
 
 PACKAGE_FILES = ("pyproject.toml", "README.md", "LICENSE")
 CACHE = Path(".cache") / "wheel"
 FOLDER = "downloads"
 PLACEHOLDER = "ATTN_REF_WHEEL_URL"
+SIZE_PLACEHOLDER = "READER_ENVIRONMENT_LIMIT"
 # A Markdown link to another page of the site: [text](path.md#anchor)
 PAGE_LINK = re.compile(r"\]\((?!https?:)([^)\s]+?)\.md(#[^)\s]*)?\)")
 
@@ -72,7 +75,13 @@ def wheel_url(site_url: str, wheel_file: Path) -> str:
 
 
 def with_wheel_url(markdown: str, url: str) -> str:
-    return markdown.replace(PLACEHOLDER, url)
+    """``markdown`` with the wheel's address, and the disk a reader's environment takes at most
+    (`READER_ENVIRONMENT_MB`, which the fresh-environment test holds it to)."""
+    return markdown.replace(PLACEHOLDER, url).replace(SIZE_PLACEHOLDER, reader_environment_limit())
+
+
+def reader_environment_limit() -> str:
+    return f"under {READER_ENVIRONMENT_MB / 1000:.1f} GB"
 
 
 def for_download(notebook: NotebookNode, page: str, site_url: str, url_of_wheel: str) -> NotebookNode:
@@ -84,9 +93,14 @@ def for_download(notebook: NotebookNode, page: str, site_url: str, url_of_wheel:
             cell.source = PAGE_LINK.sub(lambda m: f"]({_page_url(here, m[1], m[2], site_url)})", cell.source)
         for output in cell.get("outputs", []):  # a plot: the notebook shows its light drawing
             output.get("data", {}).pop(PLOT_MIME, None)
+    home = f"{site_url.rstrip('/')}/#run-it-yourself"
     install = nbformat.v4.new_markdown_cell(
-        f"**To run this notebook**, install `attn_ref`, the site's reference package (it brings PyTorch,\n"
-        f"NumPy and matplotlib), then run the cells in order:\n\n"
+        f"**To run this notebook**, you need Python 3.11.5 or newer with PyTorch, NumPy, matplotlib and\n"
+        f"`attn_ref`, the site's reference package, then run the cells in order. [Run it yourself]({home})\n"
+        f"gives the commands: a virtual environment, PyTorch's CPU build (a plain `pip install torch` on\n"
+        f"Linux or Windows brings several GB for NVIDIA GPUs), the site's package and Jupyter\n"
+        f"({reader_environment_limit()} in all). If this notebook's Python has PyTorch already,\n"
+        f"this cell installs the rest:\n\n"
         f"```\n%pip install {url_of_wheel}\n```\n\n"
         f"This notebook is a page of [Attention, from first principles]({site_url})."
     )

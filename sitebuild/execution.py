@@ -52,6 +52,7 @@ from nbformat import NotebookNode
 from traitlets.config import Config
 
 from sitebuild import plot_style
+from sitebuild.progress import Progress
 
 CODE_DIRS = ("attn_ref", "snippets")  # the code pages import or include
 PACKAGE = ("attn_ref",)  # what every tutorial imports; snippets only when its code names them
@@ -219,8 +220,9 @@ def execute_all(sources: list[Path], root: Path) -> dict[Path, Future]:
         else:
             missing.append((source, target))
     seconds = durations(root)
+    progress = Progress(len(missing), len(sources) - len(missing), f"{arithmetic()}; {workers()} at a time")
     for source, target in sorted(missing, key=lambda pair: -seconds.get(pair[0].stem, 0.0)):
-        _chain(pool.submit(execute, source, target, root), running[source])
+        _chain(pool.submit(execute, source, target, root, progress), running[source])
     pool.shutdown(wait=False)
     return running
 
@@ -258,13 +260,34 @@ def prune(root: Path, keep: set[Path]) -> None:
                 shutil.rmtree(kept)
 
 
-def execute(source: Path, target: Path, root: Path) -> Path:
+def execute(source: Path, target: Path, root: Path, progress: Progress | None = None) -> Path:
     """Run ``source`` top to bottom in a fresh kernel; write the notebook and its variables.
 
     The kernel imports ``attn_ref`` from ``root``, the project being built, whatever else is installed.
+    ``progress`` hears of each cell as it starts, and of the end.
     """
     started = time.perf_counter()
+    try:
+        _execute(source, target, root, progress)
+    except BaseException:
+        if progress:
+            progress.finished(source.stem, time.perf_counter() - started, failed=True)
+        raise
+    seconds = time.perf_counter() - started
+    _record_duration(root, source.stem, seconds)
+    if progress:
+        progress.finished(source.stem, seconds)
+    return target
+
+
+def _execute(source: Path, target: Path, root: Path, progress: Progress | None) -> None:
     notebook = prepared(source)
+    code_cells = [index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+
+    def cell_started(cell: NotebookNode, cell_index: int) -> None:
+        if progress and cell_index in code_cells:  # not the cell that saves the values, added below
+            progress.cell_started(source.stem, code_cells.index(cell_index) + 1, len(code_cells), cell.source)
+
     partial = target.with_name(target.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     values = saved_values(partial)
@@ -280,6 +303,7 @@ def execute(source: Path, target: Path, root: Path) -> Path:
             timeout=600,
             record_timing=False,
             resources={"metadata": {"path": folder}},  # the kernel's working folder: empty
+            on_cell_start=cell_started,
         ).execute(env=kernel_environment(root))
         shutil.copytree(folder, written)
     notebook.cells.pop()
@@ -291,8 +315,6 @@ def execute(source: Path, target: Path, root: Path) -> Path:
     shutil.rmtree(written_files(target), ignore_errors=True)
     written.replace(written_files(target))
     partial.replace(target)  # last, so that a kept notebook always has its values beside it
-    _record_duration(root, source.stem, time.perf_counter() - started)
-    return target
 
 
 def _merge_printed_text(outputs: list) -> list:

@@ -7,6 +7,7 @@ normally. What one build learns lives in `Build`, made afresh when the build sta
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from concurrent.futures import Future
@@ -17,15 +18,17 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
+from properdocs.exceptions import PluginError
 
 from sitebuild import (
+    checklist,
+    code_blocks,
     downloads,
     execution,
     freshness,
     page_html,
     plot_style,
     reading_time,
-    snippet_titles,
     tutorial_pages,
     typeset,
 )
@@ -45,20 +48,35 @@ class Build:
         self.wheel_url = downloads.wheel_url(config.site_url or "", self.wheel)
         self.site_url = config.site_url or ""
         self.downloads = tempfile.TemporaryDirectory()  # the notebooks as readers download them
+        self.scripts: dict[str, dict[str, str]] = {}  # page url -> the scripts its code's titles link to
 
 
 build: Build
 
 
+DIRTY_NOTICE = "A 'dirty' build is being performed"  # `make serve` asks for one (Makefile says why)
+
+
+def _not_the_dirty_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(DIRTY_NOTICE)
+
+
 def on_pre_build(config: MkDocsConfig) -> None:
     global build
+    builder = logging.getLogger("properdocs.commands.build")
+    if not any(getattr(f, "__name__", "") == _not_the_dirty_notice.__name__ for f in builder.filters):
+        builder.addFilter(_not_the_dirty_notice)
     build = Build(config)
+    code_blocks.print_as_python()
     freshness.forget_imported_code()
     plot_style.use()
 
 
 @event_priority(100)  # before other plugins look at the files
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    missing = checklist.problems(build.root, config.nav or [])
+    if missing:
+        raise PluginError("\n".join(missing))
     if freshness.code_changed(build.root):  # make serve --dirty: rebuild every page, not only the edited one
         for file in files.documentation_pages():
             Path(file.abs_dest_path).unlink(missing_ok=True)
@@ -90,11 +108,21 @@ def on_page_read_source(page: Page, config: MkDocsConfig) -> str | None:
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-    return downloads.with_wheel_url(snippet_titles.titled(markdown), build.wheel_url)
+    code_blocks.fresh_printing()  # before the page's blocks run
+    try:
+        written = code_blocks.markdown(markdown, page.file.src_uri, build.root)
+    except ValueError as error:
+        raise PluginError(str(error)) from None
+    build.scripts[page.url] = written.scripts
+    return downloads.with_wheel_url(written.text, build.wheel_url)
 
 
 def on_page_content(content: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     content = build.typesetter.page(content, page.file.src_uri)
+    try:
+        content = code_blocks.html(content, page.file.src_uri, build.scripts.get(page.url, {}))
+    except ValueError as error:
+        raise PluginError(str(error)) from None
     content, plots = page_html.rendered_page(content, page.url)
     build.files.update(plots)
     content, minutes = reading_time.with_reading_time(content, page.file.src_uri)
@@ -119,6 +147,8 @@ def on_post_build(config: MkDocsConfig) -> None:
                 continue
             page_folder.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(written, page_folder / written.name)
+    for url, scripts in build.scripts.items():  # the scripts shown on each page, beside it
+        code_blocks.publish(scripts, build.root, site / url)
     home = site / "index.html"  # its map shows every page's minutes, known once all are built
     home.write_text(reading_time.with_minutes(home.read_text(), build.minutes))
     build.typesetter.close()

@@ -3,6 +3,7 @@
 import ast
 import gzip
 import re
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -14,6 +15,8 @@ from attn_ref.plotting import PLOT_MIME
 from scripts.math_font import characters_in_math
 from sitebuild import execution as tutorial_execution
 from sitebuild.budgets import PAGE_BUDGET
+from sitebuild.checklist import nav_files, teaching_pages
+from sitebuild.code_blocks import SECTION_MARKER
 from sitebuild.project import EXEC_BLOCK, ROOT, TUTORIALS
 
 TUTORIAL_NAMES = sorted(p.stem for p in TUTORIALS.glob("*.py"))
@@ -25,19 +28,24 @@ OUTSIDE_LOAD = re.compile(
 LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
 
 
-def _nav_files(items):
-    for item in items:
-        value = next(iter(item.values())) if isinstance(item, dict) else item
-        yield from _nav_files(value) if isinstance(value, list) else [value]
-
-
 def test_strict_build_has_no_warnings_of_our_own(built_site):
     assert [line for line in built_site.log.splitlines() if "WARNING" in line] == []
 
 
+def test_the_build_says_how_it_came_by_every_tutorials_execution(built_site):
+    """sitebuild.progress's first line: how many tutorials it executes and how many were kept (the
+    lines per tutorial are tested in tests/sitebuild/test_progress.py)."""
+    (line,) = re.findall(r"^tutorials: .*$", built_site.log, flags=re.M)
+    executed, kept, all_kept = re.fullmatch(
+        r"tutorials: (?:(\d+) to execute, (\d+) kept|all (\d+) kept) \(.*\)", line
+    ).groups()
+    total = int(all_kept) if all_kept else int(executed) + int(kept)
+    assert total == len(list(TUTORIALS.glob("*.py")))
+
+
 def test_every_nav_entry_is_built(built_site):
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
-    for source in _nav_files(config["nav"]):
+    for source in nav_files(config["nav"]):
         page = source.rsplit(".", 1)[0].removesuffix("index")
         assert (built_site.path / page / "index.html").is_file(), source
 
@@ -176,8 +184,9 @@ def test_no_page_is_heavier_than_the_budget(built_site):
     assert {page: size for page, size in sizes.items() if size > PAGE_BUDGET} == {}
 
 
-def test_every_shown_executed_block_is_a_snippet_titled_with_its_path(built_site):
-    """A reader goes from a number on a page to the file that printed it, and its test, in one step."""
+def test_every_shown_executed_block_is_a_snippet_titled_with_a_link_to_the_whole_script(built_site):
+    """A reader goes from a number on a page to the script that printed it in one click: the block's
+    title names the script and links to it, published beside the page, and it runs on its own."""
     for page in sorted((ROOT / "docs").rglob("*.md")):
         blocks = [
             (indent, body)
@@ -189,10 +198,18 @@ def test_every_shown_executed_block_is_a_snippet_titled_with_its_path(built_site
                 f"{page}: code not from a snippet:\n{body}"
             )
         relative = page.relative_to(ROOT / "docs").with_suffix("")
-        built = relative.parent if relative.name == "index" else relative
-        html = (built_site.path / built / "index.html").read_text()
-        titles = re.findall(r'<span class="filename">(snippets/[^<]+)</span>', html)
-        assert len(titles) == len(blocks) and all((ROOT / title).is_file() for title in titles), page
+        built = built_site.path / (relative.parent if relative.name == "index" else relative)
+        html = (built / "index.html").read_text()
+        titles = re.findall(
+            r'<span class="filename"><a href="([^"]+)" title="[^"]+">([^<]+)</a></span>', html
+        )
+        assert len(titles) == len(blocks), page
+        shown = {
+            Path(path).name: path for _, body in blocks for path in re.findall(r'"(snippets/[^":]+)', body)
+        }
+        for href, name in titles:
+            published = (built / href).read_text()
+            assert published == SECTION_MARKER.sub("", (ROOT / shown[name]).read_text()), (page, href)
 
 
 def test_every_page_links_to_the_notation_table(built_site):
@@ -225,15 +242,7 @@ def test_every_figure_has_both_drawings_and_its_colour_mapped_data_is_the_same_i
 
 
 def _teaching_pages() -> list[str]:
-    """The pages of the navigation that teach: all but Home, Foundations and Reference."""
-    nav = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"]
-    sections = [next(iter(item.items())) for item in nav if isinstance(item, dict)]
-    return [
-        page
-        for name, items in sections
-        if name not in ("Home", "Foundations", "Reference")
-        for page in _nav_files(items)
-    ]
+    return teaching_pages(yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"])
 
 
 def test_the_home_page_maps_every_teaching_page_with_its_minutes(built_site):

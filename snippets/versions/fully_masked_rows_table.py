@@ -1,13 +1,10 @@
-# The measured behaviour (fully_masked_rows.json, written by
-# scripts/torch_versions.py) as a Markdown table, one row per run of PyTorch
-# versions that behave alike.
-# Run it from the repository's root.
+# The measured behaviour (fully_masked_rows.json, published beside this
+# script) as a Markdown table, one row per run of PyTorch versions that behave
+# alike. Run it in the folder that holds the JSON.
 import json
 from pathlib import Path
 
-measured = json.loads(
-    Path("snippets/versions/fully_masked_rows.json").read_text()
-)
+measured = json.loads(Path("fully_masked_rows.json").read_text())
 columns = {  # the probe's case -> the column's title, short enough for a phone
     "sdpa_default": "SDPA",
     "mha_attn_mask_grad_weights_output": "MHA",

@@ -46,9 +46,9 @@ def _files(root: Path, paths: Iterable[Path]) -> Iterable[bytes | str]:
 
 
 def site_key(executions: Iterable[Path]) -> str:
-    """What a strict build reads: the project's files but the tests, the kept ``executions`` (their
-    folders: notebook, values, written files), every installed distribution's version, the
-    arithmetic."""
+    """What a strict build reads: the project's files but the tests (of which it reads only which
+    tutorials have one), the kept ``executions`` (their folders: notebook, values, written files),
+    every installed distribution's version, the arithmetic."""
     folders = sorted({notebook.parent for notebook in executions})
     kept_files = [path for folder in folders for path in sorted(folder.rglob("*")) if path.is_file()]
     distributions = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
@@ -57,6 +57,7 @@ def site_key(executions: Iterable[Path]) -> str:
             *_files(ROOT, [p for p in project_files(ROOT) if p.relative_to(ROOT).parts[0] != "tests"]),
             *_files(ROOT, kept_files),
             *distributions,
+            *sorted(path.name for path in (ROOT / "tests" / "tutorials").glob("test_*.py")),  # checklist.py
             sys.version,
             execution.arithmetic(),
         ]

@@ -15,8 +15,9 @@ from tests.support.printed import table_rows
 
 @pytest.fixture(scope="module")
 def table() -> Finished:
-    """The snippet's run from the repository's root, as the site's build runs it."""
-    finished = run_python(ROOT / "snippets" / "versions" / "fully_masked_rows_table.py", cwd=ROOT)
+    """The snippet's run in its own folder, beside the JSON, as the site's build runs it."""
+    folder = ROOT / "snippets" / "versions"
+    finished = run_python(folder / "fully_masked_rows_table.py", cwd=folder)
     assert finished.returncode == 0, finished.stderr
     return finished
 
