@@ -42,6 +42,8 @@ __all__ = [
     "SpeculativeResult",
     "accept_greedy",
     "accept_sampled",
+    "accept_tree_greedy",
+    "draft_tree",
     "keep_path",
     "residual_distribution",
     "speculative_generate",
@@ -65,9 +67,7 @@ def _parents(parents: object) -> list[int]:
         raise ValueError(f"parents must be a list of ints (-1 for a root), got {parents!r}")
     for i, p in enumerate(parents):
         if not -1 <= p < i:
-            raise ValueError(
-                f"parents[{i}] = {p}: a node's parent must come before it, in [-1, {i - 1}] (-1 for a root)"
-            )
+            raise ValueError(f"parents[{i}] = {p} must be in [-1, {i - 1}]: a parent comes before its child")
     return list(parents)
 
 
@@ -159,8 +159,10 @@ def verify_forward(
 
         >>> from attn_ref.decoder import TinyDecoder
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(10, 16, embed_dim=8, num_layers=2, num_heads=2).eval()
-        >>> pool = PagedKVCache(2, num_blocks=4, block_size=4, num_kv_heads=2, head_dim=4)
+        >>> model = TinyDecoder(10, 16, embed_dim=8, num_layers=2, num_heads=2)
+        >>> pool = PagedKVCache(
+        ...     2, num_blocks=4, block_size=4, num_kv_heads=2, head_dim=4
+        ... )
         >>> text = torch.tensor([1, 2, 3, 4, 5, 6])
         >>> _ = verify_forward(model, pool, "a", text[:3])  # the prompt, cached
         >>> with torch.no_grad():
@@ -168,10 +170,10 @@ def verify_forward(
         ...     whole = model(text[None])[0, 3:]
         >>> pool.lengths["a"], bool((chunk - whole).abs().max() < 1e-5)
         (6, True)
-        >>> verify_forward(model, pool, "a", torch.tensor([[7]]))
+        >>> verify_forward(model, pool, "a", torch.tensor([7, 8]), parents=[-1, 1])
         Traceback (most recent call last):
         ...
-        ValueError: tokens must be a 1-D integer tensor of shape (n,), got shape (1, 1) and dtype torch.int64
+        ValueError: parents[1] = 1 must be in [-1, 0]: a parent comes before its child
     """
     _validate.index_vector("tokens", tokens)
     L = len(tokens)
@@ -204,7 +206,9 @@ def keep_path(pool: PagedKVCache, request: object, start: int, path: list[int]) 
     truncated. With ``path = [0, 1, ..., a]`` on a chain this is a plain truncation.
 
     Examples:
-        >>> pool = PagedKVCache(1, num_blocks=2, block_size=4, num_kv_heads=1, head_dim=1)
+        >>> pool = PagedKVCache(
+        ...     1, num_blocks=2, block_size=4, num_kv_heads=1, head_dim=1
+        ... )
         >>> _ = pool.reserve("a", 5)
         >>> marks = torch.arange(5.0).view(1, 5, 1)  # slot i holds the number i
         >>> pool.write(0, "a", range(5), marks, marks)
@@ -244,10 +248,10 @@ def accept_greedy(logits: Tensor, draft: Tensor) -> tuple[int, int]:
         target's argmax after them (a correction, or a bonus token if all ``k`` agree).
 
     Examples:
-        >>> logits = torch.tensor([[0.0, 9.0], [9.0, 0.0], [0.0, 9.0]])  # argmax 1, 0, 1
-        >>> accept_greedy(logits, torch.tensor([1, 1]))  # guess 1 is wrong: the target says 0
+        >>> logits = torch.tensor([[0.0, 9.0], [9.0, 0.0], [0.0, 9.0]])  # 1, 0, 1
+        >>> accept_greedy(logits, torch.tensor([1, 1]))  # guess 1 is wrong: 0
         (1, 0)
-        >>> accept_greedy(logits, torch.tensor([1, 0]))  # both right, and a bonus token
+        >>> accept_greedy(logits, torch.tensor([1, 0]))  # both right, and a bonus
         (2, 1)
     """
     k = _draft_length(draft)
@@ -324,6 +328,83 @@ def accept_sampled(p: Tensor, q: Tensor, draft: Tensor, generator: torch.Generat
     return k, _draw(p[k], generator)
 
 
+def accept_tree_greedy(logits: Tensor, tokens: Tensor, parents: list[int] | Tensor) -> tuple[list[int], int]:
+    """Greedy verification of a tree: the longest branch the target agrees with, and the token after it.
+
+    From the root (node 0, the last accepted token), step to the child whose
+    token is the target's argmax at the current node, as long as there is one.
+
+    Args:
+        logits: ``(N, V)`` the target's logits at each node (`verify_forward` with ``parents``).
+        tokens: ``(N,)`` the nodes' tokens, node 0 the root.
+        parents: ``N`` parent indices, ``parents[0] = -1``.
+
+    Returns:
+        ``(path, token)``: the nodes kept, from the root, and the target's
+        argmax after the last of them.
+
+    Examples:
+        A root with two guesses for the next token (2 and 1); the target picks 1:
+
+        >>> logits = torch.eye(4)[[1, 3, 0]] * 9  # argmax: 1 at node 0, 3, then 0
+        >>> accept_tree_greedy(logits, torch.tensor([0, 2, 1]), [-1, 0, 0])
+        ([0, 2], 0)
+    """
+    parents = _parents(parents)
+    _validate.index_vector("tokens", tokens)
+    N = len(tokens)
+    if len(parents) != N or parents[0] != -1 or -1 in parents[1:]:
+        raise ValueError(f"parents must give node 0 as the only root of the {N} nodes, got {parents}")
+    _validate.shape("logits", _validate.tensor("logits", logits), (N, None), "(N, V), one row per node")
+    best = logits.argmax(dim=-1)  # (N,)
+    path = [0]
+    while True:
+        children = [i for i, p in enumerate(parents) if p == path[-1] and int(tokens[i]) == int(best[path[-1]])]
+        if not children:
+            return path, int(best[path[-1]])
+        path.append(children[0])
+
+
+def draft_tree(distribution, context: Tensor, widths: list[int]) -> tuple[Tensor, list[int]]:
+    """A tree of guesses: the ``widths[d]`` likeliest tokens at depth ``d + 1`` under each node.
+
+    Args:
+        distribution: ``distribution(tokens) -> (V,)`` probabilities of the next token
+            (`NGramDrafter.distribution`, say).
+        context: ``(n,)`` the text so far; its last token is the root, node 0.
+        widths: How many children each node of each depth gets.
+
+    Returns:
+        ``(tokens, parents)``: ``(N,)`` the nodes, parents first, and their parents.
+
+    Examples:
+        >>> text = torch.tensor([0, 1, 0, 2, 0, 1])
+        >>> drafter = NGramDrafter(text, vocab_size=3, order=2)
+        >>> tokens, parents = draft_tree(
+        ...     drafter.distribution, torch.tensor([0]), widths=[2, 1]
+        ... )
+        >>> tokens.tolist(), parents  # after 0: 1 or 2; after 1: 0; after 2: 0
+        ([0, 1, 2, 0, 0], [-1, 0, 0, 1, 2])
+    """
+    _validate.index_vector("context", context)
+    _validate.count("context's length", len(context))
+    for d, w in enumerate(widths):
+        _validate.count(f"widths[{d}]", w)
+    tokens, parents, paths = [int(context[-1])], [-1], [context]
+    level = [0]
+    for w in widths:
+        next_level = []
+        for node in level:
+            likeliest = distribution(paths[node]).topk(w).indices.tolist()
+            for x in likeliest:
+                tokens.append(x)
+                parents.append(node)
+                paths.append(torch.cat([paths[node], torch.tensor([x])]))
+                next_level.append(len(tokens) - 1)
+        level = next_level
+    return torch.tensor(tokens, dtype=torch.long), parents
+
+
 def _draft_length(draft: object) -> int:
     _validate.index_vector("draft", draft)
     return len(draft)
@@ -351,8 +432,9 @@ class NGramDrafter:
         counts: ``(V,) * order`` counts plus ``alpha``, the last axis the next token.
 
     Examples:
-        >>> drafter = NGramDrafter(torch.tensor([0, 1, 2, 0, 1, 2, 0, 1]), vocab_size=3, order=2)
-        >>> drafter.propose(torch.tensor([2, 0]), k=4)[0].tolist()  # after 0 comes 1, then 2 ...
+        >>> text = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+        >>> drafter = NGramDrafter(text, vocab_size=3, order=2)
+        >>> drafter.propose(torch.tensor([2, 0]), k=4)[0].tolist()  # 0, then 1, 2
         [1, 2, 0, 1]
         >>> drafter.propose(torch.tensor([5]), k=1)
         Traceback (most recent call last):
@@ -380,8 +462,11 @@ class NGramDrafter:
         counts = torch.bincount(index, minlength=V**n).float() + self.alpha
         self.counts = counts.view((V,) * n)  # (V, ..., V): context, then the next token
 
-    def distribution(self, context: Tensor, temperature: float | None = None) -> Tensor:
-        """``(V,)`` the drafter's probabilities after ``context`` (its last ``order - 1`` tokens)."""
+    def distribution(self, context: Tensor, temperature: float | None = 1.0) -> Tensor:
+        """``(V,)`` the drafter's probabilities after ``context`` (its last ``order - 1`` tokens).
+
+        ``temperature=None`` gives the greedy drafter's: all on the most frequent continuation.
+        """
         row = self.counts[tuple(context[len(context) - self.order + 1 :].tolist())]  # (V,)
         if temperature is None:
             return _probabilities(row, None)
@@ -559,15 +644,17 @@ def speculative_generate(
 
         >>> from attn_ref.decoder import TinyDecoder
         >>> _ = torch.manual_seed(0)
-        >>> model = TinyDecoder(10, 32, embed_dim=8, num_layers=1, num_heads=2).eval()
+        >>> model = TinyDecoder(10, 32, embed_dim=8, num_layers=1, num_heads=2)
         >>> def new_pool():
-        ...     return PagedKVCache(1, num_blocks=8, block_size=4, num_kv_heads=2, head_dim=4)
+        ...     return PagedKVCache(
+        ...         1, num_blocks=8, block_size=4, num_kv_heads=2, head_dim=4
+        ...     )
         >>> drafter = ModelDrafter(model, new_pool())
         >>> prompt = torch.tensor([1, 2, 3])
-        >>> fast = speculative_generate(model, drafter, new_pool(), prompt, 9, k=2)
-        >>> fast.accepted, fast.tokens_per_forward  # 3 rounds of 2 guesses and a bonus
+        >>> fast = speculative_generate(model, drafter, new_pool(), prompt, 9, 2)
+        >>> fast.accepted, fast.tokens_per_forward  # 2 guesses and a bonus, 3 times
         ([2, 2, 2], 3.0)
-        >>> plain = speculative_generate(model, drafter, new_pool(), prompt, 9, k=0)
+        >>> plain = speculative_generate(model, drafter, new_pool(), prompt, 9, 0)
         >>> torch.equal(fast.tokens, plain.tokens), plain.target_forwards
         (True, 9)
     """
