@@ -179,7 +179,9 @@ def verify_forward(
     L = len(tokens)
     parents = list(range(-1, L - 1)) if parents is None else _parents(parents)
     if len(parents) != L:
-        raise ValueError(f"parents has {len(parents)} entries, expected one per token: tokens has shape ({L},)")
+        raise ValueError(
+            f"parents has {len(parents)} entries, expected one per token: tokens has shape ({L},)"
+        )
     cached = pool.lengths.get(request, 0)
     new = pool.reserve(request, L)
     seen = torch.cat(
@@ -287,7 +289,9 @@ def _draw(probabilities: Tensor, generator: torch.Generator | None) -> int:
     return min(int(torch.searchsorted(cumulative, u, right=True)), len(probabilities) - 1)
 
 
-def accept_sampled(p: Tensor, q: Tensor, draft: Tensor, generator: torch.Generator | None = None) -> tuple[int, int]:
+def accept_sampled(
+    p: Tensor, q: Tensor, draft: Tensor, generator: torch.Generator | None = None
+) -> tuple[int, int]:
     r"""Speculative sampling's rule: the accepted guesses, and one more token, distributed as ``p``'s.
 
     Guess $i$, drawn from the drafter's $q_i$, is kept with probability
@@ -359,7 +363,9 @@ def accept_tree_greedy(logits: Tensor, tokens: Tensor, parents: list[int] | Tens
     best = logits.argmax(dim=-1)  # (N,)
     path = [0]
     while True:
-        children = [i for i, p in enumerate(parents) if p == path[-1] and int(tokens[i]) == int(best[path[-1]])]
+        children = [
+            i for i, p in enumerate(parents) if p == path[-1] and int(tokens[i]) == int(best[path[-1]])
+        ]
         if not children:
             return path, int(best[path[-1]])
         path.append(children[0])

@@ -31,7 +31,6 @@
 # %% tags=["plot"]
 import copy
 import math
-import textwrap
 import time
 
 import matplotlib.pyplot as plt
@@ -43,10 +42,10 @@ from attn_ref.diagrams import Box, canvas, grid, note, outline
 from attn_ref.masks import causal_mask
 from attn_ref.measure import cpu_time_ms
 from attn_ref.plotting import figure_to_svg
-from attn_ref.serving import PagedKVCache
-from attn_ref.serving.speculative import (
+from attn_ref.serving import (
     ModelDrafter,
     NGramDrafter,
+    PagedKVCache,
     accept_greedy,
     accept_sampled,
     accept_tree_greedy,
@@ -64,7 +63,6 @@ from attn_ref.training import (
     encode,
     load_corpus,
     train_char_model,
-    window_losses,
     windows,
 )
 
@@ -79,8 +77,9 @@ train_ids, held_ids = encode(corpus.train), encode(corpus.held_out)
 def train_target(seed):
     """The character model of Attention on real text, with its recipe."""
     torch.manual_seed(seed)
-    model = CharTransformer(context_length=T, embed_dim=32, num_layers=2,
-                            num_heads=4)
+    model = CharTransformer(
+        context_length=T, embed_dim=32, num_layers=2, num_heads=4
+    )
     train_char_model(model, train_ids, seed=seed, **RECIPE)
     return model
 
@@ -88,8 +87,9 @@ def train_target(seed):
 def new_pool(model, blocks=8):
     """An empty paged cache for one request of up to 32 positions."""
     attn = model.blocks[0].attn
-    return PagedKVCache(len(model.blocks), blocks, 4, attn.num_kv_heads,
-                        attn.head_dim)
+    return PagedKVCache(
+        len(model.blocks), blocks, 4, attn.num_kv_heads, attn.head_dim
+    )
 
 
 def show(ids):
@@ -108,8 +108,9 @@ NEW = T - 8  # characters each prompt gets: the model's whole context
 # the first round of the page's runs that keeps some guesses and not all
 k_pic = 4
 for prompt in prompts:
-    run = speculative_generate(target, ngram, new_pool(target), prompt, NEW,
-                               k_pic)
+    run = speculative_generate(
+        target, ngram, new_pool(target), prompt, NEW, k_pic
+    )
     emitted = 0
     for drafted, a in zip(run.drafted, run.accepted, strict=True):
         if 0 < a < drafted == k_pic:
@@ -134,12 +135,21 @@ keys = torch.cat([context[S0 - shown_cache : S0], chunk])
 roles = torch.tensor([0.5] * shown_cache + [1.5] * L)  # cache, chunk
 cell = 0.55
 fig, ax = canvas(10, 6.6)
-box = grid(ax, roles.expand(L, -1), 1.3, 1.3, cmap="tab10", vmax=10,
-           mask=seen[:, -len(keys):], cell=cell)
+box = grid(
+    ax,
+    roles.expand(L, -1),
+    1.3,
+    1.3,
+    cmap="tab10",
+    vmax=10,
+    mask=seen[:, -len(keys) :],
+    cell=cell,
+)
 for j, ch in enumerate(show(keys)):
     note(ax, box.x + cell * (j + 0.5), 1.0, ch, fontsize=10)
-note(ax, box.x + cell * shown_cache / 2, 0.45, f"cache ({S0} keys)",
-     fontsize=10)
+note(
+    ax, box.x + cell * shown_cache / 2, 0.45, f"cache ({S0} keys)", fontsize=10
+)
 note(ax, box.x + cell * (shown_cache + L / 2), 0.45, "chunk", fontsize=10)
 best = pic_logits.argmax(dim=-1)
 for i, ch in enumerate(show(chunk)):
@@ -149,22 +159,42 @@ for i, ch in enumerate(show(chunk)):
     verdict = ("✓" if i < pic_a else "✗") if i < k_pic else "bonus"
     if i > pic_a:
         verdict = ""
-    note(ax, box.x + box.width + 0.3, y, f"→ {said} {verdict}", ha="left",
-         fontsize=10)
+    note(
+        ax,
+        box.x + box.width + 0.3,
+        y,
+        f"→ {said} {verdict}",
+        ha="left",
+        fontsize=10,
+    )
 note(ax, 0.9, box.y - 0.3, "query", fontsize=9)
-note(ax, box.x + box.width + 0.3, box.y - 0.3, "target", ha="left",
-     fontsize=9)
+note(ax, box.x + box.width + 0.3, box.y - 0.3, "target", ha="left", fontsize=9)
 rejected = k_pic - pic_a
-outline(ax, Box(box.x, box.y + cell * (pic_a + 1), box.width,
-                cell * rejected), width=1.5, style="--")
-kept_text = "".join(show(torch.cat([pic_draft[:pic_a],
-                                    torch.tensor([pic_token])])))
-note(ax, 0.3, box.y + box.height + 0.6,
-     f"kept: {pic_a} guesses + 1 of the target's = '{kept_text}'",
-     ha="left", fontsize=10)
-note(ax, 0.3, box.y + box.height + 1.2,
-     f"rolled back: {rejected} keys of rejected guesses", ha="left",
-     fontsize=10)
+outline(
+    ax,
+    Box(box.x, box.y + cell * (pic_a + 1), box.width, cell * rejected),
+    width=1.5,
+    style="--",
+)
+kept_text = "".join(
+    show(torch.cat([pic_draft[:pic_a], torch.tensor([pic_token])]))
+)
+note(
+    ax,
+    0.3,
+    box.y + box.height + 0.6,
+    f"kept: {pic_a} guesses + 1 of the target's = '{kept_text}'",
+    ha="left",
+    fontsize=10,
+)
+note(
+    ax,
+    0.3,
+    box.y + box.height + 1.2,
+    f"rolled back: {rejected} keys of rejected guesses",
+    ha="left",
+    fontsize=10,
+)
 figure_to_svg(
     fig,
     alt=f"A chunk of {L} queries (the last character and {k_pic} guesses) "
@@ -196,13 +226,22 @@ figure_to_svg(
 # - `ModelDrafter` runs a smaller model with its own paged cache: one block of
 #   width 16 with two heads, trained on the same text for 200 steps.
 
+
 # %%
 def train_drafter(seed):
     torch.manual_seed(seed)
-    small = CharTransformer(context_length=T, embed_dim=16, num_layers=1,
-                            num_heads=2)
-    train_char_model(small, train_ids, seed=seed, steps=200, batch_size=32,
-                     lr=3e-2, warmup=30)
+    small = CharTransformer(
+        context_length=T, embed_dim=16, num_layers=1, num_heads=2
+    )
+    train_char_model(
+        small,
+        train_ids,
+        seed=seed,
+        steps=200,
+        batch_size=32,
+        lr=3e-2,
+        warmup=30,
+    )
     return small
 
 
@@ -255,8 +294,14 @@ with torch.no_grad():
     draft, _ = ngram.propose(text, k=4)
     logits = verify_forward(target, pool, "a", torch.cat([text[-1:], draft]))
 print("text:", repr(decode(text)), " guesses:", repr(decode(draft)))
-print("logits", tuple(logits.shape), "from one pass;",
-      "cache now", pool.lengths["a"], "positions")
+print(
+    "logits",
+    tuple(logits.shape),
+    "from one pass;",
+    "cache now",
+    pool.lengths["a"],
+    "positions",
+)
 print(causal_mask(5, pool.lengths["a"], lower_right=True).int().numpy())
 
 # %% [markdown]
@@ -293,9 +338,11 @@ plain = speculative_generate(target, ngram, new_pool(target), text, NEW, k=0)
 fast = speculative_generate(target, ngram, new_pool(target), text, NEW, k=4)
 print("plain:      ", repr(decode(plain.tokens)))
 print("speculative:", repr(decode(fast.tokens)))
-print(f"target passes: {plain.target_forwards} plain, "
-      f"{fast.target_forwards} speculative; guesses kept per round:",
-      fast.accepted)
+print(
+    f"target passes: {plain.target_forwards} plain, "
+    f"{fast.target_forwards} speculative; guesses kept per round:",
+    fast.accepted,
+)
 
 # %% [markdown]
 # Same characters, in fewer passes. Are they always the same? In exact arithmetic,
@@ -373,11 +420,14 @@ with torch.no_grad():
 cache_gap = max(
     (mine - theirs).abs().max().item()
     for layer in range(len(target.blocks))
-    for mine, theirs in zip(pool.gather(layer, "a"), fresh.gather(layer, "a"),
-                            strict=True)
+    for mine, theirs in zip(
+        pool.gather(layer, "a"), fresh.gather(layer, "a"), strict=True
+    )
 )
-print(f"positions: {pool.lengths['a']} and {fresh.lengths['a']}; "
-      f"largest |key or value difference|: {cache_gap:.1e}")
+print(
+    f"positions: {pool.lengths['a']} and {fresh.lengths['a']}; "
+    f"largest |key or value difference|: {cache_gap:.1e}"
+)
 
 # %% [markdown]
 # The drafter has a cache of its own, and it must roll back too, by its own count.
@@ -417,18 +467,23 @@ beta = torch.rand(25, generator=g)
 
 def run(start, stop, state=None):  # tokens start .. stop - 1
     span = slice(start, stop)
-    return delta_rule_recurrent(q[span], k[span], v[span], beta[span],
-                                initial_state=state)[1]
+    return delta_rule_recurrent(
+        q[span], k[span], v[span], beta[span], initial_state=state
+    )[1]
 
 
 before = run(0, 20)  # the state after the text: the checkpoint
 after_chunk = run(20, 25, before)  # the verify pass writes all 5
 truth = run(0, 23)  # the state of the text plus the 3 kept tokens
 replayed = run(20, 23, before)  # restore the checkpoint, run the 3 again
-print("state after the chunk vs the text's: largest difference "
-      f"{(after_chunk.state - truth.state).abs().max():.2f}")
-print("checkpoint + replay equals the text's state:",
-      torch.equal(replayed.state, truth.state))
+print(
+    "state after the chunk vs the text's: largest difference "
+    f"{(after_chunk.state - truth.state).abs().max():.2f}"
+)
+print(
+    "checkpoint + replay equals the text's state:",
+    torch.equal(replayed.state, truth.state),
+)
 print(f"checkpoint: {before.state.numel()} numbers, however long the text")
 
 # %% [markdown]
@@ -466,6 +521,7 @@ print(f"checkpoint: {before.state.numel()} numbers, however long the text")
 # ways. Here is that rule, as someone would write it: `accept_sampled` with one line
 # changed.
 
+
 # %%
 def accept_resampling_p(p, q, draft, generator):
     """accept_sampled with the mistake: the replacement drawn from p."""
@@ -487,11 +543,14 @@ def accept_resampling_p(p, q, draft, generator):
 # the target's own: $P_{0 x_1} P_{x_1 x_2} P_{x_2 x_3}$.
 
 # %%
-P = torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.5, 0.3], [0.3, 0.2, 0.5]],
-                 dtype=torch.float64)  # the target
-Q = torch.tensor([[0.4, 0.4, 0.2], [0.2, 0.4, 0.4], [0.4, 0.2, 0.4]],
-                 dtype=torch.float64)  # the drafter
+P = torch.tensor(
+    [[0.5, 0.3, 0.2], [0.2, 0.5, 0.3], [0.3, 0.2, 0.5]], dtype=torch.float64
+)  # the target
+Q = torch.tensor(
+    [[0.4, 0.4, 0.2], [0.2, 0.4, 0.4], [0.4, 0.2, 0.4]], dtype=torch.float64
+)  # the drafter
 target_dist = P[0][:, None, None] * P[:, :, None] * P[None, :, :]  # (3, 3, 3)
+
 
 # %% tags=["check"]
 def round_outcomes(last, replacement, k=2):
@@ -560,6 +619,7 @@ for name, dist in exact.items():
 #
 # </details>
 
+
 # %% tags=["deeper"]
 def toy_speculative(accept, n, seed, k=2, length=3):
     """Counts of the first `length` tokens of n runs: (3,) * length."""
@@ -573,8 +633,9 @@ def toy_speculative(accept, n, seed, k=2, length=3):
                 prev = draft[-1] if draft else text[-1]
                 draft.append(int(torch.multinomial(Q[prev], 1, generator=g)))
             before = [text[-1], *draft]  # the token before each position
-            a, token = accept(P[before], Q[before[:-1]], torch.tensor(draft),
-                              g)
+            a, token = accept(
+                P[before], Q[before[:-1]], torch.tensor(draft), g
+            )
             text += [*draft[:a], token]
         counts[tuple(text[1 : length + 1])] += 1
     return counts
@@ -595,11 +656,15 @@ def chi2_test(counts, probabilities):
 
 # %%
 N, ALPHA = 4000, 1e-3  # runs per test, significance level
-rules = {"residual (right)": accept_sampled,
-         "resample from p (wrong)": accept_resampling_p}
+rules = {
+    "residual (right)": accept_sampled,
+    "resample from p (wrong)": accept_resampling_p,
+}
 p_values = {
-    name: [chi2_test(toy_speculative(rule, N, seed), target_dist)[1]
-           for seed in (0, 1)]
+    name: [
+        chi2_test(toy_speculative(rule, N, seed), target_dist)[1]
+        for seed in (0, 1)
+    ]
     for name, rule in rules.items()
 }
 for name, values in p_values.items():
@@ -620,14 +685,19 @@ power = {}  # (rule, runs) -> share of 2,000 tests that reject
 for name, dist in exact.items():
     for n in (250, 1000, N):
         simulated = rng.multinomial(n, dist.flatten().numpy(), size=2000)
-        power[name, n] = float(np.mean([
-            chi2_test(torch.from_numpy(c), target_dist)[1] < ALPHA
-            for c in simulated
-        ]))
+        power[name, n] = float(
+            np.mean(
+                [
+                    chi2_test(torch.from_numpy(c), target_dist)[1] < ALPHA
+                    for c in simulated
+                ]
+            )
+        )
 print(f"tests that reject at significance {ALPHA} (26 degrees of freedom):")
 for name in exact:
-    shares = ", ".join(f"{power[name, n]:.1%} with {n:,} runs"
-                       for n in (250, 1000, N))
+    shares = ", ".join(
+        f"{power[name, n]:.1%} with {n:,} runs" for n in (250, 1000, N)
+    )
     print(f"{name:>24}: {shares}")
 
 # %% [markdown]
@@ -641,6 +711,7 @@ for name in exact:
 # `accept_sampled` decides. The share of guesses kept changes, since the target's
 # draws are not its argmax; the text is now a sample, distributed as the target's.
 
+
 # %% tags=["check"]
 def kept_share(results):
     """Guesses kept over guesses proposed, over a list of runs."""
@@ -650,17 +721,29 @@ def kept_share(results):
 
 g = torch.Generator().manual_seed(0)
 sampled = {
-    name: kept_share([
-        speculative_generate(target, make(), new_pool(target), p, NEW, k=4,
-                             temperature=1.0, generator=g)
-        for p in prompts
-    ])
+    name: kept_share(
+        [
+            speculative_generate(
+                target,
+                make(),
+                new_pool(target),
+                p,
+                NEW,
+                k=4,
+                temperature=1.0,
+                generator=g,
+            )
+            for p in prompts
+        ]
+    )
     for name, make in drafters.items()
 }
 for name, share in sampled.items():
     greedy_share = kept_share(runs[name, 4])
-    print(f"{name:>11}, k = 4: {share:.0%} of guesses kept at temperature 1,"
-          f" {greedy_share:.0%} greedy")
+    print(
+        f"{name:>11}, k = 4: {share:.0%} of guesses kept at temperature 1,"
+        f" {greedy_share:.0%} greedy"
+    )
 
 # %% [markdown]
 # ## How many tokens per pass
@@ -683,17 +766,22 @@ for seed in (1, 2):
 for seed in (1, 2):
     for k in KS:
         runs[f"small model, seed {seed}", k] = [
-            speculative_generate(target, ModelDrafter(smalls[seed],
-                                                      new_pool(smalls[seed])),
-                                 new_pool(target), p, NEW, k=k)
+            speculative_generate(
+                target,
+                ModelDrafter(smalls[seed], new_pool(smalls[seed])),
+                new_pool(target),
+                p,
+                NEW,
+                k=k,
+            )
             for p in prompts
         ]
-names = ["n-gram", "small model", "small model, seed 1",
-         "small model, seed 2"]
+names = ["n-gram", "small model", "small model, seed 1", "small model, seed 2"]
 table = {  # (drafter, k) -> (acceptance rate, tokens per target pass)
-    (name, k): (kept_share(runs[name, k]),
-                NEW * len(prompts)
-                / sum(r.target_forwards for r in runs[name, k]))
+    (name, k): (
+        kept_share(runs[name, k]),
+        NEW * len(prompts) / sum(r.target_forwards for r in runs[name, k]),
+    )
     for name in names
     for k in KS
 }
@@ -708,14 +796,25 @@ print("each cell: guesses kept, then tokens per target pass")
 
 # %% tags=["plot"]
 fig, ax = plt.subplots(figsize=(4.6, 3.2), layout="constrained")
-ax.plot(KS, [k + 1 for k in KS], color="0.6", linestyle="--",
-        label="every guess kept")
+ax.plot(
+    KS,
+    [k + 1 for k in KS],
+    color="0.6",
+    linestyle="--",
+    label="every guess kept",
+)
 for name, colour in zip(names, ("C0", "C1", "C2", "C3"), strict=True):
     label = "small model, seed 0" if name == "small model" else name
-    ax.plot(KS, [table[name, k][1] for k in KS], marker="o", color=colour,
-            label=label)
-ax.set(xlabel="guesses per round, k", ylabel="tokens per target pass",
-       xticks=KS)
+    ax.plot(
+        KS,
+        [table[name, k][1] for k in KS],
+        marker="o",
+        color=colour,
+        label=label,
+    )
+ax.set(
+    xlabel="guesses per round, k", ylabel="tokens per target pass", xticks=KS
+)
 ax.legend(fontsize=8)
 figure_to_svg(
     fig,
@@ -728,7 +827,8 @@ figure_to_svg(
 
 # %% [markdown]
 # Every drafter saves passes, and more with larger $k$, though far from $k + 1$:
-# each round stops at its first wrong guess. The n-gram counts, which guess the
+# each round stops at its first wrong guess, and the acceptance rate falls as $k$
+# grows. The n-gram counts, which guess the
 # target's character more often than the small model does (the agreement printed
 # earlier), keep more guesses here too.
 #
@@ -758,9 +858,11 @@ figure_to_svg(
 # 16 positions, and $d(k)$ for both drafters, in CPU time on the machine that built
 # this page.
 
+
 # %% tags=["plot", "measured"]
 def target_pass(L):
     """One target pass over L new queries after 16 cached positions."""
+
     def step():
         verify_forward(target, timing_pool, "t", held_ids[16 : 16 + L])
         timing_pool.truncate("t", 16)
@@ -784,33 +886,42 @@ with torch.no_grad():
     target_pass(1)  # warm-up
     cost = {L: target_pass(L) for L in (1, *(k + 1 for k in KS))}
     draft_cost = {
-        "n-gram": {k: cpu_time_ms(lambda k=k: ngram.propose(held_ids[:17], k))
-                   for k in KS},
+        "n-gram": {
+            k: cpu_time_ms(lambda k=k: ngram.propose(held_ids[:17], k))
+            for k in KS
+        },
         "small model": {k: small_drafts(k) for k in KS},
     }
-print("target pass over L queries (ms):",
-      ", ".join(f"L={L}: {ms:.2f}" for L, ms in cost.items()))
+print(
+    "target pass over L queries (ms):",
+    ", ".join(f"L={L}: {ms:.2f}" for L, ms in cost.items()),
+)
 for name, costs in draft_cost.items():
-    print(f"{name} drafting k guesses (ms):",
-          ", ".join(f"k={k}: {ms:.3f}" for k, ms in costs.items()))
+    print(
+        f"{name} drafting k guesses (ms):",
+        ", ".join(f"k={k}: {ms:.3f}" for k, ms in costs.items()),
+    )
 speedup = {
     (name, k): table[name, k][1] * cost[1] / (cost[k + 1] + costs[k])
     for name, costs in draft_cost.items()
     for k in KS
 }
-print(f"{'expected speed-up':<20}" + "".join(f"{'k = ' + str(k):>8}"
-                                            for k in KS))
+print(
+    f"{'expected speed-up':<20}" + "".join(f"{'k = ' + str(k):>8}" for k in KS)
+)
 for name in draft_cost:
     print(f"{name:<20}" + "".join(f"{speedup[name, k]:>7.2f}x" for k in KS))
 
 # %% [markdown]
 # Read the table with the formula beside it. The speed-up can never exceed the
 # tokens per pass, and reaches it only if drafting were free and a pass over $k + 1$
-# queries cost no more than a pass over one. Here a pass of this tiny target is
-# mostly Python's overhead, so $c(k + 1)$ grows slowly with $k$, as for a large
-# model on a GPU. The n-gram drafter costs a table lookup per guess. The small model
-# costs a pass per guess, and a pass of it costs a good part of a target's pass, for
-# the same reason: so its guesses, kept less often, buy less or nothing. Leviathan
+# queries cost no more than a pass over one. A pass of this tiny target is mostly
+# Python's overhead, so a pass over 9 queries costs far less than 9 passes over one,
+# as for a large model on a GPU. The n-gram drafter costs a table lookup per guess.
+# The small model costs a pass per guess, and a pass of it costs a good part of a
+# target's pass, for the same reason: its guesses, kept less often and paid for
+# more dearly, buy less than the n-gram's at every $k$, and at most of them less
+# than they cost. Leviathan
 # et al. write the same trade-off with the drafter's cost per guess as a fraction
 # $c$ of the target's pass: their expected speed-up is
 # $\frac{1 - \alpha^{k+1}}{(1 - \alpha)(k c + 1)}$, for guesses kept independently
@@ -841,8 +952,9 @@ tree_mask = tree_ancestor_mask(parents)
 tree_pool = new_pool(target)
 with torch.no_grad():
     verify_forward(target, tree_pool, "tree", context[:-1])
-    tree_logits = verify_forward(target, tree_pool, "tree", tree_tokens,
-                                 parents)
+    tree_logits = verify_forward(
+        target, tree_pool, "tree", tree_tokens, parents
+    )
 path, tree_token = accept_tree_greedy(tree_logits, tree_tokens, parents)
 depth = [0]
 for p in parents[1:]:
@@ -859,23 +971,45 @@ chars = show(tree_tokens)
 for i, p in enumerate(parents):
     x, y = 0.4 + 0.9 * depth[i], 1.2 + 0.55 * row_of[i]
     if p >= 0:
-        ax.plot([0.4 + 0.9 * depth[p] + 0.2, x - 0.2],
-                [1.2 + 0.55 * row_of[p], y], color="0.5", lw=1)
+        ax.plot(
+            [0.4 + 0.9 * depth[p] + 0.2, x - 0.2],
+            [1.2 + 0.55 * row_of[p], y],
+            color="0.5",
+            lw=1,
+        )
     on_path = i in path
-    note(ax, x, y, f"{chars[i]}", fontsize=11,
-         fontweight="bold" if on_path else "normal")
+    note(
+        ax,
+        x,
+        y,
+        f"{chars[i]}",
+        fontsize=11,
+        fontweight="bold" if on_path else "normal",
+    )
     note(ax, x, y + 0.28, str(i), fontsize=7, color="0.45")
 note(ax, 1.8, 0.4, "the tree (node numbers small)", fontsize=9)
-box = grid(ax, torch.full(tree_mask.shape, 2.5), 4.3, 1.0, cmap="tab10",
-           vmax=10, mask=tree_mask, cell=cell)
+box = grid(
+    ax,
+    torch.full(tree_mask.shape, 2.5),
+    4.3,
+    1.0,
+    cmap="tab10",
+    vmax=10,
+    mask=tree_mask,
+    cell=cell,
+)
 for j, ch in enumerate(chars):
     note(ax, box.x + cell * (j + 0.5), 0.7, ch, fontsize=9)
     note(ax, box.x - 0.25, box.y + cell * (j + 0.5), ch, fontsize=9)
 for i in path:
-    outline(ax, Box(box.x + cell * i, box.y + cell * i, cell, cell),
-            width=1.5)
-note(ax, box.center[0], box.y + box.height + 0.5,
-     "ancestor mask: row = query node", fontsize=9)
+    outline(ax, Box(box.x + cell * i, box.y + cell * i, cell, cell), width=1.5)
+note(
+    ax,
+    box.center[0],
+    box.y + box.height + 0.5,
+    "ancestor mask: row = query node",
+    fontsize=9,
+)
 kept_branch = "".join(chars[i] for i in path[1:])
 figure_to_svg(
     fig,
@@ -905,10 +1039,13 @@ with torch.no_grad():
         alone = copy.deepcopy(tree_pool)
         alone.truncate("tree", len(context) - 1)  # the cache before the tree
         chain = verify_forward(target, alone, "tree", tree_tokens[branch])
-        tree_gap = max(tree_gap,
-                       (chain - tree_logits[branch]).abs().max().item())
-print(f"{len(branches)} branches of {len(branches[0])} nodes;",
-      f"the tree's pass has {len(parents)} queries")
+        tree_gap = max(
+            tree_gap, (chain - tree_logits[branch]).abs().max().item()
+        )
+print(
+    f"{len(branches)} branches of {len(branches[0])} nodes;",
+    f"the tree's pass has {len(parents)} queries",
+)
 print(f"largest |tree - branch alone| logit: {tree_gap:.1e}")
 print(f"kept: nodes {path}, then {decode([tree_token])!r}")
 
@@ -928,12 +1065,16 @@ with torch.no_grad():
 kept_gap = max(
     (mine - theirs).abs().max().item()
     for layer in range(len(target.blocks))
-    for mine, theirs in zip(tree_pool.gather(layer, "tree"),
-                            branch_pool.gather(layer, "tree"), strict=True)
+    for mine, theirs in zip(
+        tree_pool.gather(layer, "tree"),
+        branch_pool.gather(layer, "tree"),
+        strict=True,
+    )
 )
-print(f"positions kept: {tree_pool.lengths['tree']};",
-      f"largest |key or value difference| from the branch alone: "
-      f"{kept_gap:.1e}")
+print(
+    f"positions kept: {tree_pool.lengths['tree']};",
+    f"largest |key or value difference| from the branch alone: {kept_gap:.1e}",
+)
 
 # %% [markdown]
 # What does the hedge buy? At every position of the 8 greedy texts that leaves room
@@ -954,24 +1095,27 @@ with torch.no_grad():
             for guesses in (3, 10):
                 round_pool = copy.deepcopy(cache_pool)
                 d, _ = ngram.propose(so_far, guesses)
-                scored = verify_forward(target, round_pool, "r",
-                                        torch.cat([so_far[-1:], d]))
+                scored = verify_forward(
+                    target, round_pool, "r", torch.cat([so_far[-1:], d])
+                )
                 yields[f"chain of {guesses}"].append(
-                    accept_greedy(scored, d)[0] + 1)
+                    accept_greedy(scored, d)[0] + 1
+                )
             nodes, ps = draft_tree(ngram.distribution, so_far, WIDTHS)
             scored = verify_forward(target, cache_pool, "r", nodes, ps)
             yields["tree [2, 2, 1]"].append(
-                len(accept_tree_greedy(scored, nodes, ps)[0]))
+                len(accept_tree_greedy(scored, nodes, ps)[0])
+            )
 for name, counts in yields.items():
     print(f"{name:>15}: {np.mean(counts):.2f} tokens per target pass")
 
 # %% [markdown]
-# The tree keeps more than the chain of 3 at the same depth, since a second guess
-# at a position often saves a round the first would have lost. Against the chain of
-# 10, which spends its 11 queries on depth, the tree cannot win on long runs of
-# right guesses, and wins where guesses go wrong early. Which shape is best depends
-# on the drafter and the text; EAGLE-2 (Li et al., 2024b) grows the tree from the
-# drafter's confidence at each node, instead of a fixed shape.
+# The tree yields more than the chain of 3, which is as deep: where the first guess
+# at a position is wrong, its sibling can still be right. The chain of 10 spends the
+# same 11 queries on depth instead, and on this repetitive text long runs of right
+# guesses are common enough that depth wins. Which shape is best depends on the
+# drafter and the text; EAGLE-2 (Li et al., 2024b) grows the tree from the drafter's
+# confidence at each node, instead of a fixed shape.
 #
 # Verifying a tree needs an attention kernel that takes an arbitrary mask. A chain
 # needs only the causal one: in
@@ -1027,11 +1171,14 @@ with torch.no_grad():
         next_text = torch.cat([text, draft[:a], torch.tensor([token])])
         next_draft, _ = ngram.propose(next_text, 4)
         rounds[rolled_back] = verify_forward(
-            target, p1, "a", torch.cat([next_text[-1:], next_draft]))
+            target, p1, "a", torch.cat([next_text[-1:], next_draft])
+        )
 stale_gap = (rounds[True] - rounds[False]).abs().max().item()
 flipped = (rounds[True].argmax(-1) != rounds[False].argmax(-1)).sum().item()
-print(f"largest logit difference: {stale_gap:.2f};",
-      f"argmax changed at {flipped} of 5 queries")
+print(
+    f"largest logit difference: {stale_gap:.2f};",
+    f"argmax changed at {flipped} of 5 queries",
+)
 
 # %% [markdown]
 # The logits move by far more than rounding, and the chosen characters change: the
@@ -1049,8 +1196,10 @@ with torch.no_grad():
     as_chain = verify_forward(target, wrong_pool, "w", tree_tokens)
 wrong_gap = (as_chain - tree_logits).abs().max().item()
 wrong_nodes = (as_chain.argmax(-1) != tree_logits.argmax(-1)).sum().item()
-print(f"largest logit difference from the ancestor mask: {wrong_gap:.2f};",
-      f"argmax changed at {wrong_nodes} of {len(parents)} nodes")
+print(
+    f"largest logit difference from the ancestor mask: {wrong_gap:.2f};",
+    f"argmax changed at {wrong_nodes} of {len(parents)} nodes",
+)
 
 # %% [markdown]
 # Fix: attend with `tree_ancestor_mask(parents)` and give each node the position
@@ -1064,6 +1213,7 @@ print(f"largest logit difference from the ancestor mask: {wrong_gap:.2f};",
 # that followed it. Write it as a drafter (a `propose` that returns the guesses and
 # one-hot probabilities, and a `rollback` that does nothing), decode the 8 texts
 # greedily with $k = 4$, and check that the text is the plain greedy text.
+
 
 # %% tags=["solution"]
 class PromptLookupDrafter:
@@ -1081,32 +1231,42 @@ class PromptLookupDrafter:
 
 
 lookup = [
-    speculative_generate(target, PromptLookupDrafter(), new_pool(target), p,
-                         NEW, k=4)
+    speculative_generate(
+        target, PromptLookupDrafter(), new_pool(target), p, NEW, k=4
+    )
     for p in prompts
 ]
-print("same text as plain decoding:",
-      all(torch.equal(r.tokens, b.tokens)
-          for r, b in zip(lookup, plains, strict=True)))
-print(f"tokens per target pass: "
-      f"{NEW * len(prompts) / sum(r.target_forwards for r in lookup):.2f}")
+print(
+    "same text as plain decoding:",
+    all(
+        torch.equal(r.tokens, b.tokens)
+        for r, b in zip(lookup, plains, strict=True)
+    ),
+)
+print(
+    f"tokens per target pass: "
+    f"{NEW * len(prompts) / sum(r.target_forwards for r in lookup):.2f}"
+)
 
 # %% [markdown]
 # **2. Leviathan's formula.** If every guess were kept independently with probability
 # $\alpha$, a round of $k$ guesses would yield $(1 - \alpha^{k+1}) / (1 - \alpha)$
 # tokens on average. Take $\alpha$ from the n-gram drafter's acceptance rate at
 # $k = 1$, predict its tokens per pass for $k$ = 2, 4 and 8, and compare with the
-# table. Why are the measured values higher?
+# table. What does the formula assume that these runs do not?
 
 # %% tags=["solution"]
 alpha = table["n-gram", 1][0]
 for k in KS[1:]:
     predicted = (1 - alpha ** (k + 1)) / (1 - alpha)
-    print(f"k = {k}: predicted {predicted:.2f}, measured "
-          f"{table['n-gram', k][1]:.2f}")
-# Guesses are not independent: after a right guess the next is easier (a word
-# that starts right tends to continue right), so long runs are commoner than the
-# formula's geometric tail.
+    print(
+        f"k = {k}: predicted {predicted:.2f}, measured "
+        f"{table['n-gram', k][1]:.2f}"
+    )
+# Two things. Guesses are not independent: after a right guess the next is
+# often easier (a word that starts right tends to continue right). And the runs
+# end: a round near the end of a text makes fewer than k guesses, so that no
+# round writes past the 24 characters, which lowers the yield at large k.
 
 # %% [markdown]
 # **3. Temperature.** Decode the 8 texts by speculative sampling with the n-gram
@@ -1117,16 +1277,26 @@ for k in KS[1:]:
 # %% tags=["solution"]
 for temperature in (0.5, 1.0, 2.0):
     g = torch.Generator().manual_seed(0)
-    share = kept_share([
-        speculative_generate(target, ngram, new_pool(target), p, NEW, k=4,
-                             temperature=temperature, generator=g)
-        for p in prompts
-    ])
+    share = kept_share(
+        [
+            speculative_generate(
+                target,
+                ngram,
+                new_pool(target),
+                p,
+                NEW,
+                k=4,
+                temperature=temperature,
+                generator=g,
+            )
+            for p in prompts
+        ]
+    )
     print(f"temperature {temperature}: {share:.0%} of guesses kept")
-# The chance that a guess drawn from q is kept is sum_x min(p(x), q(x)), the
-# overlap of the two distributions. Flattened, both spread over many characters
-# and overlap on each less, or more, depending on where they disagreed: here the
-# printed shares tell.
+# A guess drawn from q is kept with probability sum_x min(p(x), q(x)): the
+# overlap of the two distributions. At low temperature both crowd onto their
+# argmax, which they often share, and the overlap is large; as the temperature
+# rises they spread over characters where they disagree, and it shrinks.
 
 # %% [markdown]
 # ## References
