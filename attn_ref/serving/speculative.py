@@ -120,6 +120,7 @@ def tree_depths(parents: list[int] | Tensor) -> Tensor:
 # --- the target's pass -------------------------------------------------------------------------
 
 
+@torch.no_grad()
 def verify_forward(
     model: torch.nn.Module,
     pool: PagedKVCache,
@@ -135,7 +136,7 @@ def verify_forward(
     is $S_0$ plus its depth. Without ``parents`` the tokens form a chain, the
     mask is causal (aligned to the bottom-right corner of the $(L, S_0 + L)$
     scores), and this is chunked prefill: what a one-token-at-a-time decode
-    computes, up to float rounding.
+    computes, up to float rounding. No gradient is kept: this is inference.
 
     Args:
         model: A `attn_ref.decoder.TinyDecoder` or a model with its parts
@@ -165,9 +166,8 @@ def verify_forward(
         ... )
         >>> text = torch.tensor([1, 2, 3, 4, 5, 6])
         >>> _ = verify_forward(model, pool, "a", text[:3])  # the prompt, cached
-        >>> with torch.no_grad():
-        ...     chunk = verify_forward(model, pool, "a", text[3:])  # (3, vocab)
-        ...     whole = model(text[None])[0, 3:]
+        >>> chunk = verify_forward(model, pool, "a", text[3:])  # (3, vocab)
+        >>> whole = model(text[None])[0, 3:]
         >>> pool.lengths["a"], bool((chunk - whole).abs().max() < 1e-5)
         (6, True)
         >>> verify_forward(model, pool, "a", torch.tensor([7, 8]), parents=[-1, 1])
@@ -335,8 +335,9 @@ def accept_sampled(
 def accept_tree_greedy(logits: Tensor, tokens: Tensor, parents: list[int] | Tensor) -> tuple[list[int], int]:
     """Greedy verification of a tree: the longest branch the target agrees with, and the token after it.
 
-    From the root (node 0, the last accepted token), step to the child whose
-    token is the target's argmax at the current node, as long as there is one.
+    From the root (node 0, the last accepted token), step to a child whose
+    token is the target's argmax at the current node, as long as there is one
+    (if two siblings hold the same token, to the one whose branch goes deeper).
 
     Args:
         logits: ``(N, V)`` the target's logits at each node (`verify_forward` with ``parents``).
@@ -360,15 +361,14 @@ def accept_tree_greedy(logits: Tensor, tokens: Tensor, parents: list[int] | Tens
     if len(parents) != N or parents[0] != -1 or -1 in parents[1:]:
         raise ValueError(f"parents must give node 0 as the only root of the {N} nodes, got {parents}")
     _validate.shape("logits", _validate.tensor("logits", logits), (N, None), "(N, V), one row per node")
-    best = logits.argmax(dim=-1)  # (N,)
-    path = [0]
-    while True:
-        children = [
-            i for i, p in enumerate(parents) if p == path[-1] and int(tokens[i]) == int(best[path[-1]])
-        ]
-        if not children:
-            return path, int(best[path[-1]])
-        path.append(children[0])
+    best = logits.argmax(dim=-1).tolist()  # (N,)
+
+    def longest(node: int) -> list[int]:  # siblings may repeat a token: follow the deeper
+        kept = [longest(c) for c, p in enumerate(parents) if p == node and int(tokens[c]) == best[node]]
+        return [node, *max(kept, key=len, default=[])]
+
+    path = longest(0)
+    return path, best[path[-1]]
 
 
 def draft_tree(distribution, context: Tensor, widths: list[int]) -> tuple[Tensor, list[int]]:
