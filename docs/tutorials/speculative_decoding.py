@@ -70,6 +70,7 @@ torch.set_num_threads(1)  # results that do not depend on the core count
 T = 32  # the character model's context
 RECIPE = dict(steps=550, batch_size=32, lr=3e-2, warmup=30)
 V = len(ALPHABET)
+started = time.process_time()
 corpus = load_corpus()
 train_ids, held_ids = encode(corpus.train), encode(corpus.held_out)
 
@@ -97,7 +98,6 @@ def show(ids):
     return ["␣" if c == " " else "⏎" if c == "\n" else c for c in decode(ids)]
 
 
-started = time.process_time()
 target = train_target(0)
 ngram = NGramDrafter(train_ids, vocab_size=V, order=3)
 g = torch.Generator().manual_seed(0)
@@ -230,29 +230,15 @@ figure_to_svg(
 # %%
 def train_drafter(seed):
     torch.manual_seed(seed)
-    small = CharTransformer(
-        context_length=T, embed_dim=16, num_layers=1, num_heads=2
-    )
-    train_char_model(
-        small,
-        train_ids,
-        seed=seed,
-        steps=200,
-        batch_size=32,
-        lr=3e-2,
-        warmup=30,
-    )
+    small = CharTransformer(T, embed_dim=16, num_layers=1, num_heads=2)
+    recipe = dict(steps=200, batch_size=32, lr=3e-2, warmup=30)
+    train_char_model(small, train_ids, seed=seed, **recipe)
     return small
 
 
 small = train_drafter(0)
-
-
-def size(model):
-    return sum(p.numel() for p in model.parameters())
-
-
-print(f"target: {size(target):,} parameters; small model: {size(small):,}")
+sizes = [sum(p.numel() for p in m.parameters()) for m in (target, small)]
+print(f"target: {sizes[0]:,} parameters; small model: {sizes[1]:,}")
 print(f"n-gram table: {ngram.counts.numel():,} counts")
 
 # %% [markdown]
@@ -459,31 +445,28 @@ print(
 # %%
 g = torch.Generator().manual_seed(1)
 d_k = 8
-q, k = torch.randn(2, 25, d_k, generator=g)
-k = k / k.norm(dim=-1, keepdim=True)  # unit keys, as DeltaNet's
-v = torch.randn(25, d_k, generator=g)
+query, key = torch.randn(2, 25, d_k, generator=g)
+key = key / key.norm(dim=-1, keepdim=True)  # unit keys, as DeltaNet's
+value = torch.randn(25, d_k, generator=g)
 beta = torch.rand(25, generator=g)
 
 
-def run(start, stop, state=None):  # tokens start .. stop - 1
-    span = slice(start, stop)
-    return delta_rule_recurrent(
-        q[span], k[span], v[span], beta[span], initial_state=state
-    )[1]
+def state_after(start, stop, state=None):  # tokens start .. stop - 1
+    s = slice(start, stop)
+    q, k, v, b = query[s], key[s], value[s], beta[s]
+    return delta_rule_recurrent(q, k, v, b, initial_state=state)[1]
 
 
-before = run(0, 20)  # the state after the text: the checkpoint
-after_chunk = run(20, 25, before)  # the verify pass writes all 5
-truth = run(0, 23)  # the state of the text plus the 3 kept tokens
-replayed = run(20, 23, before)  # restore the checkpoint, run the 3 again
+before = state_after(0, 20)  # the state after the text: the checkpoint
+after_chunk = state_after(20, 25, before)  # the verify pass writes all 5
+truth = state_after(0, 23)  # the state of the text plus the 3 kept tokens
+replayed = state_after(20, 23, before)  # restore the checkpoint, replay 3
+state_gap = (after_chunk.state - truth.state).abs().max()
 print(
-    "state after the chunk vs the text's: largest difference "
-    f"{(after_chunk.state - truth.state).abs().max():.2f}"
+    f"state after the chunk vs the text's: largest difference {state_gap:.2f}"
 )
-print(
-    "checkpoint + replay equals the text's state:",
-    torch.equal(replayed.state, truth.state),
-)
+bitwise = torch.equal(replayed.state, truth.state)
+print("checkpoint + replay gives the text's state bit for bit:", bitwise)
 print(f"checkpoint: {before.state.numel()} numbers, however long the text")
 
 # %% [markdown]
@@ -1275,9 +1258,10 @@ for k in KS[1:]:
 # flatten.
 
 # %% tags=["solution"]
+shares = {}  # temperature -> share of guesses kept
 for temperature in (0.5, 1.0, 2.0):
     g = torch.Generator().manual_seed(0)
-    share = kept_share(
+    shares[temperature] = kept_share(
         [
             speculative_generate(
                 target,
@@ -1292,7 +1276,9 @@ for temperature in (0.5, 1.0, 2.0):
             for p in prompts
         ]
     )
-    print(f"temperature {temperature}: {share:.0%} of guesses kept")
+    print(
+        f"temperature {temperature}: {shares[temperature]:.0%} of guesses kept"
+    )
 # A guess drawn from q is kept with probability sum_x min(p(x), q(x)): the
 # overlap of the two distributions. At low temperature both crowd onto their
 # argmax, which they often share, and the overlap is large; as the temperature
@@ -1341,5 +1327,5 @@ for temperature in (0.5, 1.0, 2.0):
 # %% tags=["measured"]
 print(
     f"this execution: {time.process_time() - started:.0f} s of CPU time,",
-    "the four models' training included",
+    "from the corpus's loading on, the four models' training included",
 )
