@@ -1,9 +1,9 @@
 # %% [markdown]
 # # Speculative decoding — verify, roll back, trees
 #
-# A model that writes one token per forward pass spends most of each pass
-# reading its weights and its cache, whatever the number of queries. Speculative
-# decoding turns that into speed: a cheap *drafter* guesses the next $k$ tokens,
+# A large model that writes one token per forward pass spends most of each pass
+# reading its weights and its cache, and a pass over a few more queries costs
+# little more. Speculative decoding turns that into speed: a cheap *drafter* guesses the next $k$ tokens,
 # and the model, the *target*, checks all $k$ guesses in one forward pass. Every
 # guess it agrees with is a token it did not have to produce on its own. This page
 # builds it on the site's own trained character model and its paged cache, and
@@ -1105,8 +1105,9 @@ for name, counts in yields.items():
 # [flash-attention #1576](https://github.com/Dao-AILab/flash-attention/issues/1576),
 # a request for custom masks, the library's author asked whether standard
 # speculative decoding could "just pass in 4 tokens in the query with
-# `causal=True`" (that library aligns its causal mask to the bottom-right corner),
-# and was told the custom mask was for "EAGLE 2, EAGLE 3 and MTP".
+# `causal=True`" (that library aligns its causal mask to the bottom-right corner,
+# as its [`flash_attn_func`](https://github.com/Dao-AILab/flash-attention/blob/main/flash_attn/flash_attn_interface.py)
+# documents), and was told the custom mask was for "EAGLE 2, EAGLE 3 and MTP".
 #
 # ## Summary
 #
