@@ -47,13 +47,13 @@ from tests.support.speculative_reference import (
     top2_gaps,
 )
 
-VOCAB = 12
+VOCAB_SIZE = 12
 FEW = settings(max_examples=5, deadline=None)
 
 
 def model64(seed: int, layers: int = 2) -> TinyDecoder:
     torch.manual_seed(seed)
-    return TinyDecoder(VOCAB, 48, embed_dim=16, num_layers=layers, num_heads=4).eval().double()
+    return TinyDecoder(VOCAB_SIZE, 48, embed_dim=16, num_layers=layers, num_heads=4).eval().double()
 
 
 def pool_for(model, blocks: int = 16, dtype=torch.float64) -> PagedKVCache:
@@ -62,7 +62,7 @@ def pool_for(model, blocks: int = 16, dtype=torch.float64) -> PagedKVCache:
 
 
 def random_text(seed: int, n: int) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(0, VOCAB_SIZE, (n,), generator=torch.Generator().manual_seed(seed))
 
 
 trees = st.lists(st.integers(0, 1000), min_size=1, max_size=8).map(
@@ -215,7 +215,7 @@ def test_greedy_speculative_text_is_the_greedy_text(seed, k):
     expected, reference_logits = greedy_reference(seed, n)
     gaps = top2_gaps(reference_logits)
     assert int((gaps < MARGIN64).sum()) == 0  # no tie on these seeds: the comparison below is whole
-    ngram = NGramDrafter(torch.cat([random_text(seed + 1, 200), torch.tensor(expected)]), VOCAB, order=2)
+    ngram = NGramDrafter(torch.cat([random_text(seed + 1, 200), torch.tensor(expected)]), VOCAB_SIZE, order=2)
     for drafter in (ngram, ModelDrafter(small, pool_for(small))):
         result = speculative_generate(target, drafter, pool_for(target), prompt, n, k)
         assert agree_but_for_ties(result.tokens.tolist(), expected, gaps, MARGIN64)
