@@ -3,8 +3,9 @@
 #
 # A large model that writes one token per forward pass spends most of each pass
 # reading its weights and its cache, and a pass over a few more queries costs
-# little more. Speculative decoding turns that into speed: a cheap *drafter* guesses the next $k$ tokens,
-# and the model, the *target*, checks all $k$ guesses in one forward pass. Every
+# little more. Speculative decoding turns that into speed: a cheap *drafter*
+# guesses the next $k$ tokens, and the model, the *target*, checks all $k$ guesses
+# in one forward pass. Every
 # guess it agrees with is a token it did not have to produce on its own. This page
 # builds it on the site's own trained character model and its paged cache, and
 # checks the three promises it makes: greedy decoding writes the same text, sampling
@@ -811,9 +812,9 @@ figure_to_svg(
 # %% [markdown]
 # Every drafter saves passes, and more with larger $k$, though far from $k + 1$:
 # each round stops at its first wrong guess, and the acceptance rate falls as $k$
-# grows. The n-gram counts, which guess the
-# target's character more often than the small model does (the agreement printed
-# earlier), keep more guesses here too.
+# grows. The n-gram counts, which guess the target's character more often than the
+# small model does (the agreement printed earlier), keep more guesses here too,
+# for every seed of the small model.
 #
 # Greedy text from a model this small repeats itself ("the a class and a"), which
 # makes it easy to guess; that is a property of this model's text, not of
@@ -903,9 +904,8 @@ for name in draft_cost:
 # as for a large model on a GPU. The n-gram drafter costs a table lookup per guess.
 # The small model costs a pass per guess, and a pass of it costs a good part of a
 # target's pass, for the same reason: its guesses, kept less often and paid for
-# more dearly, buy less than the n-gram's at every $k$, and at most of them less
-# than they cost. Leviathan
-# et al. write the same trade-off with the drafter's cost per guess as a fraction
+# more dearly, buy less than the n-gram's at every $k$, and at the larger $k$ less
+# than they cost. Leviathan et al. write the same trade-off with the drafter's cost per guess as a fraction
 # $c$ of the target's pass: their expected speed-up is
 # $\frac{1 - \alpha^{k+1}}{(1 - \alpha)(k c + 1)}$, for guesses kept independently
 # with probability $\alpha$.
@@ -1187,14 +1187,13 @@ print(
 
 # %% [markdown]
 # Fix: attend with `tree_ancestor_mask(parents)` and give each node the position
-# cache length + depth, as `verify_forward(..., parents)` does. The bug needs no
-# wrong mask to appear: the right mask with positions by index is wrong too.
+# cache length + depth, as `verify_forward(..., parents)` does.
 #
 # ## Exercises
 #
-# **1. A prompt-lookup drafter.** Saxena's prompt lookup guesses by copying: it finds
-# the last earlier occurrence of the text's final 2 tokens and proposes the tokens
-# that followed it. Write it as a drafter (a `propose` that returns the guesses and
+# **1. A prompt-lookup drafter.** Saxena's prompt lookup guesses by copying from the
+# text itself. A simple form of it finds the latest earlier occurrence of the
+# text's final 2 tokens and proposes the tokens that followed it. Write it as a drafter (a `propose` that returns the guesses and
 # one-hot probabilities, and a `rollback` that does nothing), decode the 8 texts
 # greedily with $k = 4$, and check that the text is the plain greedy text.
 
