@@ -8,6 +8,7 @@ log of every step.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from torch import Tensor
 
 from attn_ref import _validate
 from attn_ref.decoder import TinyDecoder
+from attn_ref.masks import causal_mask
 from attn_ref.serving.forward import attention, run_decoder
 from attn_ref.serving.paged import PagedKVCache
 from attn_ref.serving.requests import Request, check_requests
@@ -113,7 +115,27 @@ def serve(
         >>> [(s["running"], s["tokens"]) for s in result.steps[:3]]
         [([0], 2), ([0, 1], 2), ([0, 1], 2)]
     """
-    requests = check_requests(requests, model)
+    batcher = _Batcher(model, check_requests(requests, model), cache, chunk_size, share_prefix)
+    steps: list[dict] = []
+    step = 0
+    while batcher.waiting or batcher.running:
+        admitted = batcher.admit(step, max_running, batch_open=not (static and batcher.running))
+        if batcher.running:
+            batch, preempted = batcher.reserve()
+            finished = batcher.choose_next(batch, batcher.forward(batch))
+            steps.append(batcher.log(step, batch, admitted, finished, preempted))
+            batcher.retire(finished, step)
+        step += 1
+    return ServeResult(
+        {i: torch.tensor(t) for i, t in batcher.new.items()},
+        {i: torch.stack(rows) for i, rows in batcher.logits_of.items()},
+        steps,
+        batcher.finished_at,
+    )
+
+
+def _check_cache(model: TinyDecoder, requests: list[Request], cache: PagedKVCache) -> None:
+    """Refuse a cache that does not fit ``model``, is not empty, or cannot hold a request."""
     attn = model.blocks[0].attn
     expected = (model.num_layers, attn.num_kv_heads, attn.head_dim)
     if (cache.num_layers, cache.num_kv_heads, cache.head_dim) != expected:
@@ -129,125 +151,154 @@ def serve(
                 f"request {i} needs {r.max_length} positions, more than the whole cache holds: "
                 f"{cache.num_blocks} blocks of {cache.block_size} = {cache.capacity}"
             )
-    if chunk_size is not None:
-        _validate.count("chunk_size", chunk_size)
-    _validate.count("share_prefix", share_prefix, minimum=0)
-    chunk = chunk_size or model.context_length
-    waiting = sorted(range(len(requests)), key=lambda i: requests[i].arrival)  # stable: FCFS
-    running: list[int] = []  # in order of admission
-    known = {i: list(r.prompt) for i, r in enumerate(requests)}  # tokens whose keys a request needs
-    fed: dict[int, int] = {}  # tokens fed so far (their keys are cached)
-    new: dict[int, list[int]] = {i: [] for i in range(len(requests))}
-    logits_of: dict[int, list[Tensor]] = {i: [] for i in range(len(requests))}
-    steps: list[dict] = []
-    finished_at: dict[int, int] = {}
-    step = 0
-    while waiting or running:
-        admitted, preempted = [], []
-        batch_open = not (static and running)  # static batching waits for an empty batch
-        while batch_open and waiting and requests[waiting[0]].arrival <= step:
-            i = waiting[0]
-            if max_running is not None and len(running) >= max_running:
+
+
+class _Batcher:
+    """The state `serve` keeps between steps, and the four things it does at each step."""
+
+    def __init__(
+        self,
+        model: TinyDecoder,
+        requests: list[Request],
+        cache: PagedKVCache,
+        chunk_size: int | None,
+        share_prefix: int,
+    ) -> None:
+        _check_cache(model, requests, cache)
+        if chunk_size is not None:
+            _validate.count("chunk_size", chunk_size)
+        self.share_prefix = _validate.count("share_prefix", share_prefix, minimum=0)
+        self.model, self.requests, self.cache = model, requests, cache
+        self.chunk = chunk_size or model.context_length
+        self.waiting = sorted(range(len(requests)), key=lambda i: requests[i].arrival)  # stable: FCFS
+        self.running: list[int] = []  # in order of admission
+        self.known = {i: list(r.prompt) for i, r in enumerate(requests)}  # tokens whose keys it needs
+        self.fed: dict[int, int] = {}  # tokens fed so far (their keys are cached)
+        self.new: dict[int, list[int]] = {i: [] for i in range(len(requests))}
+        self.logits_of: dict[int, list[Tensor]] = {i: [] for i in range(len(requests))}
+        self.finished_at: dict[int, int] = {}
+
+    def _donor(self, i: int) -> int | None:
+        """A running request whose cached prompt starts with request ``i``'s shared prefix."""
+        n = self.share_prefix
+        if not n or len(self.known[i]) <= n:
+            return None
+        prefix = self.known[i][:n]
+        return next((j for j in self.running if self.fed[j] >= n and self.known[j][:n] == prefix), None)
+
+    def admit(self, step: int, max_running: int | None, batch_open: bool) -> list[int]:
+        """Admit arrived requests, first come first served, while the free blocks allow."""
+        cache, admitted = self.cache, []
+        while batch_open and self.waiting and self.requests[self.waiting[0]].arrival <= step:
+            i = self.waiting[0]
+            if max_running is not None and len(self.running) >= max_running:
                 break
-            donor = next(
-                (
-                    j
-                    for j in running
-                    if share_prefix
-                    and fed[j] >= share_prefix
-                    and len(known[i]) > share_prefix
-                    and known[j][:share_prefix] == known[i][:share_prefix]
-                ),
-                None,
-            )
-            first = min(chunk, len(known[i]) - (share_prefix if donor is not None else 0))
+            donor = self._donor(i)
+            shared = self.share_prefix if donor is not None else 0
+            first = min(self.chunk, len(self.known[i]) - shared)
             # A block in hand for each request's next token, when others run. Alone, a request
             # needs only its own blocks: it fits the pool, so an empty batch always admits it.
-            spare = len(running) + 1 if running else 0
-            if donor is None and cache.blocks_for(len(known[i])) + spare > cache.num_free:
+            spare = len(self.running) + 1 if self.running else 0
+            if donor is None:
+                needed = cache.blocks_for(len(self.known[i]))
+            else:  # the blocks its first chunk adds, and a shared, partly filled block copied
+                copied = bool(shared % cache.block_size)
+                needed = cache.blocks_for(shared + first) - cache.blocks_for(shared) + copied
+            if needed + spare > cache.num_free:
                 break
-            copied = bool(share_prefix % cache.block_size)  # a shared, partly filled block is copied
-            grown = cache.blocks_for(share_prefix + first) - cache.blocks_for(share_prefix)
-            if donor is not None and grown + copied + spare > cache.num_free:
-                break
-            waiting.pop(0)
+            self.waiting.pop(0)
             if donor is not None:  # share the donor's blocks of the prefix
                 cache.fork(donor, i)
-                cache.truncate(i, share_prefix)
-                fed[i] = share_prefix
-            else:
-                fed[i] = 0
-            running.append(i)
+                cache.truncate(i, shared)
+            self.fed[i] = shared
+            self.running.append(i)
             admitted.append(i)
-        if not running:
-            step += 1
-            continue
+        return admitted
+
+    def reserve(self) -> tuple[list[tuple[int, range]], list[int]]:
+        """Each running request's positions this step; preempt the latest admitted when blocks run out."""
         batch: list[tuple[int, range]] = []  # (request, positions fed this step)
-        for i in list(running):
-            if i not in running:  # preempted while this step was being planned
+        preempted: list[int] = []
+        for i in list(self.running):
+            if i not in self.running:  # preempted while this step was being planned
                 continue
-            n = min(chunk, len(known[i]) - fed[i])
-            while cache.blocks_needed(i, n) > cache.num_free:
-                victim = running[-1]
-                running.remove(victim)
+            n = min(self.chunk, len(self.known[i]) - self.fed[i])
+            while self.cache.blocks_needed(i, n) > self.cache.num_free:
+                victim = self.running.pop()
                 batch = [(j, p) for j, p in batch if j != victim]
-                if victim in cache.tables:  # admitted this step, it may hold no block yet
-                    cache.release(victim)
-                del fed[victim]  # its prompt and new tokens are fed again when it is readmitted
-                waiting.insert(0, victim)
+                if victim in self.cache.tables:  # admitted this step, it may hold no block yet
+                    self.cache.release(victim)
+                del self.fed[victim]  # its prompt and new tokens are fed again when readmitted
+                self.waiting.insert(0, victim)
                 preempted.append(victim)
                 if victim == i:
                     break
-            if i in running:
-                batch.append((i, cache.reserve(i, n)))
-        seq = torch.cat([torch.full((len(p),), i) for i, p in batch])  # (N,)
-        pos = torch.cat([torch.tensor(list(p)) for _, p in batch])  # (N,)
-        tokens = torch.tensor([known[i][p] for i, ps in batch for p in ps])  # (N,)
+            if i in self.running:
+                batch.append((i, self.cache.reserve(i, n)))
+        return batch, preempted
 
-        def attend(layer: int, q: Tensor, k: Tensor, v: Tensor, batch=batch, seq=seq) -> Tensor:
+    def forward(self, batch: list[tuple[int, range]]) -> Tensor:
+        """One forward pass of the whole batch, packed into one sequence: ``(N, vocab)`` logits."""
+        cache = self.cache
+        tokens = torch.tensor([self.known[i][p] for i, ps in batch for p in ps])  # (N,)
+        pos = torch.cat([torch.tensor(list(p)) for _, p in batch])  # (N,)
+        starts = list(itertools.accumulate((len(p) for _, p in batch), initial=0))  # each one's first row
+
+        def attend(layer: int, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
             outputs = []
-            for i, p in batch:
-                rows = seq == i  # this request's tokens in the packed sequence
+            for (i, p), start in zip(batch, starts, strict=False):
+                rows = slice(start, start + len(p))  # this request's rows of the packed sequence
                 cache.write(layer, i, p, k[0][:, rows], v[0][:, rows])
                 keys, values = cache.gather(layer, i)  # (H_kv, p.stop, d_k)
-                allowed = torch.arange(p.stop)[None, :] <= torch.tensor(list(p))[:, None]  # (len(p), p.stop)
+                allowed = causal_mask(
+                    len(p), p.stop, lower_right=True
+                )  # its new tokens after its cached ones
                 outputs.append(
                     attention(q[:, :, rows], keys[None], values[None], allowed)
                 )  # (1, H, len(p), d_k)
             return torch.cat(outputs, dim=-2)  # (1, H, N, d_k)
 
-        logits = run_decoder(model, tokens[None], pos[None], attend)[0]  # (N, vocab)
-        finished = []
+        return run_decoder(self.model, tokens[None], pos[None], attend)[0]  # (N, vocab)
+
+    def choose_next(self, batch: list[tuple[int, range]], logits: Tensor) -> list[int]:
+        """A greedy token for each request whose last known token went in; the requests now done."""
+        finished, end = [], 0
         for i, p in batch:
-            fed[i] = p.stop
-            if fed[i] == len(known[i]):  # the last known token went in: choose the next one
-                row = logits[(seq == i).nonzero()[-1, 0]]  # (vocab,)
-                new[i].append(int(row.argmax()))
-                logits_of[i].append(row)
-                known[i].append(new[i][-1])
-                if len(new[i]) == requests[i].max_new_tokens:
+            end += len(p)
+            self.fed[i] = p.stop
+            if self.fed[i] == len(self.known[i]):
+                row = logits[end - 1]  # (vocab,): the request's last row of the packed sequence
+                self.new[i].append(int(row.argmax()))
+                self.logits_of[i].append(row)
+                self.known[i].append(self.new[i][-1])
+                if len(self.new[i]) == self.requests[i].max_new_tokens:
                     finished.append(i)
-        steps.append(
-            {
-                "step": step,
-                "running": [i for i, _ in batch],
-                "tokens": len(seq),
-                "stored": sum(cache.lengths[i] for i, _ in batch),
-                "lengths": {i: cache.lengths[i] for i, _ in batch},
-                "blocks": cache.num_blocks - cache.num_free,
-                "admitted": admitted,
-                "finished": finished,
-                "preempted": preempted,
-            }
-        )
+        return finished
+
+    def log(
+        self,
+        step: int,
+        batch: list[tuple[int, range]],
+        admitted: list[int],
+        finished: list[int],
+        preempted: list[int],
+    ) -> dict:
+        lengths = {i: self.cache.lengths[i] for i, _ in batch}
+        return {
+            "step": step,
+            "running": [i for i, _ in batch],
+            "tokens": sum(len(p) for _, p in batch),
+            "stored": sum(lengths.values()),
+            "lengths": lengths,
+            "blocks": self.cache.num_blocks - self.cache.num_free,
+            "admitted": admitted,
+            "finished": finished,
+            "preempted": preempted,
+        }
+
+    def retire(self, finished: list[int], step: int) -> None:
+        """Give the finished requests' blocks back."""
         for i in finished:
-            running.remove(i)
-            cache.release(i)
-            finished_at[i] = step
-        step += 1
-    return ServeResult(
-        {i: torch.tensor(t) for i, t in new.items()},
-        {i: torch.stack(rows) for i, rows in logits_of.items()},
-        steps,
-        finished_at,
-    )
+            self.running.remove(i)
+            self.cache.release(i)
+            self.finished_at[i] = step
