@@ -133,6 +133,8 @@ def test_every_rounds_kept_guesses_replayed_on_the_reference_text(values, refere
     guessers |= {f"small model, seed {s}": model_guess(smalls[s]) for s in (1, 2)}
     ties, runs = 0, 0
     for (name, k), results in values["runs"].items():
+        if name != "n-gram" and k not in (1, 8):  # the small models' full passes are slow: two k each
+            continue
         for result, prompt, (expected, _) in zip(results, values["prompts"], reference, strict=True):
             text = prompt.tolist() + expected
             runs += 1
