@@ -57,5 +57,11 @@ def test_the_verdicts(printed, values):
     worst = values["worst"]
     assert worst["rewind_bug"] > 1 and worst["rewind_fix"] <= 1
     lines = printed.splitlines()
-    assert any(line.startswith("rewind_bug: at most") and line.endswith("FAILS") for line in lines)
-    assert any(line.startswith("rewind_fix: at most") and line.endswith("passes") for line in lines)
+    assert any(
+        line.startswith("rewind_bug: the cache lags the text by at most") and line.endswith("FAILS")
+        for line in lines
+    )
+    assert any(
+        line.startswith("rewind_fix: the cache lags the text by at most") and line.endswith("passes")
+        for line in lines
+    )
