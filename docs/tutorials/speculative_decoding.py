@@ -21,7 +21,10 @@
 # attention](serving_batches.md)), and the character model of [Attention on real
 # text](attention_on_text.md), which is the target here. The section on recurrent
 # states uses [the delta rule](delta_rule.md). Shapes follow the
-# [notation table](../notation.md).
+# [notation table](../notation.md). The code runs top to bottom in one session, as
+# the downloadable notebook does: each block continues the ones above it, the
+# folded ones included (the first folded block holds the imports, the models'
+# recipe and the page's texts).
 #
 # Here is one round, on the text the page decodes first. The target has cached
 # every character of the text but the last. A drafter guesses 4 characters. The
@@ -428,8 +431,9 @@ print(
 # the recurrence's inputs for the chunk are kept with the state, so the replay
 # needs no second pass through the layers below.
 #
-# One delta-rule head, its keys of unit length: 20 tokens of text, then a chunk of
-# 5 (the last token and 4 guesses) of which the first 3 are kept.
+# One delta-rule head, its keys of unit length: a state that holds 20 tokens of
+# text, then a chunk of 5 (the text's last token, not yet in the state, and 4
+# guesses) of which the first 3 are kept: the last token and 2 guesses.
 
 # %%
 g = torch.Generator().manual_seed(1)
@@ -998,30 +1002,25 @@ for i in reversed(range(len(parents))):  # a parent sits among its children
 cell = 0.5
 fig, ax = canvas(10, 7.4)
 chars = show(tree_tokens)
+
+
+def drawn_at(i):  # where node i of the tree is drawn
+    return 0.35 + 0.95 * depth[i], 1.6 + 1.2 * row_of[i]
+
+
 for i, p in enumerate(parents):
-    x, y = 0.4 + 0.9 * depth[i], 1.2 + 0.55 * row_of[i]
+    x, y = drawn_at(i)
     if p >= 0:
-        ax.plot(
-            [0.4 + 0.9 * depth[p] + 0.2, x - 0.2],
-            [1.2 + 0.55 * row_of[p], y],
-            color="0.5",
-            lw=1,
-        )
-    on_path = i in path
-    note(
-        ax,
-        x,
-        y,
-        f"{chars[i]}",
-        fontsize=11,
-        fontweight="bold" if on_path else "normal",
-    )
-    note(ax, x, y + 0.28, str(i), fontsize=7, color="0.45")
+        px, py = drawn_at(p)
+        ax.plot([px + 0.2, x - 0.2], [py, y], color="0.5", lw=1)
+    bold = "bold" if i in path else "normal"
+    note(ax, x, y, chars[i], fontsize=12, fontweight=bold)
+    note(ax, x, y + 0.4, str(i), fontsize=8, color="0.45")
 note(ax, 1.8, 0.4, "the tree (small: node numbers)", fontsize=9)
 box = grid(
     ax,
     torch.full(tree_mask.shape, 2.5),
-    4.3,
+    4.4,
     1.0,
     cmap="tab10",
     vmax=10,
@@ -1029,8 +1028,11 @@ box = grid(
     cell=cell,
 )
 for j, ch in enumerate(chars):
-    note(ax, box.x + cell * (j + 0.5), 0.7, ch, fontsize=9)
-    note(ax, box.x - 0.25, box.y + cell * (j + 0.5), ch, fontsize=9)
+    middle = cell * (j + 0.5)
+    note(ax, box.x + middle, 0.72, ch, fontsize=9)
+    note(ax, box.x + middle, 0.3, str(j), fontsize=7, color="0.45")
+    note(ax, box.x - 0.22, box.y + middle, ch, fontsize=9)
+    note(ax, box.x - 0.6, box.y + middle, str(j), fontsize=7, color="0.45")
 for i in path:
     outline(ax, Box(box.x + cell * i, box.y + cell * i, cell, cell), width=1.5)
 note(
