@@ -1,20 +1,23 @@
 # %% [markdown]
 # # Speculative decoding — verify, roll back, trees
 #
-# A large model that writes one token per forward pass spends most of each pass
-# reading its weights and its cache, not computing, and a pass over a few more
-# queries costs little more: Leviathan et al. observe that such decoding is "not
-# bottlenecked on arithmetic operations, but rather on memory bandwidth", and Chen
-# et al. that scoring a short continuation in parallel takes about as long as
-# sampling one token. Speculative decoding turns that into speed: a cheap *drafter*
-# guesses the next $k$ tokens, and the model, the *target*, checks all $k$ guesses
-# in one forward pass. Every
-# guess it agrees with is a token it did not have to produce on its own. This page
-# builds it on the site's own trained character model and its paged cache, and
-# checks the three promises it makes: greedy decoding writes the same text, sampling
-# draws from the same distribution, and the cache ends each round holding exactly
-# the text. Then it measures what it buys on this machine, and verifies a *tree* of
-# guesses in one pass.
+# A large model writes one token per forward pass, and each pass spends most of
+# its time reading the model's weights and cache, not computing. So a pass over a
+# few more queries costs little more than a pass over one. Speculative decoding
+# turns that into speed: a cheap *drafter* guesses the next $k$ tokens, and the
+# model, the *target*, checks all $k$ guesses in one forward pass. Every guess it
+# agrees with is a token it did not have to produce on its own. (Its inventors saw
+# the same: [Leviathan et al.](https://arxiv.org/abs/2211.17192) found decoding
+# "often not bottlenecked on arithmetic operations, but rather on memory bandwidth
+# and communication", and [Chen et al.](https://arxiv.org/abs/2302.01318) that
+# scoring a short continuation in parallel takes about as long as sampling one
+# token.)
+#
+# This page builds it on the site's own trained character model and its paged
+# cache, and checks the three promises it makes: greedy decoding writes the same
+# text, sampling draws from the same distribution, and the cache ends each round
+# holding exactly the text. Then it measures what it buys on this machine, and
+# verifies a *tree* of guesses in one pass.
 #
 # It assumes the KV cache and its bottom-right causal mask ([Generating text with a
 # KV cache](kv_cache.md)), chunked prefill and the paged cache ([Serving

@@ -209,6 +209,7 @@ def test_the_opening_picture_is_a_round_that_keeps_some_guesses(values):
     context, draft, k = values["context"], values["pic_draft"], values["k_pic"]
     a, token = values["pic_a"], values["pic_token"]
     assert 0 < a < k == len(draft)
+    assert torch.equal(context[:8], values["prompts"][0])  # "on the text the page decodes first"
     with torch.no_grad():
         full = values["target"](torch.cat([context, draft])[None])[0][0]
     best = full[len(context) - 1 :].argmax(-1).tolist()  # after the context, then after each guess
