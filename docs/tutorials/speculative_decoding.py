@@ -847,22 +847,23 @@ figure_to_svg(
 # ## What it buys on this machine
 #
 # A round costs one pass of the target over $k + 1$ queries and the drafter's $k$
-# guesses; plain decoding costs one pass over one query per token. With $c(L)$ the
-# cost of a target pass over $L$ queries and $d(k)$ the cost of drafting $k$
-# guesses, the expected speed-up of a drafter that yields $\tau$ tokens per pass is
+# guesses; plain decoding costs one pass over one query per token. With
+# $\mathrm{pass}(L)$ the cost of a target pass over $L$ queries and
+# $\mathrm{draft}(k)$ the cost of drafting $k$ guesses, the expected speed-up of a
+# drafter that yields $\tau$ tokens per pass is
 #
 # $$
-# \text{speed-up} = \frac{\tau \, c(1)}{c(k + 1) + d(k)} .
+# \text{speed-up} = \frac{\tau \, \mathrm{pass}(1)}{\mathrm{pass}(k + 1) + \mathrm{draft}(k)} .
 # $$
 #
-# It exceeds 1 when $c(k + 1) + d(k) < \tau\, c(1)$: a round must cost less than
-# the $\tau$ plain passes it replaces. That needs a pass over $k + 1$ queries that
-# costs little more than a pass over one, as when a pass is paid for by reading
-# weights and cache rather than by arithmetic (the
-# [memory-bound decoding](serving_long_contexts.md) of large models), and a cheap
-# drafter. The folded cell measures $c(L)$ for the target with a cache of 16
-# positions, and $d(k)$ for both drafters, in CPU time on the machine that built
-# this page.
+# It exceeds 1 when $\mathrm{pass}(k + 1) + \mathrm{draft}(k) < \tau\,
+# \mathrm{pass}(1)$: a round must cost less than the $\tau$ plain passes it
+# replaces. That needs a pass over $k + 1$ queries that costs little more than a
+# pass over one, as when a pass is paid for by reading weights and cache rather
+# than by arithmetic (the [memory-bound decoding](serving_long_contexts.md) of
+# large models), and a cheap drafter. The folded cell measures $\mathrm{pass}(L)$
+# for the target with a cache of 16 positions, and $\mathrm{draft}(k)$ for both
+# drafters, in CPU time on the machine that built this page.
 
 
 # %% tags=["plot", "measured"]
@@ -940,8 +941,9 @@ print(
 # three assumptions. A pass over $k + 1$ queries costs what a pass over one does:
 # they "assume that we can run $\gamma+1$ concurrent evaluations of $M_p$ in
 # parallel without increasing the walltime" ($\gamma$ is their $k$). A guess costs a
-# fixed fraction $c$ of a target pass, $d(k) = k\, c\, c(1)$. And guesses are kept
-# independently with probability $\alpha$, so that
+# fixed fraction $c$ of a target pass, $\mathrm{draft}(k) = k\, c\,
+# \mathrm{pass}(1)$. And guesses are kept independently with probability $\alpha$,
+# so that
 # $\tau = \frac{1 - \alpha^{k+1}}{1 - \alpha}$. Then
 #
 # $$
@@ -1221,8 +1223,9 @@ print(f"largest |two parts merged - one masked pass|: {cascade_gap:.1e}")
 #   checkpoint and replay the kept tokens.
 # - Count guesses kept over guesses judged ($\hat\alpha$), not over guesses
 #   proposed, to compare drafters across $k$.
-# - Speed: tokens per pass times $c(1) / (c(k + 1) + d(k))$. Cheap drafters and
-#   passes whose cost barely grows with their queries make it pay.
+# - Speed: tokens per pass times
+#   $\mathrm{pass}(1) / (\mathrm{pass}(k + 1) + \mathrm{draft}(k))$. Cheap
+#   drafters and passes whose cost barely grows with their queries make it pay.
 # - Trees: several guesses per position in one pass, with the ancestor mask and
 #   positions by depth; the accepted branch is moved to consecutive slots. Without
 #   a masked kernel, the cache and the tree can be attended apart and merged.
