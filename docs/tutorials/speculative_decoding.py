@@ -856,9 +856,9 @@ figure_to_svg(
 # \text{speed-up} = \frac{\tau \, \mathrm{pass}(1)}{\mathrm{pass}(k + 1) + \mathrm{draft}(k)} .
 # $$
 #
-# It exceeds 1 when $\mathrm{pass}(k + 1) + \mathrm{draft}(k) < \tau\,
-# \mathrm{pass}(1)$: a round must cost less than the $\tau$ plain passes it
-# replaces. That needs a pass over $k + 1$ queries that costs little more than a
+# It exceeds 1 when
+# $\mathrm{pass}(k + 1) + \mathrm{draft}(k) < \tau\, \mathrm{pass}(1)$: a round
+# must cost less than the $\tau$ plain passes it replaces. That needs a pass over $k + 1$ queries that costs little more than a
 # pass over one, as when a pass is paid for by reading weights and cache rather
 # than by arithmetic (the [memory-bound decoding](serving_long_contexts.md) of
 # large models), and a cheap drafter. The folded cell measures $\mathrm{pass}(L)$
@@ -941,9 +941,9 @@ print(
 # three assumptions. A pass over $k + 1$ queries costs what a pass over one does:
 # they "assume that we can run $\gamma+1$ concurrent evaluations of $M_p$ in
 # parallel without increasing the walltime" ($\gamma$ is their $k$). A guess costs a
-# fixed fraction $c$ of a target pass, $\mathrm{draft}(k) = k\, c\,
-# \mathrm{pass}(1)$. And guesses are kept independently with probability $\alpha$,
-# so that
+# fixed fraction $c$ of a target pass,
+# $\mathrm{draft}(k) = k\, c\, \mathrm{pass}(1)$. And guesses are kept
+# independently with probability $\alpha$, so that
 # $\tau = \frac{1 - \alpha^{k+1}}{1 - \alpha}$. Then
 #
 # $$
