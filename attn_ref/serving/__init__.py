@@ -20,7 +20,11 @@ forward pass, each request with its own positions and its own keys. Its modules:
   block mask that lets a tiled loop skip empty tiles (`create_block_mask`,
   `flex_attention`);
 - `attn_ref.serving.cost`: the cost of decoding, arithmetic intensity
-  (`attention_intensity`), and split-K decoding (`split_k_attention`, `merge_partials`).
+  (`attention_intensity`), and split-K decoding (`split_k_attention`, `merge_partials`);
+- `attn_ref.serving.speculative`: speculative decoding, a drafter's guesses checked in one
+  pass of the target over the paged cache, a chain or a tree (`verify_forward`,
+  `tree_ancestor_mask`), accepted greedily or by rejection sampling (`accept_greedy`,
+  `accept_sampled`), and rolled back (`keep_path`); `speculative_generate` runs the loop.
 
 The masks they use, for packed requests and bounded contexts, are built in `attn_ref.masks`.
 Everything listed here is also importable from `attn_ref.serving` itself.
@@ -38,23 +42,51 @@ from attn_ref.serving.paged import PagedKVCache
 from attn_ref.serving.requests import Request, check_requests
 from attn_ref.serving.rolling_buffer import generate_windowed
 from attn_ref.serving.scheduler import ServeResult, serve
+from attn_ref.serving.speculative import (
+    ModelDrafter,
+    NGramDrafter,
+    SpeculativeResult,
+    accept_greedy,
+    accept_sampled,
+    accept_tree_greedy,
+    draft_tree,
+    keep_path,
+    residual_distribution,
+    speculative_generate,
+    tree_ancestor_mask,
+    tree_depths,
+    verify_forward,
+)
 
 __all__ = [
     "BlockMask",
     "FlexState",
+    "ModelDrafter",
+    "NGramDrafter",
     "PagedKVCache",
     "Request",
     "ServeResult",
+    "SpeculativeResult",
+    "accept_greedy",
+    "accept_sampled",
+    "accept_tree_greedy",
     "attention",
     "attention_intensity",
     "check_requests",
     "create_block_mask",
+    "draft_tree",
     "flex_attention",
     "generate_packed",
     "generate_padded",
     "generate_windowed",
+    "keep_path",
     "merge_partials",
+    "residual_distribution",
     "run_decoder",
     "serve",
+    "speculative_generate",
     "split_k_attention",
+    "tree_ancestor_mask",
+    "tree_depths",
+    "verify_forward",
 ]

@@ -36,6 +36,7 @@ class PagedKVCache:
         block_size: Positions per block.
         num_kv_heads: Key/value heads ``H_kv``.
         head_dim: ``d_k``.
+        dtype: The pool's floating dtype (float32 by default; float64 for exact checks).
         keys: One ``(num_blocks, H_kv, block_size, d_k)`` pool per layer.
         values: Same as ``keys``.
         tables: Request id -> its block table.
@@ -65,6 +66,7 @@ class PagedKVCache:
     block_size: int
     num_kv_heads: int
     head_dim: int
+    dtype: torch.dtype = torch.float32
     keys: list[Tensor] = field(default_factory=list, repr=False)
     values: list[Tensor] = field(default_factory=list, repr=False)
     tables: dict = field(default_factory=dict)
@@ -76,8 +78,10 @@ class PagedKVCache:
         for name in ("num_layers", "num_blocks", "block_size", "num_kv_heads", "head_dim"):
             _validate.count(name, getattr(self, name))
         shape = (self.num_blocks, self.num_kv_heads, self.block_size, self.head_dim)
-        self.keys = [torch.zeros(shape) for _ in range(self.num_layers)]
-        self.values = [torch.zeros(shape) for _ in range(self.num_layers)]
+        if not (isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point):
+            raise TypeError(f"dtype must be a floating torch.dtype, got {self.dtype!r}")
+        self.keys = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
+        self.values = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
         self.ref_counts = [0] * self.num_blocks
         self.free = list(range(self.num_blocks))[::-1]  # block 0 is handed out first
 

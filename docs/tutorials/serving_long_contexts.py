@@ -666,3 +666,6 @@ print(
 #
 # Next: [Fewer bytes per token](cache_compression.md) keeps every token but stores
 # less for each: a latent, fewer bits, or a state of fixed size.
+#
+# Later: [Speculative decoding](speculative_decoding.md) makes memory-bound decoding
+# pay: one pass checks several guessed tokens for little more than the cost of one.

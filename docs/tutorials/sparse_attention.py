@@ -717,7 +717,8 @@ print(f"3 blocks by mean key:     {blocks:.3f}")
 # - Iz Beltagy, Matthew E. Peters, Arman Cohan. [Longformer: The Long-Document
 #   Transformer](https://arxiv.org/abs/2004.05150). 2020. The sliding window.
 #
-# **Next:** [Attention bugs seen in the wild](../practice/bugs.md).
+# **Next:** [Speculative decoding](speculative_decoding.md): a drafter guesses, and
+# the model checks every guess in one pass.
 
 # %% tags=["measured"]
 print(f"training the {len(models)} models took", end=" ")
