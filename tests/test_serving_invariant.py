@@ -11,7 +11,6 @@ thread count, which CI's two passes exercise (native, then ATEN_CPU_CAPABILITY=d
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -33,25 +32,12 @@ from attn_ref.serving import (
     split_bounds,
     split_kv_attention,
 )
+from tests.support.fixed_order import halving_sum
 from tests.support.float32_attention_bounds import assert_within, float32_attention
 from tests.support.reference import EPS32
 
 SOME = settings(max_examples=20, deadline=None)
 FEW = settings(max_examples=4, deadline=None)
-
-
-def halving_sum_numpy(x: np.ndarray) -> np.float32:
-    """The order fixed_order_sum promises, written out on NumPy float32 scalars: pad with zeros to a
-    power of two, then add the second half to the first until one term is left."""
-    terms = [np.float32(t) for t in x]
-    width = 1
-    while width < len(terms):
-        width *= 2
-    terms += [np.float32(0.0)] * (width - len(terms))
-    while len(terms) > 1:
-        half = len(terms) // 2
-        terms = [np.float32(terms[i] + terms[i + half]) for i in range(half)]
-    return terms[0]
 
 
 @SOME
@@ -60,7 +46,7 @@ def test_fixed_order_sum_adds_in_halves_bit_for_bit(n, seed):
     x = torch.randn(n, generator=torch.Generator().manual_seed(seed)) * 10 ** (seed % 7)
     ours = fixed_order_sum(x)
     assert ours.dtype == torch.float32
-    assert ours.item() == halving_sum_numpy(x.numpy())  # the same IEEE additions in the same order
+    assert ours.item() == halving_sum(x.numpy())  # the same IEEE additions in the same order
     # ... and within float32 rounding of the exact sum
     exact = x.double().sum().item()
     assert abs(ours.item() - exact) <= n * EPS32 * x.double().abs().sum().item()

@@ -330,8 +330,8 @@ def batch_invariant(model: nn.Module) -> nn.Module:
         ...     num_heads=2,
         ... )
         >>> fixed = batch_invariant(model)
-        >>> type(fixed.blocks[0].mlp[0]).__name__, type(model.blocks[0].mlp[0]).__name__
-        ('FixedOrderLinear', 'Linear')
+        >>> [type(m.blocks[0].mlp[0]).__name__ for m in (fixed, model)]
+        ['FixedOrderLinear', 'Linear']
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")

@@ -309,8 +309,10 @@ class BlockHashCache(PrefixCache):
         >>> table.insert([1, 2, 3, 4], pool.tables["r1"])
         2
         >>> pool.release("r1")
-        >>> table.match([1, 2, 3, 4, 9]), table.match([3, 4])  # the hash of (3, 4) alone differs
-        ([0, 1], [])
+        >>> table.match([1, 2, 3, 4, 9])
+        [0, 1]
+        >>> table.match([3, 4])  # as a first block, (3, 4) has another hash
+        []
     """
 
     def __init__(self, pool: PagedKVCache, policy: str = "lru") -> None:
