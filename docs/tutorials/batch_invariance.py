@@ -133,7 +133,8 @@ for parts in (1, 2, 4, 8):
     part_sums[parts] = functools.reduce(operator.add, pieces)  # in order
     total = part_sums[parts].item()
     print(
-        f"{parts} parts: {total:.9f}, off the exact sum by {total - exact:.1e}"
+        f"{parts} part{'s' * (parts > 1)}: {total:.9f},"
+        f" off the exact sum by {total - exact:.1e}"
     )
 
 # %% [markdown]
@@ -177,8 +178,8 @@ for n, out in split_outs.items():
     print(f"{n:>6} {unlike:>20} of 64 {gap:>12.1e} {error:>14.1e}")
 
 # %% [markdown]
-# Every split count is as close to the exact output as the others; most of the 64
-# numbers differ between them in their last bits (the count is what this machine
+# Every split count is as close to the exact output as the others; here most of the
+# 64 numbers differ between them in their last bits (the count is what this machine
 # printed: which bits differ depends on the data). The decision that matters is who
 # picks the count.
 #
@@ -205,9 +206,8 @@ def kernel_splits(batch):
 
 
 g = torch.Generator().manual_seed(3)
-q_row = torch.randn(
-    1, 4, 1, 16, generator=g
-)  # (B, H, 1, d_k): a decoding step
+# (B, H, 1, d_k): a decoding step
+q_row = torch.randn(1, 4, 1, 16, generator=g)
 k_row, v_row = torch.randn(2, 1, 4, 300, 16, generator=g)  # 300 cached keys
 sees_row = torch.ones(1, 300, dtype=torch.bool)
 counted = {}  # batch size -> the row's output with the batch's split count
@@ -228,10 +228,11 @@ for batch in counted:
     print(f"{batch:>5} {n:>7} {by_count!s:>28} {by_size!s:>11}")
 
 # %% [markdown]
-# With the count from the batch, the row's bits change as soon as the batch grows,
-# then stay put while the count does (batches of 5 to 8 all get one split). With a
-# fixed split size the row is the same in every batch, by construction: the
-# boundaries are 0, 16, 32, ..., fixed by the key positions alone.
+# With the count from the batch, the row's bits changed here as soon as the batch grew
+# (another count could give the same bits by chance, nothing more), and they cannot
+# change while the count stays (batches of 5 to 8 all get one split: the same
+# computation). With a fixed split size the row is the same in every batch, by
+# construction: the boundaries are 0, 16, 32, ..., fixed by the key positions alone.
 #
 # <details class="note">
 # <summary>Going deeper: why "the same bits" holds on every machine</summary>
@@ -242,7 +243,7 @@ for batch in counted:
 # from two kinds of operation only:
 #
 # - **elementwise IEEE arithmetic**: products, the additions of `fixed_order_sum`,
-#   divisions, maxima. IEEE 754 rounds each one exactly, so its result depends on its
+#   divisions, maxima. IEEE 754 rounds each one correctly, so its result depends on its
 #   two operands and nothing else: not on where the numbers sit in a tensor, nor on
 #   the vector width or the thread that computes them;
 # - **exponentials**, which are not correctly rounded (a vectorised kernel and its
@@ -333,9 +334,9 @@ for chunk in (8, 12, 16, 24, 32):
 # Read apart, chunks of 16 and 32 start on the grid and keep every bit, by
 # construction. Chunks of 8, 12 and 24 start inside a split: the queries of a chunk
 # that starts off the grid are added in another order, and here they lost their bits
-# (the first chunk is never cut). With the keys written first, every chunk size keeps every
-# bit. `serve` works that way: it writes a step's keys into the pool, then reads each
-# request's keys back as one sequence.
+# (the first chunk is never cut). With the keys written first, every chunk size keeps
+# every bit. `serve` works that way: it writes a step's keys into the pool, then reads
+# each request's keys back as one sequence.
 #
 # ## The linear layers reduce too
 #
@@ -391,7 +392,7 @@ print(
 # ## A server's tokens, flipped by the batch
 #
 # What does this do to a request's text? Servers compute in bfloat16, which keeps 8
-# bits of mantissa where float32 keeps 24, so a difference in the last bits weighs
+# significant bits where float32 keeps 24, so a difference in the last bits weighs
 # far more. The cell serves 8 requests of 150 new tokens, arriving 3 steps apart, with
 # the model in bfloat16 and attention split by the batch (`num_splits=kernel_splits`),
 # each split's output stored in bfloat16 before the merge as vLLM's PagedAttention
@@ -419,6 +420,18 @@ stream = [
 ]
 
 
+# %% [markdown]
+# <details class="example">
+# <summary>The page's helpers: a pool, and a stream served together and alone</summary>
+#
+# `new_pool` makes an empty paged cache of bfloat16 keys and values, blocks of 16;
+# `served` serves the stream with a given engine and attention, then each request
+# alone, and returns the run together, and each request's logits and tokens alone.
+#
+# </details>
+
+
+# %% tags=["deeper"]
 def new_pool():
     """An empty paged cache of bfloat16 keys and values, for the model."""
     return PagedKVCache(2, 400, 16, H_kv, d_k, dtype=torch.bfloat16)
@@ -497,7 +510,7 @@ print(f"largest gap at a first flip: {flip_gaps.max().item():.3f}")
 # (in bfloat16, often exactly tied), so that the batch's other bits could swap them.
 # From there on, the two texts are different inputs and differ more and more.
 #
-# A fixed split size removes attention's part. The linear layers remain:
+# A fixed split size removes attention's part. Does it make the server invariant?
 
 # %%
 fixed_run, fixed_logits, fixed_tokens = served(model, split_size=16)
@@ -613,21 +626,26 @@ print(
 #
 # ## Exercises
 #
-# **1. Other split sizes.** Check that the decoding row of
-# [the batch picks the split count](#the-batch-picks-the-split-count) has the same
-# bits in batches of 1 to 8 with splits of 4, 32 and 128 keys, and print how many
-# splits each size makes of its 300 keys.
+# **1. Other split sizes.** Compute the decoding row of
+# [the batch picks the split count](#the-batch-picks-the-split-count) alone, and in
+# one call beside 7 other requests' rows (random queries, keys and values of the same
+# shape), with splits of 4, 32 and 128 keys. Check that its bits are the same, and
+# print how many splits each size makes of its 300 keys.
 
 # %% tags=["solution"]
+g = torch.Generator().manual_seed(8)
+crowd_q = torch.cat([q_row, torch.randn(7, 4, 1, 16, generator=g)])
+crowd_k = torch.cat([k_row, torch.randn(7, 4, 300, 16, generator=g)])
+crowd_v = torch.cat([v_row, torch.randn(7, 4, 300, 16, generator=g)])
 for size in (4, 32, 128):
-    rows = [
-        split_kv_attention(q_row, k_row, v_row, sees_row, split_size=size)
-        for _ in range(1, 9)  # the batch does not enter: the size decides
-    ]
-    same = all(torch.equal(r, rows[0]) for r in rows)
+    alone = split_kv_attention(q_row, k_row, v_row, sees_row, split_size=size)
+    beside = split_kv_attention(
+        crowd_q, crowd_k, crowd_v, sees_row, split_size=size
+    )
+    same = torch.equal(beside[:1], alone)
     n = len(split_bounds(300, split_size=size)) - 1
     print(
-        f"splits of {size:>3}: {n:>2} splits, same bits in every batch: {same}"
+        f"splits of {size:>3}: {n:>2} splits, same bits beside others: {same}"
     )
 
 # %% [markdown]
@@ -643,7 +661,8 @@ keep_all = [
 print("chunk sizes that keep every bit:", keep_all)
 
 # %% [markdown]
-# The multiples of 16, and 48: a chunk that holds the whole prompt starts at 0.
+# Multiples of 16 keep every bit by construction: every chunk starts on the grid.
+# Here no other size did.
 #
 # **3. How close was each flip?** For each request whose tokens flipped, print the gap
 # between the best two logits at its first flipped token, from its run alone, and
@@ -663,9 +682,8 @@ for i, step in flipped.items():
 # reverse order of arrival, chunks of 5 tokens). Use what this page built.
 
 # %% tags=["solution"]
-invariant = batch_invariant(
-    model
-)  # linear layers, norms, GELU in a fixed order
+# linear layers, norms and GELUs in a fixed order
+invariant = batch_invariant(model)
 short = [Request(r.prompt, 40, arrival=r.arrival) for r in stream]
 reverse = [
     Request(r.prompt, 40, arrival=3 * (len(short) - 1 - i))
@@ -706,7 +724,7 @@ print("identical logits in every batch:", identical)
 # - [flashinfer-ai/flashinfer #1675](https://github.com/flashinfer-ai/flashinfer/pull/1675).
 #   "Batch-size invariant FA2 Prefill & Decode": "introduces a fixed split size to
 #   produce exact precision when batch size changes."
-# - Tri Dao. FlashAttention's [`num_splits_heuristic`](https://github.com/Dao-AILab/flash-attention/blob/main/csrc/flash_attn/flash_api.cpp):
+# - Tri Dao. FlashAttention's [`num_splits_heuristic`](https://github.com/Dao-AILab/flash-attention/blob/765fbd928364e298a38a5e4b5c540d30daa1aecb/csrc/flash_attn/flash_api.cpp):
 #   the split count that best fills the GPU's processors for `batch * heads` blocks
 #   of queries; "If we have enough to almost fill the SMs, then just use 1 split".
 # - vLLM. [PagedAttention's

@@ -165,7 +165,18 @@ exact = batch_invariant(model)  # each row in a fixed order
 H_kv = model.blocks[0].attn.num_kv_heads
 d_k = model.blocks[0].attn.head_dim
 
+# %% [markdown]
+# <details class="example">
+# <summary>A helper: the keys each layer computes for a text</summary>
+#
+# `layer_keys` runs the model over a text in one forward pass
+# (`attn_ref.serving.run_decoder`, attention split at 16 keys) and keeps the keys each
+# layer computes.
+#
+# </details>
 
+
+# %% tags=["deeper"]
 def layer_keys(engine, text):
     """The keys every layer computes for a text, in one forward pass."""
     tokens = torch.tensor([ids(text)])  # (1, T)
@@ -178,6 +189,9 @@ def layer_keys(engine, text):
 
     run_decoder(engine, tokens, torch.arange(T)[None], attend)
     return kept  # one (1, H_kv, T, d_k) per layer
+
+
+# %%
 
 
 first = layer_keys(exact, "System: answer briefly.\nList the steps.")
@@ -247,9 +261,18 @@ print(
 # `attn_ref.serving.BlockHashCache` keeps such a table. Below, both indexes store the
 # blocks of 30 prompts made of 3 system prompts and short questions, then look up 30
 # others; they find the same blocks for every one.
+#
+# <details class="example">
+# <summary>A helper: prompts over three system prompts</summary>
+#
+# `question_prompts(seed, n)` draws `n` prompts, each one of three system prompts
+# ("System: you are Ada. Answer briefly.", Bob, Cy) followed by a question of 12
+# random letters and spaces.
+#
+# </details>
 
 
-# %%
+# %% tags=["deeper"]
 def question_prompts(seed, n):
     """Prompts that start with one of three system prompts."""
     g = torch.Generator().manual_seed(seed)
@@ -266,6 +289,7 @@ def question_prompts(seed, n):
     return prompts
 
 
+# %%
 stored = question_prompts(seed=1, n=30)
 
 
@@ -818,6 +842,11 @@ for size in (2, 4, 8, 16):
     print(f"blocks of {size:>2}: hit rate {r['hit rate']:.1%}")
 
 # %% [markdown]
+# Every prompt's partial last block is computed again, and so is the part of a shared
+# prefix that ends inside a block: the larger the block, the more of each prompt that
+# is. Smaller blocks cost more entries and more lookups instead.
+
+# %% [markdown]
 # **2. Examples in a fixed order.** Build the few-shot trace with each request's
 # examples sorted, and compare its hit rate under LRU with the shuffled trace's.
 
@@ -866,12 +895,12 @@ print(
 # - vLLM. [Automatic Prefix Caching](https://docs.vllm.ai/en/latest/design/prefix_caching/).
 #   Block hashes from the "parent hash value" and the "block tokens"; "we only cache
 #   full blocks"; collisions and SHA-256; the free queue evicting least recently used
-#   blocks first. And its [`get_computed_blocks`](https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/kv_cache_manager.py):
+#   blocks first. And its [`get_computed_blocks`](https://github.com/vllm-project/vllm/blob/003df2961dd8830c317a61f9745ccd557da9fa06/vllm/v1/core/kv_cache_manager.py):
 #   "When all tokens hit the cache, we must recompute the last token to obtain logits."
 # - [sgl-project/sglang #18843](https://github.com/sgl-project/sglang/pull/18843).
 #   "Add SLRU eviction policy & fix RadixCache hit_count bug": probation below 2 hits,
 #   protected at 2 or more; the hit count that was never incremented. SGLang's
-#   [eviction strategies](https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/mem_cache/evict_policy.py)
+#   [eviction strategies](https://github.com/sgl-project/sglang/blob/008b79d2358b08adf9b6c879625030f890c8c4e2/python/sglang/srt/mem_cache/evict_policy.py)
 #   rank a node by its last access (LRU) or by its hits, then its last access (LFU).
 # - Jordan Juravsky, Bradley Brown, Ryan Ehrlich, Daniel Y. Fu, Christopher Ré, Azalia
 #   Mirhoseini. [Hydragen: High-Throughput LLM Inference with Shared
