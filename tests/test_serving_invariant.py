@@ -213,6 +213,12 @@ def test_fixed_order_layers_give_a_row_the_same_bits_in_any_batch(rows, seed):
     for layer in (FixedOrderLinear(nn.Linear(32, 96)), FixedOrderLayerNorm(nn.LayerNorm(32)), RowwiseGELU()):
         assert torch.equal(layer(x)[-1:], layer(x[-1:]))
         assert torch.equal(layer(x[None])[0, -1:], layer(x[-1:]))
+    # rows of 1 and of 37 values: computed over every row at once, a row's values could take another
+    # code path than alone (PyTorch computes a single value apart from a vectorised run); row by row
+    # they cannot
+    for width in (1, 37):
+        odd = torch.randn(rows, width)
+        assert torch.equal(RowwiseGELU()(odd)[-1:], RowwiseGELU()(odd[-1:]))
 
 
 def test_batch_invariant_copies_the_model_and_keeps_its_function():

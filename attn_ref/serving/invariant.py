@@ -301,10 +301,11 @@ class FixedOrderLayerNorm(nn.Module):
 class RowwiseGELU(nn.Module):
     """GELU applied to one row (last dimension) at a time.
 
-    The exact GELU needs ``erf``, which a vectorised kernel and its scalar
-    tail may round differently; where an element falls depends on the
-    tensor's size. Applied row by row, every row goes through the same call
-    on a tensor of the same shape, whatever the batch.
+    The exact GELU needs ``erf``, which PyTorch may compute by another code
+    path for a value depending on the tensor it sits in (a single value, a
+    vectorised run of them), and the paths may round differently. Applied
+    row by row, every row goes through the same call on a tensor of the same
+    shape, whatever the batch.
     """
 
     def forward(self, x: Tensor) -> Tensor:

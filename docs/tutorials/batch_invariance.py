@@ -368,10 +368,10 @@ for N, (library, ours) in linear_unlike.items():
 # count, may print others). The fixed-order layer never does.
 #
 # A decoder has more of this. Each layer norm sums over its row. And even an
-# elementwise function can depend on where a value sits: a vectorised kernel computes
-# full vectors of values one way and the values left over at the end another way, and
-# for a function such as the exact GELU (an `erf`) the two ways may round differently.
-# The cell applies `F.gelu` to 4 rows of 128 values at once, and to each value alone.
+# elementwise function can depend on the tensor a value sits in: a kernel may compute
+# a single value by one code path and a vectorised run of values by another, and for
+# a function such as the exact GELU (an `erf`) the paths may round differently. The
+# cell applies `F.gelu` to 4 rows of 128 values at once, and to each value alone.
 
 # %%
 gelu_in = torch.randn(4, 128, generator=torch.Generator().manual_seed(7))
