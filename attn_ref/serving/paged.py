@@ -40,7 +40,7 @@ class PagedKVCache:
         block_size: Positions per block.
         num_kv_heads: Key/value heads ``H_kv``.
         head_dim: ``d_k``.
-        dtype: The dtype of the keys and values stored.
+        dtype: The pool's floating dtype (float32 by default; float64 for exact checks).
         keys: One ``(num_blocks, H_kv, block_size, d_k)`` pool per layer.
         values: Same as ``keys``.
         tables: Request id -> its block table.
@@ -82,6 +82,8 @@ class PagedKVCache:
         for name in ("num_layers", "num_blocks", "block_size", "num_kv_heads", "head_dim"):
             _validate.count(name, getattr(self, name))
         shape = (self.num_blocks, self.num_kv_heads, self.block_size, self.head_dim)
+        if not (isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point):
+            raise TypeError(f"dtype must be a floating torch.dtype, got {self.dtype!r}")
         self.keys = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
         self.values = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
         self.ref_counts = [0] * self.num_blocks

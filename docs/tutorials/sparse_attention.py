@@ -596,8 +596,7 @@ print(f"3 blocks by mean key:     {blocks:.3f}")
 # - Iz Beltagy, Matthew E. Peters, Arman Cohan. [Longformer: The Long-Document
 #   Transformer](https://arxiv.org/abs/2004.05150). 2020. The sliding window.
 #
-# **Next:** [Batch invariance](batch_invariance.md): why a request's tokens can
-# change with the batch it runs in, and how to make them the same bits in any batch.
+# **Next:** [Attention bugs seen in the wild](../practice/bugs.md).
 
 # %% tags=["measured"]
 print(f"training the {len(models)} models took", end=" ")
