@@ -391,12 +391,13 @@ print(
 #
 # ## A server's tokens, flipped by the batch
 #
-# What does this do to a request's text? Servers compute in bfloat16, which keeps 8
-# significant bits where float32 keeps 24, so a difference in the last bits weighs
-# far more. The cell serves 8 requests of 150 new tokens, arriving 3 steps apart, with
-# the model in bfloat16 and attention split by the batch (`num_splits=kernel_splits`),
-# each split's output stored in bfloat16 before the merge as vLLM's PagedAttention
-# stores its partitions'; then it serves each request alone, and compares.
+# What does this do to a request's text? Servers often compute in bfloat16, which
+# keeps 8 significant bits where float32 keeps 24, so a difference in the last bits
+# weighs far more. The cell serves 8 requests of 150 new tokens, arriving 3 steps
+# apart, with the model in bfloat16 and attention split by the batch
+# (`num_splits=kernel_splits`), each split's output stored in bfloat16 before the
+# merge as vLLM's PagedAttention stores its partitions'; then it serves each request
+# alone, and compares.
 #
 # As on the serving pages, the model's weights are random: every claim here is about
 # computing the same thing in another order, which does not depend on what the

@@ -333,6 +333,12 @@ print("the same blocks found for all 30 new prompts:", same)
 # recursively evicts leaf nodes", where "a node is evictable if its reference counter
 # is zero". Evicting a leaf can make its parent a leaf, evictable in turn.
 #
+# vLLM keeps the same rule another way: its cache holds no reference, and a cached
+# block no request uses sits in the free queue, still found by its hash, until an
+# allocation takes it, least recently used first (a finished request's blocks are
+# queued last block first, so a prefix outlives what continues it). Here both indexes
+# hold a reference and evict explicitly, which lets the policy be chosen.
+#
 # Which leaf goes first is the policy's choice (`attn_ref.serving.POLICIES`):
 #
 # - **LRU**: the least recently used;
