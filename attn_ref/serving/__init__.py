@@ -24,13 +24,21 @@ forward pass, each request with its own positions and its own keys. Its modules:
 - `attn_ref.serving.speculative`: speculative decoding, a drafter's guesses checked in one
   pass of the target over the paged cache, a chain or a tree (`verify_forward`,
   `tree_ancestor_mask`), accepted greedily or by rejection sampling (`accept_greedy`,
-  `accept_sampled`), and rolled back (`keep_path`); `speculative_generate` runs the loop.
+  `accept_sampled`), and rolled back (`keep_path`); `speculative_generate` runs the loop;
+- `attn_ref.serving.invariant`: batch invariance, every reduction in an order fixed by the
+  request's own positions: sums (`fixed_order_sum`), attention split at a fixed size
+  (`split_bounds`, `split_kv_attention`) and a decoder's linear layers (`batch_invariant`);
+- `attn_ref.serving.prefix_cache`: blocks kept across requests and found by their tokens, in a
+  radix tree (`RadixCache`) or a table of chained block hashes (`BlockHashCache`), evicted by
+  a policy (`POLICIES`); attention to a prefix shared by many requests
+  (`shared_prefix_attention`).
 
 The masks they use, for packed requests and bounded contexts, are built in `attn_ref.masks`.
 Everything listed here is also importable from `attn_ref.serving` itself.
 
 Every engine decodes greedily and gives, for each request, the tokens that decoding it alone
-gives, up to float rounding of the logits. It is a reference: plain loops over requests and
+gives, up to float rounding of the logits; `serve` with `batch_invariant` and a fixed
+``split_size`` gives the same bits. It is a reference: plain loops over requests and
 tiles, written to be read, not to be fast.
 """
 
@@ -38,7 +46,27 @@ from attn_ref.serving.batches import generate_packed, generate_padded
 from attn_ref.serving.cost import attention_intensity, merge_partials, split_k_attention
 from attn_ref.serving.flex import BlockMask, FlexState, create_block_mask, flex_attention
 from attn_ref.serving.forward import attention, run_decoder
+from attn_ref.serving.invariant import (
+    FixedOrderLayerNorm,
+    FixedOrderLinear,
+    RowwiseGELU,
+    batch_invariant,
+    fixed_order_sum,
+    split_bounds,
+    split_kv_attention,
+)
 from attn_ref.serving.paged import PagedKVCache
+from attn_ref.serving.prefix_cache import (
+    POLICIES,
+    BlockHashCache,
+    Entry,
+    PrefixCache,
+    RadixCache,
+    lfu,
+    lru,
+    shared_prefix_attention,
+    slru,
+)
 from attn_ref.serving.requests import Request, check_requests
 from attn_ref.serving.rolling_buffer import generate_windowed
 from attn_ref.serving.scheduler import ServeResult, serve
@@ -59,12 +87,20 @@ from attn_ref.serving.speculative import (
 )
 
 __all__ = [
+    "BlockHashCache",
     "BlockMask",
+    "Entry",
+    "FixedOrderLayerNorm",
+    "FixedOrderLinear",
     "FlexState",
     "ModelDrafter",
     "NGramDrafter",
+    "POLICIES",
     "PagedKVCache",
+    "PrefixCache",
+    "RadixCache",
     "Request",
+    "RowwiseGELU",
     "ServeResult",
     "SpeculativeResult",
     "accept_greedy",
@@ -72,20 +108,28 @@ __all__ = [
     "accept_tree_greedy",
     "attention",
     "attention_intensity",
+    "batch_invariant",
     "check_requests",
     "create_block_mask",
     "draft_tree",
+    "fixed_order_sum",
     "flex_attention",
     "generate_packed",
     "generate_padded",
     "generate_windowed",
     "keep_path",
+    "lfu",
+    "lru",
     "merge_partials",
     "residual_distribution",
     "run_decoder",
     "serve",
+    "shared_prefix_attention",
+    "slru",
     "speculative_generate",
+    "split_bounds",
     "split_k_attention",
+    "split_kv_attention",
     "tree_ancestor_mask",
     "tree_depths",
     "verify_forward",

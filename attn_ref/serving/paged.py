@@ -7,6 +7,7 @@ copy on write). `attn_ref.serving.scheduler.serve` runs a batch on it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -27,8 +28,11 @@ class PagedKVCache:
     the list of its blocks in order: its position ``p`` lives in block
     ``table[p // block_size]``, slot ``p % block_size``. Blocks carry a
     reference count, so that requests can share the blocks of a common prompt
-    (`fork`, then `truncate` to the prompt's length); writing into a shared
-    block copies it first (copy on write). Only its methods change its fields.
+    (`fork`, then `truncate` to the prompt's length, or `share` of a list of
+    blocks); writing into a shared block copies it first (copy on write). A
+    holder other than a request, such as a prefix cache
+    (`attn_ref.serving.RadixCache`), takes and gives back references with
+    `retain` and `drop`. Only its methods change its fields.
 
     Attributes:
         num_layers: Attention layers.
@@ -179,12 +183,58 @@ class PagedKVCache:
         table = self._check_table(request)
         _validate.count("length", length, minimum=0, maximum=self.lengths[request])
         kept = self.blocks_for(length)
-        for block in reversed(table[kept:]):
+        self.drop(reversed(table[kept:]))
+        del table[kept:]
+        self.lengths[request] = length
+
+    def share(self, request: object, blocks: Sequence[int]) -> None:
+        """Let a new ``request`` start with ``blocks``, full blocks that others hold, sharing them.
+
+        The request holds ``len(blocks) * block_size`` positions; each block's
+        count grows by one. A prefix cache hands a request the blocks of its
+        cached prefix this way.
+
+        Examples:
+            >>> cache = PagedKVCache(
+            ...     num_layers=1, num_blocks=4, block_size=2, num_kv_heads=1, head_dim=3
+            ... )
+            >>> cache.reserve("a", 4)
+            range(0, 4)
+            >>> cache.share("b", [0])  # b starts with a's first block: 2 positions
+            >>> cache.lengths["b"], cache.ref_counts
+            (2, [2, 1, 0, 0])
+        """
+        if request in self.tables:
+            raise ValueError(f"request {request!r} already holds blocks; share needs a new request id")
+        blocks = list(blocks)
+        self._check_held("blocks", blocks)
+        for block in blocks:
+            self.ref_counts[block] += 1
+        self.tables[request] = blocks
+        self.lengths[request] = len(blocks) * self.block_size
+
+    def retain(self, blocks: Iterable[int]) -> None:
+        """Take one more reference to each of ``blocks``, for a holder that is not a request."""
+        blocks = list(blocks)
+        self._check_held("blocks", blocks)
+        for block in blocks:
+            self.ref_counts[block] += 1
+
+    def drop(self, blocks: Iterable[int]) -> None:
+        """Give back one reference to each of ``blocks``; a block no one holds returns to the free list."""
+        blocks = list(blocks)
+        self._check_held("blocks", blocks)
+        for block in blocks:
             self.ref_counts[block] -= 1
             if self.ref_counts[block] == 0:
                 self.free.append(block)
-        del table[kept:]
-        self.lengths[request] = length
+
+    def _check_held(self, name: str, blocks: list[int]) -> None:
+        for i, block in enumerate(blocks):
+            if not (isinstance(block, int) and 0 <= block < self.num_blocks):
+                raise ValueError(f"{name}[{i}] = {block!r} is not a block of the pool [0, {self.num_blocks})")
+            if self.ref_counts[block] == 0:
+                raise ValueError(f"{name}[{i}] = block {block} is free: no one holds it")
 
     def release(self, request: object) -> None:
         """Give back ``request``'s blocks: each returns to the free list when no request uses it."""

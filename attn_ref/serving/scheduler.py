@@ -2,15 +2,16 @@
 
 `serve` runs a stream of requests through one forward pass per step, with
 chunked prefill, preemption when the blocks run out, static batching for
-comparison, and shared prompt prefixes; `ServeResult` holds its tokens and a
-log of every step.
+comparison, shared prompt prefixes, a prefix cache across requests, and
+attention split along the keys; `ServeResult` holds its tokens and a log of
+every step.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -19,7 +20,9 @@ from attn_ref import _validate
 from attn_ref.decoder import TinyDecoder
 from attn_ref.masks import causal_mask
 from attn_ref.serving.forward import attention, run_decoder
+from attn_ref.serving.invariant import split_kv_attention
 from attn_ref.serving.paged import PagedKVCache
+from attn_ref.serving.prefix_cache import PrefixCache
 from attn_ref.serving.requests import Request, check_requests
 
 __all__ = ["ServeResult", "serve"]
@@ -35,15 +38,19 @@ class ServeResult:
         steps: One dict per forward pass: ``running`` (request indices in the
             batch), ``tokens`` (tokens fed), ``stored`` (positions the running
             requests hold), ``lengths`` (request index -> positions it holds),
-            ``blocks`` (blocks in use), ``admitted``,
+            ``blocks`` (blocks in use), ``cache_only`` (blocks in use that only
+            the prefix cache holds), ``admitted``,
             ``finished`` and ``preempted`` (request indices).
         finished_at: Request index -> the step at which it finished.
+        cached: Request index -> prompt tokens it found in the prefix cache when
+            first admitted, and so did not compute (empty without a prefix cache).
     """
 
     tokens: dict[int, Tensor]
     logits: dict[int, Tensor]
     steps: list[dict]
     finished_at: dict[int, int]
+    cached: dict[int, int] = field(default_factory=dict)
 
 
 @torch.no_grad()
@@ -55,6 +62,9 @@ def serve(
     max_running: int | None = None,
     static: bool = False,
     share_prefix: int = 0,
+    prefix_cache: PrefixCache | None = None,
+    split_size: int | None = None,
+    num_splits: int | Callable[[int], int] | None = None,
 ) -> ServeResult:
     """Serve a stream of requests with continuous batching over a paged cache.
 
@@ -78,6 +88,20 @@ def serve(
     earlier running request's starts by sharing that request's blocks
     (`PagedKVCache.fork`) and feeds only the rest of its prompt.
 
+    With a ``prefix_cache`` (`attn_ref.serving.RadixCache` or
+    `attn_ref.serving.BlockHashCache` on the same pool), every full block a
+    request has computed is stored in it, and a request starts with the
+    longest cached prefix of its prompt but its last token (which must be fed
+    for its logits) and feeds only the rest. Cached blocks stay in the pool
+    after their requests finish, across calls to `serve`; when the free list
+    runs dry the cache evicts before a request is preempted.
+
+    Attention is `attention` over each request's keys, or, with
+    ``split_size`` or ``num_splits``, `split_kv_attention`: keys split at
+    multiples of ``split_size``, or into ``num_splits`` even splits, where
+    ``num_splits`` may be a function of the number of requests in the step (a
+    GPU kernel's choice, which makes a request's bits depend on its batch).
+
     Args:
         model: The decoder.
         requests: The stream, each with its arrival step.
@@ -86,6 +110,10 @@ def serve(
         max_running: Most requests in one batch; ``None`` for no limit but the blocks.
         static: Admit new requests only when the batch is empty.
         share_prefix: Length of a prompt prefix that requests may share.
+        prefix_cache: A cache of blocks kept across requests, on ``cache``.
+        split_size: Keys per split of a fixed-size split attention.
+        num_splits: Splits of the keys, or a function from the number of requests
+            in a step to the number of splits. Give at most one of the two.
 
     Returns:
         A `ServeResult`.
@@ -115,7 +143,15 @@ def serve(
         >>> [(s["running"], s["tokens"]) for s in result.steps[:3]]
         [([0], 2), ([0, 1], 2), ([0, 1], 2)]
     """
-    batcher = _Batcher(model, check_requests(requests, model), cache, chunk_size, share_prefix)
+    batcher = _Batcher(
+        model,
+        check_requests(requests, model),
+        cache,
+        chunk_size,
+        share_prefix,
+        prefix_cache,
+        _Splits(split_size, num_splits),
+    )
     steps: list[dict] = []
     step = 0
     while batcher.waiting or batcher.running:
@@ -123,6 +159,7 @@ def serve(
         if batcher.running:
             batch, preempted = batcher.reserve()
             finished = batcher.choose_next(batch, batcher.forward(batch))
+            batcher.remember(batch)
             steps.append(batcher.log(step, batch, admitted, finished, preempted))
             batcher.retire(finished, step)
         step += 1
@@ -131,11 +168,44 @@ def serve(
         {i: torch.stack(rows) for i, rows in batcher.logits_of.items()},
         steps,
         batcher.finished_at,
+        batcher.cached,
     )
 
 
-def _check_cache(model: TinyDecoder, requests: list[Request], cache: PagedKVCache) -> None:
-    """Refuse a cache that does not fit ``model``, is not empty, or cannot hold a request."""
+@dataclass(frozen=True)
+class _Splits:
+    """How attention splits a request's keys: a fixed size, a count (or a count from the batch's
+    size), or not at all."""
+
+    size: int | None
+    count: int | Callable[[int], int] | None
+
+    def __post_init__(self) -> None:
+        if self.size is not None and self.count is not None:
+            raise ValueError(
+                f"give at most one of split_size and num_splits, got split_size={self.size!r}, "
+                f"num_splits={self.count!r}"
+            )
+        if self.size is not None:
+            _validate.count("split_size", self.size)
+        if self.count is not None and not callable(self.count):
+            _validate.count("num_splits", self.count)
+
+    def attend(self, batch_size: int, q: Tensor, keys: Tensor, values: Tensor, allowed: Tensor) -> Tensor:
+        """One request's attention, ``q`` (1, H, L, d_k) over ``keys`` (1, H_kv, S, d_k)."""
+        if self.size is None and self.count is None:
+            return attention(q, keys, values, allowed)
+        count = self.count(batch_size) if callable(self.count) else self.count
+        if count is not None:
+            count = min(_validate.count("num_splits(batch size)", count), keys.shape[2])
+        return split_kv_attention(q, keys, values, allowed, split_size=self.size, num_splits=count)
+
+
+def _check_cache(
+    model: TinyDecoder, requests: list[Request], cache: PagedKVCache, prefix_cache: PrefixCache | None
+) -> None:
+    """Refuse a cache that does not fit ``model``, holds blocks of requests (or of a prefix cache not
+    given), or cannot hold a request."""
     attn = model.blocks[0].attn
     expected = (model.num_layers, attn.num_kv_heads, attn.head_dim)
     if (cache.num_layers, cache.num_kv_heads, cache.head_dim) != expected:
@@ -145,6 +215,14 @@ def _check_cache(model: TinyDecoder, requests: list[Request], cache: PagedKVCach
         )
     if cache.tables:
         raise ValueError(f"cache must be empty, but requests {list(cache.tables)} hold blocks")
+    kept = 0 if prefix_cache is None else prefix_cache.num_blocks
+    if cache.num_free + kept != cache.num_blocks:
+        raise ValueError(
+            f"cache holds {cache.num_blocks - cache.num_free - kept} blocks of no request "
+            "and of no prefix cache given"
+        )
+    if prefix_cache is not None and prefix_cache.pool is not cache:
+        raise ValueError("prefix_cache must be built on the same PagedKVCache as cache")
     for i, r in enumerate(requests):
         if r.max_length > cache.capacity:
             raise ValueError(
@@ -163,12 +241,18 @@ class _Batcher:
         cache: PagedKVCache,
         chunk_size: int | None,
         share_prefix: int,
+        prefix_cache: PrefixCache | None,
+        splits: _Splits,
     ) -> None:
-        _check_cache(model, requests, cache)
+        _check_cache(model, requests, cache, prefix_cache)
         if chunk_size is not None:
             _validate.count("chunk_size", chunk_size)
         self.share_prefix = _validate.count("share_prefix", share_prefix, minimum=0)
+        if share_prefix and prefix_cache is not None:
+            raise ValueError("give share_prefix or prefix_cache, not both: the cache shares prefixes itself")
         self.model, self.requests, self.cache = model, requests, cache
+        self.prefix_cache, self.splits = prefix_cache, splits
+        self.cached: dict[int, int] = {}  # request -> prompt tokens found in the prefix cache
         self.chunk = chunk_size or model.context_length
         self.waiting = sorted(range(len(requests)), key=lambda i: requests[i].arrival)  # stable: FCFS
         self.running: list[int] = []  # in order of admission
@@ -199,6 +283,12 @@ class _Batcher:
             # A block in hand for each request's next token, when others run. Alone, a request
             # needs only its own blocks: it fits the pool, so an empty batch always admits it.
             spare = len(self.running) + 1 if self.running else 0
+            if self.prefix_cache is not None:
+                if not self._admit_from_cache(i, spare):
+                    break
+                self.running.append(i)
+                admitted.append(i)
+                continue
             if donor is None:
                 needed = cache.blocks_for(len(self.known[i]))
             else:  # the blocks its first chunk adds, and a shared, partly filled block copied
@@ -215,6 +305,25 @@ class _Batcher:
             admitted.append(i)
         return admitted
 
+    def _admit_from_cache(self, i: int, spare: int) -> bool:
+        """Admit request ``i`` with the cached blocks of its prompt, evicting to make room; or not."""
+        cache, known = self.cache, self.known[i]
+        hit = self.prefix_cache.match(known[:-1], record=False)  # one token left to compute
+        if hit:
+            cache.share(i, hit)  # the request holds them now: no eviction can take them
+        needed = cache.blocks_for(len(known)) - len(hit) + spare
+        if needed > cache.num_free:
+            self.prefix_cache.evict(needed - cache.num_free)
+        if needed > cache.num_free:
+            if hit:
+                cache.release(i)
+            return False
+        self.prefix_cache.match(known[:-1])  # admitted: the hit counts
+        self.waiting.pop(0)
+        self.fed[i] = len(hit) * cache.block_size
+        self.cached.setdefault(i, self.fed[i])
+        return True
+
     def reserve(self) -> tuple[list[tuple[int, range]], list[int]]:
         """Each running request's positions this step; preempt the latest admitted when blocks run out."""
         batch: list[tuple[int, range]] = []  # (request, positions fed this step)
@@ -224,6 +333,9 @@ class _Batcher:
                 continue
             n = min(self.chunk, len(self.known[i]) - self.fed[i])
             while self.cache.blocks_needed(i, n) > self.cache.num_free:
+                short = self.cache.blocks_needed(i, n) - self.cache.num_free
+                if self.prefix_cache is not None and self.prefix_cache.evict(short):
+                    continue
                 victim = self.running.pop()
                 batch = [(j, p) for j, p in batch if j != victim]
                 if victim in self.cache.tables:  # admitted this step, it may hold no block yet
@@ -254,7 +366,7 @@ class _Batcher:
                     len(p), p.stop, lower_right=True
                 )  # its new tokens after its cached ones
                 outputs.append(
-                    attention(q[:, :, rows], keys[None], values[None], allowed)
+                    self.splits.attend(len(batch), q[:, :, rows], keys[None], values[None], allowed)
                 )  # (1, H, len(p), d_k)
             return torch.cat(outputs, dim=-2)  # (1, H, N, d_k)
 
@@ -275,6 +387,15 @@ class _Batcher:
                     finished.append(i)
         return finished
 
+    def remember(self, batch: list[tuple[int, range]]) -> None:
+        """Store in the prefix cache every full block whose keys the step's requests have written."""
+        if self.prefix_cache is None:
+            return
+        bs = self.cache.block_size
+        for i, _ in batch:
+            full = self.fed[i] // bs
+            self.prefix_cache.insert(self.known[i][: full * bs], self.cache.tables[i][:full])
+
     def log(
         self,
         step: int,
@@ -291,10 +412,18 @@ class _Batcher:
             "stored": sum(lengths.values()),
             "lengths": lengths,
             "blocks": self.cache.num_blocks - self.cache.num_free,
+            "cache_only": self._cache_only(),
             "admitted": admitted,
             "finished": finished,
             "preempted": preempted,
         }
+
+    def _cache_only(self) -> int:
+        if self.prefix_cache is None:
+            return 0
+        return sum(
+            self.cache.ref_counts[b] == 1 for entry in self.prefix_cache.entries() for b in entry.blocks
+        )
 
     def retire(self, finished: list[int], step: int) -> None:
         """Give the finished requests' blocks back."""

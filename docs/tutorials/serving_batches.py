@@ -520,7 +520,9 @@ print("identical tokens, with and without sharing, and alone:", same_shared)
 # 2 of its 4 positions. Each later request shares all of them at first. When it writes
 # its own tokens, the partly filled block is copied, so it keeps sharing only the full
 # ones. At the peak all six requests run at once, so the saving is five times the full
-# blocks of the prefix; the cell prints both counts.
+# blocks of the prefix; the cell prints both counts. Here the blocks are shared only
+# while their first request runs; [Prefix caching](prefix_caching.md) keeps them after
+# it finishes, for any later request with the same start.
 #
 # ## Continuous batching
 #
@@ -631,7 +633,10 @@ figure_to_svg(
 # batch to another, and from then on the request's text differs. Servers see this:
 # vLLM ships a batch-invariance mode (`VLLM_BATCH_INVARIANT=1`), which "ensures that
 # the output of a model is deterministic and independent of the batch size or the
-# order of requests in a batch", at some cost in speed.
+# order of requests in a batch", at some cost in speed. [Batch
+# invariance](batch_invariance.md) finds where a request's bits come to depend on its
+# batch, counts the tokens that flip, and makes every request the same bits in any
+# batch.
 #
 # </details>
 

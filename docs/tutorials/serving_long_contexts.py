@@ -506,7 +506,9 @@ print(
 )
 
 # %% [markdown]
-# Every split count gives SDPA's output to float32 rounding. A plain average of the
+# Every split count gives SDPA's output to float32 rounding, each with its own last
+# bits: when a kernel picks the count from the batch, a request's output depends on
+# its batch ([Batch invariance](batch_invariance.md)). A plain average of the
 # parts is wrong: the parts' softmaxes have different denominators, and the
 # log-sum-exps carry them. The picture shows the weights of the 8 parts of one query
 # (the first head of the first sequence), $e^{\lambda_i - \lambda}$, against the
