@@ -146,15 +146,23 @@ def token_positions(T: int, layout: str, world_size: int, rank: int) -> Tensor:
     return torch.cat([torch.arange(c * n, (c + 1) * n) for c in chunk_ids(layout, world_size, rank)])
 
 
+def _any_tensor(name: str, x: object) -> None:
+    """A tensor of any dtype (tokens' ids and positions are shared out too) with a dimension to cut."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim < 1:
+        raise ValueError(f"{name} must have at least 1 dimension, got shape {tuple(x.shape)}")
+
+
 def shard(x: Tensor, layout: str, world_size: int, rank: int, dim: int = -2) -> Tensor:
     """The part of ``x`` (the whole sequence along ``dim``) that ``rank`` holds: its chunks, in order.
 
     Examples:
-        >>> x = torch.arange(8.0)
+        >>> x = torch.arange(8)  # 8 tokens' positions
         >>> shard(x, "zigzag", 2, 1, dim=0)  # chunks 1 and 2 of 4
-        tensor([2., 3., 4., 5.])
+        tensor([2, 3, 4, 5])
     """
-    _validate.tensor("x", x, min_ndim=1)
+    _any_tensor("x", x)
     T = x.shape[dim]
     n = _chunk_length(T, layout, world_size, name=f"x.shape[{dim}]")
     return torch.cat([x.narrow(dim, c * n, n) for c in chunk_ids(layout, world_size, rank)], dim=dim)
@@ -171,7 +179,7 @@ def unshard(shards: Sequence[Tensor], layout: str, dim: int = -2) -> Tensor:
     """
     world_size = _validate.count("len(shards)", len(shards))
     for r, part in enumerate(shards):
-        _validate.tensor(f"shards[{r}]", part, min_ndim=1)
+        _any_tensor(f"shards[{r}]", part)
     per_rank = num_chunks(layout, world_size) // world_size  # chunks per rank: 1, or 2 for zigzag
     length = shards[0].shape[dim]
     if length % per_rank:
@@ -414,15 +422,16 @@ def _running_output(q: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
 
 def _ring_forward(q, k, v, layout, group, scale, block_size, state):
     rank, R = state.rank, state.world_size
-    out, lse = _running_output(q, v)
-    block = [k, v]  # the keys and values this rank holds at this step: its own first
+    out, lse = _running_output(q, v)  # nothing merged yet
+    block = [k, v]  # the keys and values held at this step: its own first
     for step in range(R):
-        owner = (rank - step) % R  # the rank whose keys and values these are
-        finish = _start_ring_pass(block, group, state, backward=False) if step < R - 1 else None
-        _attend(
-            q, *block, state.chunks, chunk_ids(layout, R, owner), out, lse, scale, block_size, state, step
-        )
-        if finish is not None:  # the next block arrived while this one was attended
+        owner = (rank - step) % R  # the rank they came from
+        if step < R - 1:  # send them on, and receive the next block
+            finish = _start_ring_pass(block, group, state, backward=False)
+        keys = chunk_ids(layout, R, owner)  # their chunks of the sequence
+        _attend(q, *block, state.chunks, keys, out, lse,
+                scale, block_size, state, step)  # fmt: skip
+        if step < R - 1:  # it arrived while this one was attended
             block = finish()
     state.logsumexp = lse
     return out, (q, k, v, out, lse)
@@ -983,13 +992,26 @@ def _wait(processes, folder: str, deadline: float, limit: float) -> None:
             rank = running.pop(sentinel)
             processes[rank].join()
             if processes[rank].exitcode != 0:
-                error_file = Path(folder) / f"error{rank}.pt"
-                error, trace = (
-                    torch.load(error_file, weights_only=False)
-                    if error_file.is_file()
-                    else (f"exit code {processes[rank].exitcode}", "")
-                )
-                raise RankError(rank, len(processes), error, trace)
+                # Ranks that fail together (a bad input fails every rank) are reported by the lowest
+                # rank, whichever process the system happened to end first.
+                until = time.monotonic() + _FAILING_TOGETHER
+                while running and time.monotonic() < until:
+                    for ended in wait_for_any(list(running), timeout=until - time.monotonic()):
+                        processes[running.pop(ended)].join()
+                failed = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0)]
+                raise _rank_error(min(failed), processes, folder)
+
+
+_FAILING_TOGETHER = 1.0  # seconds to wait for the other ranks' errors after one rank's
+
+
+def _rank_error(rank: int, processes, folder: str) -> RankError:
+    error_file = Path(folder) / f"error{rank}.pt"
+    if error_file.is_file():
+        error, trace = torch.load(error_file, weights_only=False)
+    else:
+        error, trace = f"exit code {processes[rank].exitcode}", ""
+    return RankError(rank, len(processes), error, trace)
 
 
 def _rank_main(fn, rank: int, world_size: int, port: int, folder: str, timeout: float) -> None:
