@@ -86,7 +86,7 @@ def visible_tiles(rows: np.ndarray, cols: np.ndarray, block: int) -> int:
     """Tiles of ``block`` x ``block`` scores, queries at positions ``rows`` against keys at
     positions ``cols`` (each cut into runs of ``block`` consecutive positions, in order), that hold
     at least one key a query may see under the causal mask: the tiles a causal computation cannot skip."""
-    visible = causal(int(max(rows.max(), cols.max())) + 1)[np.ix_(rows, cols)]
+    visible = cols[None, :] <= rows[:, None]  # the causal mask: key j visible to query i
     return sum(
         bool(visible[i : i + block, j : j + block].any())
         for i in range(0, len(rows), block)
