@@ -32,7 +32,6 @@
 
 # %% tags=["plot"]
 import torch
-from matplotlib.patches import Rectangle
 
 from attn_ref.context_parallel import launch, ring_attention, shard
 from attn_ref.diagrams import arrow, canvas, grid, note
@@ -52,12 +51,13 @@ picture_pairs = [
     state.pairs for _, state in picture_runs
 ]  # (step, q, k chunk)
 corners = {0: (0.3, 1.2), 1: (3.1, 1.2), 2: (3.1, 3.2), 3: (0.3, 3.2)}
-fig, ax = canvas(10.2, 10.4)
+fig, ax = canvas(10.2, 10.6, scale=0.5)
 for step in range(4):
     x0, y0 = 5.1 * (step % 2), 5.2 * (step // 2)
     note(ax, x0 + 2.55, y0 + 0.45, f"step {step}", fontsize=12)
     for r, (x, y) in corners.items():
         owner = (r - step) % 4
+        computed = (step, r, owner) in picture_pairs[r]  # or held, skipped
         box = grid(
             ax,
             [[r + 0.5, owner + 0.5]],
@@ -66,15 +66,11 @@ for step in range(4):
             cmap="tab10",
             vmax=RANKS,
             labels=[[f"Q{r}", f"KV{owner}"]],
+            mask=[[True, computed]],  # skipped: hatched, named below
             cell=0.8,
         )
-        if (step, r, owner) not in picture_pairs[r]:  # held, but skipped
-            ax.add_patch(
-                Rectangle(
-                    (box.x + 0.8, box.y), 0.8, 0.8, fill=False, hatch="////",
-                    edgecolor="black", lw=0,
-                )
-            )  # fmt: skip
+        if not computed:
+            note(ax, box.x + 1.2, box.y + 0.4, f"KV{owner}", fontsize=10)
         name_y = box.y - 0.25 if r < 2 else box.y + box.height + 0.3
         note(ax, box.center[0], name_y, f"rank {r}", fontsize=10)
     for r in range(4):  # the ring: each rank passes its block to the next
@@ -85,6 +81,8 @@ for step in range(4):
         end |= {2: (xb + 1.6, yb + 0.4), 3: (xb + 0.8, yb + 0.8)}
         (sx, sy), (ex, ey) = start[r], end[r]
         arrow(ax, (x0 + sx, y0 + sy), (x0 + ex, y0 + ey))
+note(ax, 5.1, 10.2, "KVb: rank b's keys and values; hatched: skipped",
+     fontsize=10)  # fmt: skip
 skipped = [
     (step, r)
     for r in range(4)
@@ -698,6 +696,7 @@ for H_kv, colour in ((8, "C0"), (2, "C1")):
         f"H_kv = {H_kv}: Ulysses sends less than the ring at R =", fewer[H_kv]
     )
 ax.set_xticks(R_axis, R_axis)
+ax.set_yticks([64, 128, 256, 512, 1024], [64, 128, 256, 512, 1024])
 ax.minorticks_off()
 ax.set(xlabel="ranks R", ylabel="MiB sent per rank, forward")
 fig.legend(loc="outside lower center", ncols=2)
@@ -758,14 +757,17 @@ print("in shards:", *(f"R = {R}: ring {held['ring', R] / shard_mib[R]:.1f},"
       for R in R_mem[1:]))  # fmt: skip
 fig, ax = plt.subplots(figsize=(4.6, 3.8), layout="constrained")
 for method, marker in zip(METHODS, "oxs", strict=True):
-    name = {"allgather": "all-gather"}.get(method, method)
+    name = {"allgather": "all-gather", "ulysses": "Ulysses"}.get(
+        method, method
+    )
     mib = [held[method, R] for R in R_mem]
     ax.loglog(R_mem, mib, marker + "-", label=name)
-ax.loglog(
-    R_mem, [8 * shard_mib[R] for R in R_mem], "k--", lw=1,
-    label="8 shards: falls as T/R",
-)  # fmt: skip
+falling = [
+    held["ring", 8] * 8 / R for R in R_mem
+]  # T / R, through the ring's R = 8
+ax.loglog(R_mem, falling, "k--", lw=1, label="falls as T/R")
 ax.set_xticks(R_mem, R_mem)
+ax.set_yticks([8, 16, 32, 64], [8, 16, 32, 64])
 ax.minorticks_off()
 ax.set(xlabel="ranks R", ylabel="peak MiB per rank")
 fig.legend(loc="outside lower center", ncols=2)
@@ -773,7 +775,7 @@ figure_to_svg(
     fig,
     alt="Log-log plot of peak memory per rank against the number of ranks, "
     "1, 2, 4 and 8, for the ring, the all-gather and Ulysses, beside a line "
-    "of 8 shards that falls as T/R: "
+    "that falls as T/R through the ring's value at 8 ranks: "
     + "; ".join(
         f"{m} " + ", ".join(f"{held[m, R]:.1f}" for R in R_mem) + " MiB"
         for m in METHODS
