@@ -209,7 +209,7 @@ def _chunks_in_rank_order(layout: str, world_size: int) -> list[int]:
 
 @dataclass
 class ContextParallelState:
-    """What one rank did in one call of `ring_attention`, `allgather_attention` or `ulysses_attention`.
+    r"""What one rank did in one call of `ring_attention`, `allgather_attention` or `ulysses_attention`.
 
     Filled in as the call runs; the ``backward`` fields when its backward pass runs.
 
@@ -219,6 +219,8 @@ class ContextParallelState:
         rank: This rank.
         world_size: $R$.
         chunks: The chunks of the sequence this rank holds (`chunk_ids`).
+        scale: The scores' multiplier (``None``: $1/\sqrt{d_k}$).
+        block_size: The tiles' size inside each pair of chunks.
         logsumexp: The log-sum-exp of each query this rank attended for, ``(B, H, T / R)``
             (``(B, H / R, T)`` for Ulysses, which attends for all queries of its heads).
         pairs: Each pair of chunks this rank attended, in order: ``(step, query chunk, key chunk)``.
@@ -237,6 +239,8 @@ class ContextParallelState:
     rank: int
     world_size: int
     chunks: tuple[int, ...]
+    scale: float | None = None
+    block_size: int = 128
     logsumexp: Tensor | None = None
     pairs: list[tuple[int, int, int]] = field(default_factory=list)
     tiles_computed: int = 0
@@ -326,8 +330,6 @@ def _attend(
     k_chunks: Sequence[int],
     out: Tensor,
     lse: Tensor,
-    scale: float | None,
-    block_size: int,
     state: ContextParallelState,
     step: int,
 ) -> None:
@@ -349,7 +351,12 @@ def _attend(
             keys = repeat_kv_heads(k[..., cols, :], q.shape[1])  # (B, H, n, d_k): a head per query head
             values = repeat_kv_heads(v[..., cols, :], q.shape[1])
             part, tiles = tiled_attention(
-                q[..., rows, :], keys, values, is_causal=a == b, scale=scale, block_size=block_size
+                q[..., rows, :],
+                keys,
+                values,
+                is_causal=a == b,
+                scale=state.scale,
+                block_size=state.block_size,
             )
             merged, merged_lse = merge_partials(  # the online softmax's merge, by log-sum-exp
                 torch.stack([out[..., rows, :], part]), torch.stack([lse[..., rows], tiles.logsumexp])
@@ -371,8 +378,6 @@ def _attend_backward(
     q_chunks: Sequence[int],
     k_chunks: Sequence[int],
     grads: tuple[Tensor, Tensor, Tensor],
-    scale: float | None,
-    block_size: int,
     state: ContextParallelState,
 ) -> None:
     """The gradients of `_attend`'s pairs of chunks, added into ``grads`` = ``(dq, dk, dv)``.
@@ -400,8 +405,8 @@ def _attend_backward(
                 lse[..., rows],
                 grad_out[..., rows, :],
                 is_causal=a == b,
-                scale=scale,
-                block_size=block_size,
+                scale=state.scale,
+                block_size=state.block_size,
             )
             dq[..., rows, :] += dq_part
             # (B, H, n, d) -> (B, H_kv, H / H_kv, n, d) -> (B, H_kv, n, d): a group's heads share a key
@@ -420,7 +425,7 @@ def _running_output(q: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
 # --- the ring ------------------------------------------------------------------------------------
 
 
-def _ring_forward(q, k, v, layout, group, scale, block_size, state):
+def _ring_forward(q, k, v, layout, group, state):
     rank, R = state.rank, state.world_size
     out, lse = _running_output(q, v)  # nothing merged yet
     block = [k, v]  # the keys and values held at this step: its own first
@@ -429,15 +434,14 @@ def _ring_forward(q, k, v, layout, group, scale, block_size, state):
         if step < R - 1:  # send them on, and receive the next block
             finish = _start_ring_pass(block, group, state, backward=False)
         keys = chunk_ids(layout, R, owner)  # their chunks of the sequence
-        _attend(q, *block, state.chunks, keys, out, lse,
-                scale, block_size, state, step)  # fmt: skip
+        _attend(q, *block, state.chunks, keys, out, lse, state, step)
         if step < R - 1:  # it arrived while this one was attended
             block = finish()
     state.logsumexp = lse
     return out, (q, k, v, out, lse)
 
 
-def _ring_backward(q, k, v, out, lse, grad_out, layout, group, scale, block_size, state, num_kv_heads):
+def _ring_backward(q, k, v, out, lse, grad_out, layout, group, state, num_kv_heads):
     rank, R = state.rank, state.world_size
     dq = torch.zeros_like(q)
     block = [k, v, torch.zeros_like(k), torch.zeros_like(v)]  # K, V and the dK, dV gathered for them
@@ -445,8 +449,8 @@ def _ring_backward(q, k, v, out, lse, grad_out, layout, group, scale, block_size
         owner = (rank - step) % R
         finish = _start_ring_pass(block[:2], group, state, backward=True) if step < R - 1 else None
         grads = (dq, block[2], block[3])
-        _attend_backward(q, *block[:2], out, lse, grad_out, state.chunks, chunk_ids(layout, R, owner), grads,
-                         scale, block_size, state)  # fmt: skip
+        keys = chunk_ids(layout, R, owner)
+        _attend_backward(q, *block[:2], out, lse, grad_out, state.chunks, keys, grads, state)
         # The gradients gathered so far go on with their block; after R hops they are home.
         gathered = _start_ring_pass(block[2:], group, state, backward=True)()
         block = [*(finish() if finish is not None else (None, None)), *gathered]
@@ -456,24 +460,22 @@ def _ring_backward(q, k, v, out, lse, grad_out, layout, group, scale, block_size
 # --- all-gather ----------------------------------------------------------------------------------
 
 
-def _allgather_forward(q, k, v, layout, group, scale, block_size, state):
+def _allgather_forward(q, k, v, layout, group, state):
     keys = torch.cat(_all_gather(k, group, state), dim=-2)  # (B, H_kv, T, d_k), rank 0's tokens first
     values = torch.cat(_all_gather(v, group, state), dim=-2)
     out, lse = _running_output(q, v)
     all_chunks = _chunks_in_rank_order(layout, state.world_size)
-    _attend(q, keys, values, state.chunks, all_chunks, out, lse, scale, block_size, state, 0)
+    _attend(q, keys, values, state.chunks, all_chunks, out, lse, state, 0)
     state.logsumexp = lse
     return out, (q, keys, values, out, lse)
 
 
-def _allgather_backward(
-    q, keys, values, out, lse, grad_out, layout, group, scale, block_size, state, num_kv_heads
-):
+def _allgather_backward(q, keys, values, out, lse, grad_out, layout, group, state, num_kv_heads):
     R = state.world_size
     dq, dk_all, dv_all = torch.zeros_like(q), torch.zeros_like(keys), torch.zeros_like(values)
     all_chunks = _chunks_in_rank_order(layout, R)
-    _attend_backward(q, keys, values, out, lse, grad_out, state.chunks, all_chunks, (dq, dk_all, dv_all),
-                     scale, block_size, state)  # fmt: skip
+    grads = (dq, dk_all, dv_all)
+    _attend_backward(q, keys, values, out, lse, grad_out, state.chunks, all_chunks, grads, state)
     # Reduce-scatter: each rank's share of every rank's dK goes to it, and it adds them up.
     dk = sum(_all_to_all(dk_all.chunk(R, dim=-2), group, state, backward=True))
     dv = sum(_all_to_all(dv_all.chunk(R, dim=-2), group, state, backward=True))
@@ -504,26 +506,28 @@ def _sequence_to_heads(x: Tensor, group, state: ContextParallelState, backward: 
     return torch.cat(_all_to_all(pieces, group, state, backward), dim=1)  # (B, H, T / R, d)
 
 
-def _ulysses_forward(q, k, v, layout, group, scale, block_size, state):
+def _ulysses_forward(q, k, v, layout, group, state):
     copies = _ulysses_kv_heads(q.shape[1], k.shape[1], state.world_size)
     if copies is not None:  # fewer key/value heads than ranks: each rank gets a copy of the one it needs
         k, v = k[:, copies], v[:, copies]  # (B, R, T / R, d)
     q_heads, k_heads, v_heads = (_heads_to_sequence(x, group, state, backward=False) for x in (q, k, v))
     out_heads, lse = _running_output(q_heads, v_heads)  # (B, H / R, T, d_v): all tokens, some heads
     all_chunks = _chunks_in_rank_order(layout, state.world_size)
-    _attend(q_heads, k_heads, v_heads, all_chunks, all_chunks, out_heads, lse, scale, block_size, state, 0)
+    _attend(q_heads, k_heads, v_heads, all_chunks, all_chunks, out_heads, lse, state, 0)
     state.logsumexp = lse
     out = _sequence_to_heads(out_heads, group, state, backward=False)  # (B, H, T / R, d_v)
     return out, (q_heads, k_heads, v_heads, out_heads, lse)
 
 
-def _ulysses_backward(q_heads, k_heads, v_heads, out_heads, lse, grad_out, layout, group, scale, block_size,
-                      state, num_kv_heads):  # fmt: skip
+def _ulysses_backward(
+    q_heads, k_heads, v_heads, out_heads, lse, grad_out, layout, group, state, num_kv_heads
+):
     dout_heads = _heads_to_sequence(grad_out, group, state, backward=True)
     grads = tuple(torch.zeros_like(x) for x in (q_heads, k_heads, v_heads))
     all_chunks = _chunks_in_rank_order(layout, state.world_size)
-    _attend_backward(q_heads, k_heads, v_heads, out_heads, lse, dout_heads, all_chunks, all_chunks, grads,
-                     scale, block_size, state)  # fmt: skip
+    _attend_backward(
+        q_heads, k_heads, v_heads, out_heads, lse, dout_heads, all_chunks, all_chunks, grads, state
+    )
     dq, dk, dv = (_sequence_to_heads(g, group, state, backward=True) for g in grads)
     copies = _ulysses_kv_heads(dq.shape[1], num_kv_heads, state.world_size)
     if copies is not None:  # the copies' gradients add up in the head they copied
@@ -544,20 +548,19 @@ class _ContextParallelAttention(torch.autograd.Function):
     """One method's forward pass, keeping what its backward pass needs; its backward pass."""
 
     @staticmethod
-    def forward(ctx, query, key, value, method, layout, group, scale, block_size, state):
+    def forward(ctx, query, key, value, method, layout, group, state):
         forward, _ = _PASSES[method]
-        out, kept = forward(query, key, value, layout, group, scale, block_size, state)
+        out, kept = forward(query, key, value, layout, group, state)
         ctx.save_for_backward(*kept)
-        ctx.options = (method, layout, group, scale, block_size, state, key.shape[1])
+        ctx.options = (method, layout, group, state, key.shape[1])
         return out
 
     @staticmethod
     def backward(ctx, grad_output):
-        method, layout, group, scale, block_size, state, num_kv_heads = ctx.options
+        method, layout, group, state, num_kv_heads = ctx.options
         _, backward = _PASSES[method]
-        grads = backward(*ctx.saved_tensors, grad_output.contiguous(), layout, group, scale, block_size, state,
-                         num_kv_heads)  # fmt: skip
-        return (*grads, None, None, None, None, None, None)
+        grads = backward(*ctx.saved_tensors, grad_output.contiguous(), layout, group, state, num_kv_heads)
+        return (*grads, None, None, None, None)
 
 
 # --- the three methods ---------------------------------------------------------------------------
@@ -566,8 +569,8 @@ class _ContextParallelAttention(torch.autograd.Function):
 def _context_parallel(method, query, key, value, layout, group, scale, block_size):
     rank, R = _rank_and_size(group)
     _check_inputs(method, query, key, value, layout, R, block_size)
-    state = ContextParallelState(method, layout, rank, R, chunk_ids(layout, R, rank))
-    out = _ContextParallelAttention.apply(query, key, value, method, layout, group, scale, block_size, state)
+    state = ContextParallelState(method, layout, rank, R, chunk_ids(layout, R, rank), scale, block_size)
+    out = _ContextParallelAttention.apply(query, key, value, method, layout, group, state)
     return out, state
 
 

@@ -179,10 +179,11 @@ for step in range(R):
 # After rank 0's block, the last it needs, the error is float rounding. The order of
 # the blocks does not matter, since the merge is the softmax's sum, regrouped.
 #
-# Each rank holds one block of keys and values at a time, not the whole sequence, and
-# no rank ever holds the $T \times T$ scores. That is ring attention's point: the
-# memory of one rank grows with its own share of the sequence, so $R$ ranks can hold a
-# sequence $R$ times longer.
+# A rank never holds the whole sequence's keys and values, only its own block and the
+# one or two passing through, and no rank ever holds the $T \times T$ scores. That is
+# ring attention's point: the memory of one rank grows with its own share of the
+# sequence, so $R$ ranks can hold a sequence $R$ times longer (Liu et al. train on
+# sequences "up to device count times longer").
 #
 # ## On real processes
 #
@@ -403,8 +404,8 @@ figure_to_svg(
 # %% [markdown]
 # A contiguous rank $r$ computes $r + 1$ chunks, one on the diagonal. A zigzag rank
 # computes $r + 1$ chunks for its early chunk and $2R - r$ for its late one: $2R + 1$
-# whatever $r$ is, two of them on the diagonal. Its chunks are half as long, so the
-# work is the same as a contiguous rank's in the middle of the range.
+# whatever $r$ is, two of them on the diagonal. Its chunks are half as long, so each
+# zigzag rank does $1 / R$ of the work: the average of the contiguous ranks'.
 #
 # Below, the real runs: 4 ranks attend 4,096 tokens (2 heads of width 64) in each
 # layout, in tiles of 128 by 128. Each rank counts the tiles it computed, and the CPU
@@ -604,13 +605,14 @@ except RankError as error:
 
 # %% [markdown]
 # The ring and the all-gather split the sequence, not the heads, so they have no such
-# limit. Systems that combine them, Ulysses across the heads and a ring across what is
-# left, are the subject of later work; this page keeps to the three.
+# limit. Fang and Zhao's unified sequence parallelism (USP) combines Ulysses and ring
+# attention in one scheme; this page keeps to the three.
 #
 # ## What each rank sends
 #
-# Let $n = T / R$ be a rank's tokens, $d$ the head width, and $b = B \, n \, d$ numbers
-# one head of one rank's tokens. In the forward pass:
+# Let $n = T / R$ be a rank's tokens, $d$ the head width, and $b = B \, n \, d$ the
+# numbers in one head of one rank's tokens (4 bytes each in float32). In the forward
+# pass:
 #
 # - the ring passes $R - 1$ blocks of keys and values: $2 (R - 1) H_{kv} \, b$;
 # - the all-gather sends each rank's keys and values to the $R - 1$ others (a ring
@@ -619,12 +621,12 @@ except RankError as error:
 #   $\frac{R - 1}{R} \left(2 H + 2 H'_{kv}\right) b$, with $H'_{kv} = \max(H_{kv}, R)$
 #   counting copies of key/value heads.
 #
-# The ring's and the all-gather's bytes grow with $T$ and hardly shrink as $R$ grows:
-# for a fixed sequence, more ranks do not make them smaller. Ulysses' shrink like
-# $1 / R$, so its bytes stay the same when $T$ and $R$ grow together: the DeepSpeed
-# team's argument for it. But it sends all $H$ query heads twice, where the others
-# send only the $H_{kv}$ key/value heads, and grouped-query attention makes $H_{kv}$
-# small.
+# Since $b$ holds $T / R$ tokens, the ring and the all-gather send $(R - 1) / R$ of the
+# whole sequence's keys and values: more ranks do not make that smaller, it grows
+# towards all of them. Ulysses' bytes shrink like $1 / R$, so they stay the same when
+# $T$ and $R$ grow together: the DeepSpeed team's argument for it. But Ulysses sends
+# the queries and the outputs, $H$ heads each, where the others send only the
+# $H_{kv}$ key/value heads, and grouped-query attention makes $H_{kv}$ small.
 #
 # The runs below measure it. Each rank reads from Linux how many bytes its process
 # wrote while the forward pass ran (`wchar` in `/proc/self/io`, which counts what
@@ -783,8 +785,9 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# Every tensor a ring or Ulysses rank holds is a shard: its own queries, keys, values
-# and output, blocks in transit, the merge's temporaries. So their memory falls as
+# Every tensor a ring or Ulysses rank holds has a shard's size: its own queries, keys,
+# values and output, blocks in transit, the merge's temporaries (Ulysses holds all
+# $T$ tokens, but for $H / R$ heads). So their memory falls as
 # $T / R$ once the number of shards in flight stops growing: the ring holds one block
 # in transit with 2 ranks, two (the one in use and the next) from 3 ranks on. Liu et
 # al. count six blocks a host must hold: its queries, the current keys and values, the
@@ -794,8 +797,8 @@ figure_to_svg(
 #
 # The all-gather's memory falls more slowly, towards a floor: each rank holds the
 # keys and values of the whole sequence, whatever $R$ is. With grouped-query
-# attention those are a fraction of the queries, which is the second of Llama 3's
-# reasons.
+# attention those are a fraction of the queries: the smallness that Llama 3's report
+# counts on, there for the time the all-gather takes.
 #
 # ## Summary
 #
@@ -806,9 +809,9 @@ figure_to_svg(
 #   again, with their $dK$ and $dV$, which end where the block started.
 # - Under a causal mask, contiguous shards give the last rank the most work. Zigzag
 #   shards, chunks $r$ and $2R - 1 - r$, give every rank the same number of tiles.
-# - The all-gather sends what the ring sends and holds all the keys and values;
-#   Ulysses sends $1 / R$ of everything it holds twice, holds $1 / R$ of the heads for
-#   the whole sequence, and needs $R$ to divide $H$.
+# - The all-gather sends what the ring sends, but holds every key and value at once.
+#   Ulysses sends all but $1 / R$ of its queries, keys, values and outputs, holds the
+#   whole sequence for $H / R$ heads, and needs $R$ to divide $H$.
 #
 # ## Common pitfalls
 #
@@ -909,16 +912,19 @@ print(f"rank 0's dK: largest {size:.2f}, off by up to {kept_gap:.2f} if kept")
 # %% [markdown]
 # **4. A collective that one rank skips.** Every rank must call the same collectives
 # in the same order. A line such as `if rank == 0: dist.all_gather(...)`, perhaps to
-# log something, leaves rank 0 waiting for ranks that never come. Without a timeout
-# the job hangs, with no message. Here rank 0 enters a barrier and rank 1 returns at
-# once; the group's timeout of one second turns the hang into gloo's error, on the
-# rank that waited.
+# log something, leaves rank 0 waiting for ranks that never come. The symptom is a
+# job that hangs without a word for as long as the group's timeout, PyTorch's
+# default for gloo unless it is set (printed below). Here rank 0 enters a barrier and
+# rank 1 returns at once; a timeout of one second turns the hang into gloo's error,
+# on the rank that waited.
 
 # %% tags=["check"]
 import operator
 
 import torch.distributed as dist
+from torch.distributed.constants import default_pg_timeout
 
+print("the default timeout:", default_pg_timeout)
 try:
     launch(operator.call, [(dist.barrier,), (int,)], timeout=1)
 except RankError as error:
@@ -941,8 +947,8 @@ for layout in LAYOUTS:
     print(f"{layout:<10}", pairs)
 
 # %% [markdown]
-# **2. Llama 3 70B.** Its layers have 64 query heads and 8 key/value heads of width
-# 128 (Table 3 of its report). For 131,072 tokens in 16-bit numbers, how many MiB does
+# **2. Llama 3 70B.** Its layers have 64 query heads and 8 key/value heads, and a
+# model dimension of 8,192, so heads of width 128 (Table 3 of its report). For 131,072 tokens in 16-bit numbers, how many MiB does
 # each rank send in one forward pass of one layer with the ring and with Ulysses, for
 # 8 and for 16 ranks? Which sends less?
 
@@ -997,7 +1003,7 @@ for R in (2, 4, 8):
 # ## References
 #
 # - Hao Liu, Matei Zaharia, Pieter Abbeel. [Ring Attention with Blockwise Transformers
-#   for Near-Infinite Context](https://arxiv.org/abs/2310.01889). ICLR 2024. Blocks of
+#   for Near-Infinite Context](https://arxiv.org/abs/2310.01889). 2023. Blocks of
 #   keys and values passed to the next host while the current one is attended
 #   (Algorithm 1, with `jax.lax.ppermute`), the condition for the hops to hide behind
 #   the arithmetic, and the six blocks a host holds (section 3).
@@ -1020,10 +1026,14 @@ for R in (2, 4, 8):
 # - PyTorch. [attention-gym](https://github.com/meta-pytorch/attention-gym), whose
 #   `examples/ring_attention.py` runs a ring of FlexAttention calls on GPUs with
 #   contiguous shards, and passes $dK$ and $dV$ with the blocks in the backward pass.
-# - Nouamane Tazi et al. [The Ultra-Scale
-#   Playbook](https://huggingface.co/spaces/nanotron/ultrascale-playbook). 2025.
+# - Nouamane Tazi, Ferdinand Mom, Haojun Zhao, Phuc Nguyen, Mohamed Mekkouri, Leandro
+#   von Werra, Thomas Wolf. [The Ultra-Scale Playbook: Training LLMs on GPU
+#   Clusters](https://huggingface.co/spaces/nanotron/ultrascale-playbook). 2025.
 #   Context parallelism, ring attention and zigzag, pictured; its "All-to-All (Ring)"
 #   is the ring's passing from rank to rank, not the all-to-all collective of Ulysses.
+# - Jiarui Fang, Shangchun Zhao. [USP: A Unified Sequence Parallelism Approach for
+#   Long Context Generative AI](https://arxiv.org/abs/2405.07719). 2024. DeepSpeed-Ulysses
+#   and ring attention in one scheme, and their communication and memory compared.
 # - PyTorch. [Distributed communication
 #   package](https://docs.pytorch.org/docs/stable/distributed.html): process groups,
 #   the gloo backend, `isend`, `irecv`, `all_gather` and `all_to_all`.

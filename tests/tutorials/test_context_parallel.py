@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch.distributed.constants import default_pg_timeout
 
 from attn_ref.context_parallel import chunk_ids, num_chunks
 from tests.support.backward_reference import reference_gradients
@@ -296,7 +297,8 @@ def test_pitfalls_show_their_symptoms(tutorial, values):
     own = reference_gradients(q64[..., :4, :], k64, v64, d_out[..., :4, :], allowed=causal(16)[:4])[1]
     assert values["kept_gap"] == pytest.approx(np.abs(own - full)[..., :4, :].max(), rel=1e-4, abs=1e-5)
     assert values["size"] == pytest.approx(np.abs(full[..., :4, :]).max(), rel=1e-4)
-    # 4: the rank that waited, with gloo's message
+    # 4: the rank that waited, with gloo's message, and PyTorch's default timeout for gloo
+    assert f"the default timeout: {default_pg_timeout}" in tutorial.printed()
     assert values["hang_message"].startswith("rank 0 of 2 failed: RuntimeError: ")
     assert "Timed out waiting 1000ms for recv operation to complete" in values["hang_message"]
 
