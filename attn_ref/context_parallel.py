@@ -584,8 +584,12 @@ def _check_inputs(method, query, key, value, layout, world_size, block_size) -> 
     H_kv = key.shape[1]
     _validate.shape("value", value, (B, H_kv, n, None), "(B, H_kv, T / R, d_v), with key's B, H_kv and T / R")
     _validate.divides("key's H_kv", H_kv, "query's H", H, "each key/value head serves a group of query heads")
-    _validate.one_of("layout", layout, LAYOUTS)
-    _chunk_length(n * world_size, layout, world_size, name=f"T = world_size * {n} (query's T / R)")
+    per_rank = num_chunks(_validate.one_of("layout", layout, LAYOUTS), world_size) // world_size
+    if n % per_rank:
+        raise ValueError(
+            f"query has shape {tuple(query.shape)}: its T / R = {n} tokens must be a multiple of "
+            f"{per_rank}, since each rank of the {layout} layout holds {per_rank} chunks of equal length"
+        )
     _validate.count("block_size", block_size)
     if method == "ulysses":
         if H % world_size:
@@ -836,6 +840,11 @@ def bytes_sent_per_rank(
     if method == "allgather":
         return 2 * (R - 1) * kv_heads * b
     _validate.divides("world_size", R, "heads", heads, "Ulysses gives each rank heads / world_size heads")
+    if kv_heads % R and R % kv_heads:
+        raise ValueError(
+            f"Ulysses splits kv_heads={kv_heads} over world_size={R} ranks: world_size must divide "
+            "kv_heads, or kv_heads divide world_size"
+        )
     sent_kv_heads = max(kv_heads, R)
     return (R - 1) * (2 * heads + 2 * sent_kv_heads) * b // R
 

@@ -214,6 +214,13 @@ def test_bytes_sent_are_the_formula_and_what_the_process_wrote(world_size, heads
                     assert formula <= written <= formula + 16 * 1024, (method, backward)
 
 
+def test_bytes_formula_refuses_what_ulysses_refuses():
+    with pytest.raises(ValueError, match="world_size=4 must divide heads=2"):
+        bytes_sent_per_rank("ulysses", 64, 4, 2, 2, 8)
+    with pytest.raises(ValueError, match="Ulysses splits kv_heads=3 over world_size=2 ranks"):
+        bytes_sent_per_rank("ulysses", 64, 2, 6, 3, 8)
+
+
 def test_bytes_formula_by_hand():
     """One head of one rank's tokens is b = T / R * d * 4 bytes: the ring and the all-gather send
     2 (R - 1) H_kv b, Ulysses (R - 1) / R (2 H + 2 max(H_kv, R)) b."""
@@ -247,7 +254,7 @@ def test_ulysses_runs_out_of_heads():
         ((torch.zeros(4, 8),) * 3, ValueError, r"query has shape \(4, 8\), expected 4 dimensions"),
         ((torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 5, 8), torch.zeros(1, 2, 5, 8)), ValueError, r"key has shape \(1, 2, 5, 8\)"),
         ((torch.zeros(1, 3, 4, 8), torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 4, 8)), ValueError, r"key's H_kv=2 must divide query's H=3"),
-        ((torch.zeros(1, 2, 5, 8),) * 3, ValueError, r"T = world_size \* 5 \(query's T / R\)=5 must be a multiple of 2"),
+        ((torch.zeros(1, 2, 5, 8),) * 3, ValueError, r"query has shape \(1, 2, 5, 8\): its T / R = 5 tokens must be a multiple of 2"),
         ((torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 4, 8, dtype=torch.float64), torch.zeros(1, 2, 4, 8)), TypeError, "must share a dtype"),
     ],
 )  # fmt: skip
