@@ -718,7 +718,7 @@ def allgather_attention(
         >>> import torch.nn.functional as F
         >>> g = torch.Generator().manual_seed(0)
         >>> q = torch.randn(1, 4, 8, 4, generator=g)
-        >>> k, v = (torch.randn(1, 2, 8, 4, generator=g) for _ in range(2))  # 2 key/value heads
+        >>> k, v = (torch.randn(1, 2, 8, 4, generator=g) for _ in range(2))
         >>> out, _ = allgather_attention(q, k, v)
         >>> expected = F.scaled_dot_product_attention(
         ...     q, k, v, is_causal=True, enable_gqa=True
@@ -823,11 +823,12 @@ def bytes_sent_per_rank(
         Rank $r$ holds 256 of 1024 tokens; one head of them is $256 \cdot 64 \cdot 4$ bytes:
 
         >>> one_head = 256 * 64 * 4
-        >>> bytes_sent_per_rank("ring", 1024, 4, heads=8, kv_heads=8, head_dim=64) // one_head
-        48
-        >>> bytes_sent_per_rank("ulysses", 1024, 4, heads=8, kv_heads=8, head_dim=64) // one_head
-        24
-        >>> bytes_sent_per_rank("ulysses", 1024, 4, heads=8, kv_heads=2, head_dim=64) // one_head
+        >>> def in_heads(method, kv_heads):
+        ...     sent = bytes_sent_per_rank(method, 1024, 4, 8, kv_heads, 64)
+        ...     return sent // one_head
+        >>> in_heads("ring", kv_heads=8), in_heads("ulysses", kv_heads=8)
+        (48, 24)
+        >>> in_heads("ulysses", kv_heads=2)  # 2 heads, copied to 4 ranks
         18
     """
     _validate.one_of("method", method, METHODS)
@@ -853,12 +854,13 @@ def bytes_sent_per_rank(
 
 
 class RankError(RuntimeError):
-    """A rank that `launch` started raised. The message names the rank and its error; ``traceback``
-    holds the rank's traceback."""
+    """A rank that `launch` started raised: the first to fail. The message names the rank and its
+    error; ``rank``, ``error`` (the error's type and message) and ``traceback`` hold them apart."""
 
     def __init__(self, rank: int, world_size: int, error: str, traceback: str = "") -> None:
         super().__init__(f"rank {rank} of {world_size} failed: {error}")
         self.rank = rank
+        self.error = error
         self.traceback = traceback
 
 
@@ -906,10 +908,11 @@ def launch(
         A rank's error comes back with its rank: one query head cannot be split over two ranks.
 
         >>> x = torch.zeros(1, 1, 4, 2)  # (B, H, T / R, d): H = 1
-        >>> launch(ulysses_attention, [(x, x, x)] * 2)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        attn_ref.context_parallel.RankError: rank ... of 2 failed: ValueError: ulysses_attention ...
+        >>> try:
+        ...     launch(ulysses_attention, [(x, x, x)] * 2)
+        ... except RankError as error:  # the first rank to fail, named
+        ...     print(error.error[:30])
+        ValueError: ulysses_attention
     """
     world_size = _validate.count("len(rank_args)", len(rank_args))
     timeout = _validate.number("timeout", timeout, 0.0, above=True)
@@ -1003,27 +1006,13 @@ def _wait(processes, folder: str, deadline: float, limit: float) -> None:
         for sentinel in wait_for_any(list(running), timeout=left):
             rank = running.pop(sentinel)
             processes[rank].join()
-            if processes[rank].exitcode != 0:
-                # Ranks that fail together (a bad input fails every rank) are reported by the lowest
-                # rank, whichever process the system happened to end first.
-                until = time.monotonic() + _FAILING_TOGETHER
-                while running and time.monotonic() < until:
-                    for ended in wait_for_any(list(running), timeout=until - time.monotonic()):
-                        processes[running.pop(ended)].join()
-                failed = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0)]
-                raise _rank_error(min(failed), processes, folder)
-
-
-_FAILING_TOGETHER = 1.0  # seconds to wait for the other ranks' errors after one rank's
-
-
-def _rank_error(rank: int, processes, folder: str) -> RankError:
-    error_file = Path(folder) / f"error{rank}.pt"
-    if error_file.is_file():
-        error, trace = torch.load(error_file, weights_only=False)
-    else:
-        error, trace = f"exit code {processes[rank].exitcode}", ""
-    return RankError(rank, len(processes), error, trace)
+            if processes[rank].exitcode != 0:  # the first to fail: the others wait for it, or fail after
+                error_file = Path(folder) / f"error{rank}.pt"
+                if error_file.is_file():
+                    error, trace = torch.load(error_file, weights_only=False)
+                else:
+                    error, trace = f"exit code {processes[rank].exitcode}", ""
+                raise RankError(rank, len(processes), error, trace)
 
 
 def _rank_main(fn, rank: int, world_size: int, port: int, folder: str, timeout: float) -> None:
@@ -1041,6 +1030,7 @@ def _rank_main(fn, rank: int, world_size: int, port: int, folder: str, timeout: 
         store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=store_timeout)
         waiting = datetime.timedelta(seconds=timeout)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=waiting)
+        dist.barrier()  # every rank connected before any runs, and perhaps fails and leaves
         result = fn(*args, **kwargs)
         torch.save((result, time.process_time()), Path(folder) / f"result{rank}.pt")  # every thread's CPU
         # Every rank done before any leaves the group. Through the store, not a collective: a

@@ -44,6 +44,7 @@ from attn_ref.context_parallel import (
 from attn_ref.functional import scaled_dot_product_attention
 from attn_ref.multihead import repeat_kv_heads
 from tests.support.context_parallel_reference import causal_attention, merged_bounds, visible_tiles
+from tests.support.float32_attention_bounds import assert_within
 from tests.support.reference import as64
 
 ATTENTION = {"ring": ring_attention, "allgather": allgather_attention, "ulysses": ulysses_attention}
@@ -80,12 +81,6 @@ def attn_ref_gradients(q, k, v, d_out):
     keys, values = (repeat_kv_heads(x, q.shape[1]) for x in leaves[1:])
     out, _ = scaled_dot_product_attention(leaves[0], keys, values, is_causal=True)
     return (out.detach(), *torch.autograd.grad((out * d_out).sum(), leaves))
-
-
-def assert_within(computed, exact, bound, what):
-    gap = np.abs(as64(computed) - exact)
-    worst = np.unravel_index(np.argmax(gap - bound), gap.shape)
-    assert (gap <= bound).all(), f"{what}: off by {gap[worst]:.3g} at {worst}, allowed {bound[worst]:.3g}"
 
 
 # --- layouts ---------------------------------------------------------------------------------------

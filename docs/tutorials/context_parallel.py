@@ -590,7 +590,7 @@ for method, rows in collective_errors.items():
 # **When Ulysses runs out of heads.** Ulysses gives each rank $H / R$ heads, so it
 # cannot use more ranks than the model has heads, nor a number of ranks that does not
 # divide them. Here 2 heads meet 4 ranks; each rank refuses before it communicates,
-# and `launch` reports the first rank's error.
+# and `launch` raises a `RankError` with the error of the first rank to fail.
 
 # %%
 import torch
@@ -600,8 +600,8 @@ from attn_ref.context_parallel import RankError, launch, ulysses_attention
 x = torch.zeros(1, 2, 8, 16)  # (B, H, T / R, d): 2 heads, on each of 4 ranks
 try:
     launch(ulysses_attention, [(x, x, x)] * 4)
-except RankError as error:
-    print(error)
+except RankError as error:  # every rank fails alike: what it raised
+    print(error.error)
 
 # %% [markdown]
 # The ring and the all-gather split the sequence, not the heads, so they have no such

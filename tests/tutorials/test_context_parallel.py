@@ -184,10 +184,7 @@ def test_two_ranks_time_their_arithmetic_and_their_calls(tutorial, values):
 
 
 def test_ulysses_refuses_more_ranks_than_heads(tutorial):
-    assert (
-        "rank 0 of 4 failed: ValueError: ulysses_attention gives each rank H / world_size"
-        in tutorial.printed()
-    )
+    assert "ValueError: ulysses_attention gives each rank H / world_size" in tutorial.printed()
     assert "world_size=4 must divide query's H=2 (query has shape (1, 2, 8, 16))" in tutorial.printed()
 
 
