@@ -637,7 +637,8 @@ except RankError as error:  # every rank fails alike: what it raised
 from attn_ref.context_parallel import METHODS, bytes_sent_per_rank
 
 configs = [  # (T, R, H, H_kv)
-    (512, 2, 8, 8), (1_024, 2, 8, 8), (1_024, 4, 8, 8), (1_024, 4, 8, 2),
+    (512, 2, 8, 8), (1_024, 2, 8, 8), (1_024, 4, 8, 8),
+    (1_024, 4, 4, 4), (1_024, 4, 8, 2),
 ]  # fmt: skip
 sent = {}  # (T, R, H, H_kv, method): (measured, formula) bytes per rank
 for T, R, H, H_kv in configs:
@@ -668,9 +669,10 @@ for (T, R, H, H_kv, method), (measured, formula) in sent.items():
 # every message it sends (the test suite checks the measured bytes against the formula
 # with that allowance). Doubling $T$ doubles every method's bytes. Going from 2 to 4
 # ranks raises the ring's and the all-gather's, from $2 H_{kv} b$ to $6 H_{kv} b$ on a
-# shard half as long, and lowers Ulysses'. With 2 key/value heads for 8 query heads,
-# the ring and the all-gather send a quarter of what they sent with 8, while Ulysses
-# still sends all the queries and outputs. The formula, drawn for more ranks than this
+# shard half as long, and lowers Ulysses'. Halving the query and key/value heads
+# together halves every method's bytes. With 2 key/value heads for 8 query heads, the ring and the all-gather send a
+# quarter of what they sent with 8, while Ulysses still sends all the queries and
+# outputs. The formula, drawn for more ranks than this
 # machine runs:
 
 # %% tags=["plot"]

@@ -214,6 +214,8 @@ def test_bytes_sent_are_the_formula_plus_message_headers(tutorial, values):
         assert formula[1024, 4, 8, 8, method] == 1.5 * formula[1024, 2, 8, 8, method]
         assert formula[1024, 4, 8, 2, method] == formula[1024, 4, 8, 8, method] / 4
     assert formula[1024, 4, 8, 8, "ulysses"] < formula[1024, 2, 8, 8, "ulysses"]
+    for method in METHODS:  # "halving the heads halves every method's bytes"
+        assert formula[1024, 4, 4, 4, method] == formula[1024, 4, 8, 8, method] / 2
     assert formula[1024, 4, 8, 2, "ulysses"] > formula[1024, 4, 8, 2, "ring"]  # still the queries and outputs
 
 
