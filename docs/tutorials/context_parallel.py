@@ -131,8 +131,10 @@ for r in range(R):
 # Before starting any process, follow one rank through the ring by hand. Rank 2 of 4
 # holds queries 8 to 11. At step $s$ it holds the block of rank $(2 - s) \bmod 4$:
 # its own, then rank 1's, rank 0's and rank 3's. For each block it computes attention
-# over that block alone, with `tiled_attention`. That gives a partial output $O_s$ and,
-# for each query, the log-sum-exp $\lambda_s$ of its scores in the block.
+# over that block alone, with `tiled_attention`: its own block with the causal mask,
+# an earlier block without one (each of its keys comes before each query), a later
+# block not at all. That gives a partial output $O_s$ and, for each query, the
+# log-sum-exp $\lambda_s$ of its scores in the block.
 #
 # Partial results merge as the blocks of the online softmax do. Two parts, with
 # $\lambda = \log\left(e^{\lambda_1} + e^{\lambda_2}\right)$, give
