@@ -8,7 +8,11 @@ The copy starts with everything the process already holds (PyTorch loaded,
 tensors made so far), so only what the function itself needs is counted,
 and nothing the function does can leave memory behind in the caller.
 
-`peak_memory` is Linux only: it reads ``/proc/self/status`` and resets the high-water mark
+`peak_memory_here` measures the same in the current process, for a process that is a measurement
+of its own already (a rank that `attn_ref.context_parallel.launch` started, which cannot be copied
+with the process group it belongs to).
+
+Both are Linux only: they read ``/proc/self/status`` and reset the high-water mark
 through ``/proc/self/clear_refs`` (Linux 4.0 and later).
 """
 
@@ -26,7 +30,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["cpu_time_ms", "peak_memory"]
+__all__ = ["cpu_time_ms", "peak_memory", "peak_memory_here"]
 
 _M_MMAP_THRESHOLD = (
     -3
@@ -97,14 +101,13 @@ def peak_memory(fn: Callable[..., object], *args: Any, **kwargs: Any) -> int:
         >>> round(allocated / 2**20)
         16
     """
-    if sys.platform != "linux" or not hasattr(os, "fork") or not Path("/proc/self/clear_refs").exists():
-        raise OSError("peak_memory needs Linux: os.fork, /proc/self/status and /proc/self/clear_refs")
+    _check_linux("peak_memory")
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the copy: measure, report through the pipe, and exit without cleaning up
         os.close(read_end)
         try:
-            report = str(_measure_here(fn, args, kwargs))
+            report = str(peak_memory_here(fn, *args, **kwargs))
         except BaseException as error:  # reported to the caller, which raises
             report = f"error {type(error).__name__}: {error}"
         os.write(write_end, report.encode())
@@ -118,7 +121,26 @@ def peak_memory(fn: Callable[..., object], *args: Any, **kwargs: Any) -> int:
     return int(report)
 
 
-def _measure_here(fn: Callable[..., object], args: tuple, kwargs: dict) -> int:
+def peak_memory_here(fn: Callable[..., object], *args: Any, **kwargs: Any) -> int:
+    """Bytes by which this process's resident memory rose, at its peak, while ``fn(*args, **kwargs)`` ran.
+
+    What `peak_memory` measures in its copy of the process (steps 1 to 3 there), measured in this
+    one: PyTorch is set to one thread, and glibc's ``malloc`` keeps its new setting afterwards.
+    For a process that exists to be measured, such as a rank of
+    `attn_ref.context_parallel.launch`.
+
+    Raises:
+        OSError: Not on Linux (no ``/proc/self/clear_refs``).
+
+    Examples:
+        In a process of its own, started by `attn_ref.context_parallel.launch`:
+
+        >>> from attn_ref.context_parallel import launch
+        >>> (allocated,) = launch(peak_memory_here, [(torch.ones, 2**22)])  # 16 MiB
+        >>> round(allocated / 2**20)
+        16
+    """
+    _check_linux("peak_memory_here")
     torch.set_num_threads(1)  # no worker threads in a forked process
     with contextlib.suppress(AttributeError):  # not glibc: measure with the allocator as it is
         libc = ctypes.CDLL(None)
@@ -129,6 +151,11 @@ def _measure_here(fn: Callable[..., object], args: tuple, kwargs: dict) -> int:
     fn(*args, **kwargs)
     after = _status("VmHWM", "RssFile")
     return after["VmHWM"] - before["VmRSS"] - (after["RssFile"] - before["RssFile"])
+
+
+def _check_linux(name: str) -> None:
+    if sys.platform != "linux" or not hasattr(os, "fork") or not Path("/proc/self/clear_refs").exists():
+        raise OSError(f"{name} needs Linux: os.fork, /proc/self/status and /proc/self/clear_refs")
 
 
 def _status(*fields: str) -> dict[str, int]:

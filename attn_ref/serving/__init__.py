@@ -87,6 +87,7 @@ from attn_ref.serving.speculative import (
 )
 
 __all__ = [
+    "POLICIES",
     "BlockHashCache",
     "BlockMask",
     "Entry",
@@ -95,7 +96,6 @@ __all__ = [
     "FlexState",
     "ModelDrafter",
     "NGramDrafter",
-    "POLICIES",
     "PagedKVCache",
     "PrefixCache",
     "RadixCache",

@@ -542,6 +542,9 @@ figure_to_svg(
 )
 
 # %% [markdown]
+# The same merge splits a whole sequence over several processes, queries and keys
+# alike: [Attention across processes](context_parallel.md).
+#
 # ## Summary
 #
 # - A sliding window of $W$ needs only the last $W$ keys: a rolling buffer of $W$

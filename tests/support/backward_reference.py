@@ -56,9 +56,24 @@ def reference_gradients(q, k, v, d_out, allowed=None, additive=None, scale=None,
     return dQ, dK, dV
 
 
-def error_bounds(q, k, v, d_out, eps, allowed=None, additive=None, scale=None, keep=None, p=0.0):
+def error_bounds(
+    q,
+    k,
+    v,
+    d_out,
+    eps,
+    allowed=None,
+    additive=None,
+    scale=None,
+    keep=None,
+    p=0.0,
+    lse_error=0.0,
+    output=False,
+):
     """Entrywise bounds on |computed - exact| of dQ, dK, dV computed tile by tile in a float
-    format of machine epsilon ``eps`` (first order in u = eps / 2).
+    format of machine epsilon ``eps`` (first order in u = eps / 2); with ``output``, the output's
+    bound first. ``lse_error`` (a number, or one per query as ``(..., L, 1)``) adds to each
+    query's log-sum-exp error: what a computation adds beyond the tiles' (merges of partial results).
 
     S_ij = scale q_i . k_j carries gamma_{d_k + 1} scale |q_i| . |k_j| (plus u |mask|); the
     log-sum-exp L_i, a running max and a sum rescaled once per tile, at most
@@ -85,7 +100,9 @@ def error_bounds(q, k, v, d_out, eps, allowed=None, additive=None, scale=None, k
         scores, e_S = scores + additive, e_S + u * np.abs(finite) + u * np.abs(scores + finite)
     mask, row_max, total, P = masked_softmax(scores, allowed)
     lse = np.where(total > 0, row_max + np.log(np.where(total > 0, total, 1.0)), 0.0)
-    e_L = np.where(mask, e_S, 0.0).max(axis=-1, keepdims=True) + gamma(4 * S + 4) + u * np.abs(lse)
+    e_L = (
+        np.where(mask, e_S, 0.0).max(axis=-1, keepdims=True) + gamma(4 * S + 4) + u * np.abs(lse) + lse_error
+    )
     rho = np.where(mask, 2 * e_S + e_L + u * np.abs(np.where(mask, scores, 0.0) - lse) + u, 0.0)
     Z = np.ones_like(P) if keep is None else np.broadcast_to(keep, P.shape) / (1.0 - p)
     Pd = P * Z
@@ -102,7 +119,7 @@ def error_bounds(q, k, v, d_out, eps, allowed=None, additive=None, scale=None, k
     e_dS = rho * np.abs(dS) + P * (e_dP + e_D + u * np.abs(dP - D)) + u * np.abs(dS)
     e_dQ = scale * (e_dS @ np.abs(k) + gamma(S + 2) * np.abs(dS) @ np.abs(k))
     e_dK = scale * (T(e_dS, -1, -2) @ np.abs(q) + gamma(L + 2) * T(np.abs(dS), -1, -2) @ np.abs(q))
-    return e_dQ, e_dK, e_dV
+    return (e_O, e_dQ, e_dK, e_dV) if output else (e_dQ, e_dK, e_dV)
 
 
 def subnormal_gap(dtype):
