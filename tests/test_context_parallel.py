@@ -43,7 +43,7 @@ from attn_ref.context_parallel import (
 )
 from attn_ref.functional import scaled_dot_product_attention
 from attn_ref.multihead import repeat_kv_heads
-from tests.support.context_parallel_reference import causal_attention, merged_bounds, visible_tiles
+from tests.support.context_parallel_reference import causal_attention_and_grads, merged_bounds, visible_tiles
 from tests.support.float32_attention_bounds import assert_within
 from tests.support.reference import as64
 
@@ -115,7 +115,7 @@ def test_one_process_is_causal_attention(method, dtype):
     """Without a process group, world_size 1: exact causal attention, forward and backward."""
     q, k, v, d_out = inputs(24, dtype, seed=1)
     out, dq, dk, dv, state = forward_backward(ATTENTION[method], q, k, v, d_out, block_size=5)
-    exact = causal_attention(q, k, v, d_out)
+    exact = causal_attention_and_grads(q, k, v, d_out)
     bounds = merged_bounds(q, k, v, d_out, torch.finfo(dtype).eps, merges=2)
     for name, computed, expected, bound in zip(
         ["O", "dQ", "dK", "dV"], (out, dq, dk, dv), exact, bounds, strict=True
@@ -136,7 +136,7 @@ def test_ranks_give_single_process_attention(method, layout, world_size):
     attn_ref.functional's (each within the bound itself)."""
     q, k, v, d_out = inputs(32, torch.float32, seed=world_size)
     computed, _ = run_on_ranks(method, world_size, layout, (q, k, v, d_out))
-    exact = causal_attention(q, k, v, d_out)
+    exact = causal_attention_and_grads(q, k, v, d_out)
     bounds = merged_bounds(q, k, v, d_out, torch.finfo(torch.float32).eps, merges=2 * world_size)
     references = {"float64": exact, "PyTorch": pytorch_gradients(q, k, v, d_out)}
     references["attn_ref"] = attn_ref_gradients(q, k, v, d_out)
@@ -153,7 +153,7 @@ def test_ranks_give_single_process_attention(method, layout, world_size):
 def test_ring_in_float64_is_exact_to_float64_rounding():
     q, k, v, d_out = inputs(48, torch.float64, seed=7, heads=2, kv_heads=1)
     computed, states = run_on_ranks("ring", 4, "zigzag", (q, k, v, d_out))
-    exact = causal_attention(q, k, v, d_out)
+    exact = causal_attention_and_grads(q, k, v, d_out)
     bounds = merged_bounds(q, k, v, d_out, torch.finfo(torch.float64).eps, merges=8)
     for name, got, expected, bound in zip(["O", "dQ", "dK", "dV"], computed, exact, bounds, strict=True):
         assert_within(got, expected, bound, name)

@@ -128,7 +128,7 @@ def models_and_batches(draw):
     return model, torch.randint(0, len(ALPHABET), (B, T), generator=g)
 
 
-texts = st.text(alphabet=st.sampled_from('ab (x)[y]{z}"q"\n'), min_size=2, max_size=60)
+bracketed_texts = st.text(alphabet=st.sampled_from('ab (x)[y]{z}"q"\n'), min_size=2, max_size=60)
 
 
 # --- the alphabet and the corpus --------------------------------------------------------------

@@ -41,6 +41,10 @@ def test_a_change_to_the_code_rebuilds_every_page_once(project, changed):
 def test_attn_ref_is_imported_afresh():
     import attn_ref.functional
 
-    freshness.forget_imported_code()
-    assert not [name for name in sys.modules if name.split(".")[0] == "attn_ref"]
-    import attn_ref  # noqa: F401  the pages import it again, from its files
+    imported = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "attn_ref"}
+    try:
+        freshness.forget_imported_code()
+        assert not [name for name in sys.modules if name.split(".")[0] == "attn_ref"]
+        import attn_ref  # noqa: F401  the pages import it again, from its files
+    finally:  # the other tests of this process keep the modules they imported (pickling needs them)
+        sys.modules.update(imported)

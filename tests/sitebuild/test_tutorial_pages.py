@@ -16,7 +16,7 @@ from sitebuild.page_html import elements
 from sitebuild.project import ROOT
 from sitebuild.tutorial_pages import markdown_page
 
-SVG = '<svg role="img" aria-label="a plot"><rect/></svg>'
+PLOT_SVG = '<svg role="img" aria-label="a plot"><rect/></svg>'
 
 
 def _code(source: str, *outputs, tags=()) -> nbformat.NotebookNode:
@@ -36,7 +36,7 @@ NOTEBOOK = new_notebook(
         _code("print(1 + 1)", _printed("2\n")),
         _code(
             "draw()",
-            new_output("display_data", data={"text/html": SVG, "text/plain": "<svg>"}),
+            new_output("display_data", data={"text/html": PLOT_SVG, "text/plain": "<svg>"}),
             tags=["plot"],
         ),
         new_markdown_cell(
@@ -119,7 +119,7 @@ def _details(html: str) -> dict[str, tuple]:
 def test_plotting_code_is_collapsed_and_its_plot_stays_in_view(html):
     classes, raw, text = _details(html)["Plotting code"]
     assert "example" in classes and "draw()" in text and "<svg" not in raw
-    assert SVG in html  # the plot itself, raw, for sitebuild.page_html to turn into a file
+    assert PLOT_SVG in html  # the plot itself, raw, for sitebuild.page_html to turn into a file
 
 
 def test_a_deeper_cell_goes_into_the_side_topic_before_it(html):

@@ -29,7 +29,7 @@ def sum_heads(x: np.ndarray, kv_heads: int) -> np.ndarray:
     return x.reshape(B, kv_heads, H // kv_heads, T, d).sum(axis=2)
 
 
-def causal_attention(q, k, v, d_out) -> tuple[np.ndarray, ...]:
+def causal_attention_and_grads(q, k, v, d_out) -> tuple[np.ndarray, ...]:
     """(output, dQ, dK, dV) of causal softmax(Q K^T / sqrt(d_k)) V for ``(B, H, T, d)`` queries and
     ``(B, H_kv, T, d)`` keys and values, and of the loss sum(output * d_out), in float64."""
     q, k, v, d_out = (as64(x) for x in (q, k, v, d_out))
@@ -42,7 +42,7 @@ def causal_attention(q, k, v, d_out) -> tuple[np.ndarray, ...]:
 
 
 def merged_bounds(q, k, v, d_out, eps: float, merges: int) -> tuple[np.ndarray, ...]:
-    """Entrywise bounds on |computed - exact| of (output, dQ, dK, dV) of `causal_attention`
+    """Entrywise bounds on |computed - exact| of (output, dQ, dK, dV) of `causal_attention_and_grads`
     computed in a float format of machine epsilon ``eps`` in parts (pairs of chunks, each tile by
     tile), their partial outputs merged by log-sum-exp, at most ``merges`` merges per query.
 

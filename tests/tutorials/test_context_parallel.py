@@ -21,7 +21,7 @@ from torch.distributed.constants import default_pg_timeout
 from attn_ref.context_parallel import chunk_ids, num_chunks
 from tests.support.backward_reference import reference_gradients
 from tests.support.context_parallel_reference import (
-    causal_attention,
+    causal_attention_and_grads,
     merged_bounds,
     repeat_heads,
     visible_tiles,
@@ -56,7 +56,7 @@ def test_walk_through_merges_rank_2s_blocks_into_attention(tutorial, values):
     q, k, v = (torch.randn(1, 1, 16, 8, generator=g) for _ in range(3))
     for name, x in (("q16", q), ("k16", k), ("v16", v)):
         assert torch.equal(values[name], x)  # the walk-through's inputs, drawn again by the pitfalls
-    exact = causal_attention(q, k, v, torch.zeros_like(q))[0][..., 8:12, :]
+    exact = causal_attention_and_grads(q, k, v, torch.zeros_like(q))[0][..., 8:12, :]
     shown = []
     for step, first_key in ((0, 8), (1, 4)):  # keys first_key..11 read so far
         allowed = causal(16)[8:12, first_key:12]
@@ -95,7 +95,7 @@ def test_the_ranks_give_single_process_attention_in_float64(tutorial, values):
         (R, layout, who) for R, layout in runs for who in ("PyTorch", "attn_ref")
     }
     _check_errors(values["ring_errors"], tensors)
-    exact = causal_attention(*tensors)
+    exact = causal_attention_and_grads(*tensors)
     bounds = merged_bounds(*tensors, EPS64, merges=8)
     for name, got, expected, bound in zip(
         ("out", "dq", "dk", "dv"), ("out", "dq", "dk", "dv"), exact, bounds, strict=True
@@ -258,7 +258,7 @@ def test_memory_falls_as_t_over_r_except_the_all_gathers(tutorial, values):
 
 def test_pitfalls_show_their_symptoms(tutorial, values):
     q, k, v = (values[name] for name in ("q16", "k16", "v16"))
-    exact = causal_attention(q, k, v, torch.zeros_like(q))[0]
+    exact = causal_attention_and_grads(q, k, v, torch.zeros_like(q))[0]
     rank_two = exact[..., 8:12, :]
     parts = []
     for b in (0, 1, 2):  # rank 2's partial outputs, in float64

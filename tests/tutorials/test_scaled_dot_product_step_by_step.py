@@ -17,19 +17,19 @@ import numpy as np
 import pytest
 import torch
 
-from attn_ref.examples import SENTENCE_HEADS_W_K, SENTENCE_HEADS_W_O, SENTENCE_HEADS_W_Q, SENTENCE_HEADS_W_V
 from tests.support.printed import allclose_decided
 from tests.support.reference import U32, as64, causal, softmax
 from tests.support.sentence import ALICE, BOB, MET, SHE, X
+from tests.support.sentence import HEADS_W_K as W_K
+from tests.support.sentence import HEADS_W_O as W_O
+from tests.support.sentence import HEADS_W_Q as W_Q
+from tests.support.sentence import HEADS_W_V as W_V
 from tests.support.shown import assert_printed, drawn, half_unit, printed_by_cell, verdicts
 from tests.support.transformer_block_reference import attention, held, linear, merge, multi_head, split
 
 TWO = half_unit(2)
 H, d_k = 2, 3
 T, C = X.shape
-W_Q, W_K, W_V, W_O = (
-    as64(M) for M in (SENTENCE_HEADS_W_Q, SENTENCE_HEADS_W_K, SENTENCE_HEADS_W_V, SENTENCE_HEADS_W_O)
-)
 FEATURES = {name: i for i, name in enumerate(["name", "verb", "pronoun", "female", "alice", "bob"])}
 CLASS_LINES = 25  # "one visible block of at most about 30 lines"; the site shows none longer than 25
 

@@ -4,15 +4,15 @@ carrying alice and verb. Against the heads written out in float64 with float32's
 
 import numpy as np
 
-from attn_ref.examples import SENTENCE_HEADS_W_K, SENTENCE_HEADS_W_O, SENTENCE_HEADS_W_Q, SENTENCE_HEADS_W_V
 from tests.support.printed import assert_shown, line_after, printed_flags
 from tests.support.reference import U32, as64, causal
+from tests.support.sentence import HEADS_W_K as W_K
+from tests.support.sentence import HEADS_W_O as W_O
+from tests.support.sentence import HEADS_W_Q as W_Q
+from tests.support.sentence import HEADS_W_V as W_V
 from tests.support.sentence import SHE, X
 from tests.support.transformer_block_reference import add, attention, held, linear, split
 
-W_Q, W_K, W_V, W_O = (
-    as64(M) for M in (SENTENCE_HEADS_W_Q, SENTENCE_HEADS_W_K, SENTENCE_HEADS_W_V, SENTENCE_HEADS_W_O)
-)
 H, d_k = 2, 3
 FEATURES = ["name", "verb", "pronoun", "female", "alice", "bob"]
 
