@@ -8,7 +8,7 @@ roots and to place limits; a machine without one draws them badly. The site ship
 Math (GUST font license), cut to the characters its pages' MathML draws (see
 `characters_in_math`) plus the radical, which MathML draws without writing it, with the larger
 sizes and assembly parts of those glyphs that the MATH table names (fontTools keeps them). Run it again
-when a page uses a new character: tests/test_site.py checks that every one is in the font.
+when a page uses a new character: tests/site/test_site.py checks that every one is in the font.
 """
 
 from __future__ import annotations

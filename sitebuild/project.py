@@ -1,6 +1,6 @@
 """The project from outside: where it is, a clean copy of it, its strict build, and the pages built.
 
-Shared by the test suite (tests/conftest.py, tests/test_freshness.py) and the tools
+Shared by the test suite (tests/conftest.py, tests/site/test_rebuilds.py) and the tools
 (scripts/measure.py, scripts/math_font.py), so that all build the site the same way.
 """
 

@@ -62,7 +62,7 @@ def executed_tutorials(
     tmp_path_factory: pytest.TempPathFactory, worker_id: str
 ) -> dict[str, ExecutedTutorial]:
     """Every tutorial as the build executes it (the same kept executions the site is built from:
-    tests/test_site.py checks that the downloads are these notebooks), and the values it kept.
+    tests/site/test_site.py checks that the downloads are these notebooks), and the values it kept.
 
     It needs no built site: a tutorial not executed yet is executed here, under the build's lock,
     so that a tutorial's test can run on its own in seconds once the tutorial is kept.

@@ -1,5 +1,5 @@
 """What the tests share, in one place: a test module imports its helpers from here, never from
-another test module, and nothing outside tests/ imports them (tests/test_layout.py checks both).
+another test module, and nothing outside tests/ imports them (tests/house/test_layout.py checks both).
 
 References and bounds, written independently of attn_ref:
     reference                    attention in float64 NumPy, ``as64``, the machine epsilons

@@ -1,6 +1,6 @@
 """How the browser tests look at a page: one load per page and width, read once for every check.
 
-A look is everything the checks in tests/test_browser.py read from a page: its prose and facts, its
+A look is everything the checks in tests/browser/test_pages.py read from a page: its prose and facts, its
 accessibility findings in each scheme, its drawings, what its copy buttons copy. It is kept under the
 digest of the page, every file the page may load, the browser and this code (tests/support/kept.py),
 so a page that did not change is not loaded again; `make screenshots` loads every page.

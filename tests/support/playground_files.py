@@ -1,6 +1,6 @@
 """The models of the playgrounds' files, as the browser computes them: float64 from the same int8
-levels and scales (JavaScript's numbers), for tests/test_playground_induction.py and
-tests/test_playground_text.py."""
+levels and scales (JavaScript's numbers), for tests/browser/test_playground_induction.py and
+tests/browser/test_playground_text.py."""
 
 from __future__ import annotations
 

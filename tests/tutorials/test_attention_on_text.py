@@ -6,7 +6,7 @@ found there is recounted. The baselines are counted here with `collections.Count
 logarithms; the losses are
 recomputed from the kept models' logits with a float64 log-softmax written out here; the head
 scores from their attention weights with NumPy (the targets come from `attn_ref.training`, whose
-masks tests/test_training_text.py checks against regular expressions and backward scans); a head
+masks tests/attn_ref/training/test_text.py checks against regular expressions and backward scans); a head
 is zeroed here by zeroing its block of ``W_O`` in a copy, not with ``without_heads``. Every claim
 the page makes about what the models learned is checked on every seed the tutorial trained
 (0, 1, 2), with thresholds far from what the runs give (the runs of seeds 0 to 5 under AVX-512

@@ -2,7 +2,7 @@
 
 What the tutorial computed is read from its kernel's variables (``values``) and checked against
 references independent of attn_ref.compression: DeepSeek-V2's MLA equations and KIVI's quantizer
-written out in NumPy (tests/test_compression.py), linear attention's formula, the configuration
+written out in NumPy (tests/attn_ref/compression/test_compression.py), linear attention's formula, the configuration
 figures of the cited files typed here with their sources, and byte counts made by hand. The
 claims the page makes about quantization errors are recomputed here for three more seeds, and the
 trained recall models are evaluated on contexts drawn here. What a loop only printed is read from

@@ -6,7 +6,7 @@ causal masks (tests/support/reference.py), the accuracies and alignment statisti
 the kept logits and weights, greedy decoding against a loop of full forward passes. What it claims
 about what the trained model learned is checked by
 `tests.support.training_claims.check_sorting_claims`, the same checks that seeds 1 to 3 pass in
-tests/test_training.py. Printed numbers are read without the page's labels
+tests/attn_ref/training/test_training.py. Printed numbers are read without the page's labels
 (tests/support/shown.py); the training time is only checked to print what was measured.
 """
 

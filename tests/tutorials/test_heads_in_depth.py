@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from attn_ref.examples import AV_VALUES, AV_WEIGHTS, TEN_TOKENS
+from tests.support.drawings import texts
 from tests.support.reference import U32, as64, attention, causal, multihead_attention, softmax
 from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 from tests.support.transformer_block_reference import held, linear, multi_head, state_of
@@ -137,7 +138,7 @@ def test_av_product_and_its_printout_are_the_hand_computed_ones(tutorial, values
     np.testing.assert_allclose(as64(values["AV"]), by_hand, atol=1e-6)
     # The picture writes every number of A, V and O = AV in its cell, as printed text of the SVG.
     (picture,) = [svg for svg in figures(tutorial) if "3 by 3 grid of weights A" in svg]
-    written = [float(t) for t in re.findall(r">(-?\d+\.\d+)</text>", picture)]
+    written = [float(t) for t in texts(picture) if re.fullmatch(r"-?\d+\.\d+", t)]
     expected = [round(x, 1) for x in np.ravel(A)] + [round(x, 1) for x in np.ravel(V)]
     expected += [round(x, 2) for x in np.ravel(by_hand)]
     assert written == pytest.approx(expected, abs=1e-9)

@@ -12,7 +12,7 @@ import pytest
 from attn_ref.check import EXERCISES, UnusableFileError, check, main
 from tests.support.forked import run_python
 
-SOLUTIONS = Path(__file__).parent / "support" / "attention_solutions.py"
+SOLUTIONS = Path(__file__).parents[1] / "support" / "attention_solutions.py"
 SPLIT = ".view(B, T, self.n_heads, d_k).transpose(1, 2)"
 MERGE = "heads.transpose(1, 2).reshape(B, T, C)"
 FUTURE = "torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)"

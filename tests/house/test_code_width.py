@@ -1,4 +1,4 @@
-"""Code the site shows fits its column at 1280 px, 80 characters (tests/test_browser.py measures
+"""Code the site shows fits its column at 1280 px, 80 characters (tests/browser/test_pages.py measures
 the built pages). Checked here at the source, without a build: the tutorials' code cells, which
 ruff cannot check (their Markdown cells are long comment lines), and attn_ref's doctests, which
 the API pages show."""

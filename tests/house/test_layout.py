@@ -37,9 +37,9 @@ SAME_NAME_OTHER_THING = {
     "exact": {PRINTED, WORST_CASE},
     # Within float32 attention's bounds, nan matching nan; within the gradients' bounds, with a
     # relative 1e-9 of slack.
-    "assert_within": {"tests/support/float32_attention_bounds.py", "tests/test_backward.py"},
+    "assert_within": {"tests/support/float32_attention_bounds.py", "tests/attn_ref/test_backward.py"},
     # The (L, S) causal mask; flex_attention's causal mask_mod.
-    "causal": {REFERENCE, "tests/test_serving.py"},
+    "causal": {REFERENCE, "tests/attn_ref/serving/test_serving.py"},
 }
 
 
@@ -176,3 +176,36 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
     assert support_defined_twice(tmp_path, {"as64": {"tests/support/arrays.py", "tests/test_a.py"}}) == [
         "EPS is defined in tests/support/arrays.py, tests/test_b.py"
     ]
+
+
+def unmirrored_tests(root: Path) -> list[str]:
+    """Each test module under tests/attn_ref/ and tests/sitebuild/ that names no module (or
+    subpackage) at the same place in the package it mirrors: one file name, one meaning."""
+    unmirrored = []
+    for package in ("attn_ref", "sitebuild"):
+        for test in sorted((root / "tests" / package).rglob("test_*.py")):
+            place = root / package / test.parent.relative_to(root / "tests" / package)
+            name = test.stem.removeprefix("test_")
+            if not ((place / f"{name}.py").is_file() or (place / name).is_dir() or place.name == name):
+                unmirrored.append(test.relative_to(root).as_posix())
+    return unmirrored
+
+
+def test_the_tests_of_a_package_mirror_its_modules():
+    assert unmirrored_tests(ROOT) == []
+
+
+def test_an_unmirrored_test_module_is_found(tmp_path):
+    for path in ("attn_ref/serving/paged.py", "sitebuild/values.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    for path in (
+        "attn_ref/serving/test_paged.py",
+        "attn_ref/serving/test_serving.py",
+        "attn_ref/test_pages.py",
+    ):
+        (tmp_path / "tests" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tests" / path).write_text("")
+    (tmp_path / "tests" / "sitebuild").mkdir()
+    (tmp_path / "tests" / "sitebuild" / "test_freshness.py").write_text("")
+    assert unmirrored_tests(tmp_path) == ["tests/attn_ref/test_pages.py", "tests/sitebuild/test_freshness.py"]
