@@ -26,19 +26,9 @@ from attn_ref.serving import (
 )
 from attn_ref.training import RotaryDecoder
 from tests.support import reference
+from tests.support.eviction_reference import top_np
 from tests.support.positions_reference import rotate
 from tests.support.reference import EPS32, as64
-
-
-def top_np(scores: np.ndarray, budget: int, forced: np.ndarray | None = None) -> np.ndarray:
-    """One row: forced entries, then the highest scores, the earlier entry first on a tie."""
-    S = len(scores)
-    forced = np.zeros(S, dtype=bool) if forced is None else forced
-    keep = forced.copy()
-    others = sorted((j for j in range(S) if not forced[j]), key=lambda j: (-scores[j], j))
-    for j in others[: budget - int(forced.sum())]:
-        keep[j] = True
-    return keep
 
 
 def grid_weights(g: np.random.Generator, shape) -> np.ndarray:
