@@ -126,9 +126,10 @@ print("SnapKV keeps:", snap.int().numpy())
 # model is one: on text that repeats with a period $p$, its second layer attends from
 # the current token to the token after its earlier copy, $p - 1$ positions back, and
 # copies it. Here it is the [RoPE version](longer_than_trained.md)
-# (`attn_ref.training.RotaryDecoder`), two layers of two heads, trained as on that
-# page: periods 8 to 16, sequences of 32, 250 steps, from three seeds. RoPE makes the
-# positions of kept entries matter, which the pitfalls come back to.
+# (`attn_ref.training.RotaryDecoder`), two layers of two heads, RoPE's usual base of
+# 10,000, trained on that page's task: periods 8 to 16, sequences of 32, 250 steps,
+# from three seeds. RoPE makes the positions of kept entries matter, which the
+# pitfalls come back to.
 
 # %%
 from attn_ref.training import RotaryDecoder, repeated_tokens, train_induction
@@ -142,7 +143,6 @@ for seed in SEEDS:
     start = time.process_time()
     train_induction(models[seed], 250, 32, lr=1e-2, periods=PERIODS, seed=seed)
     train_seconds[seed] = time.process_time() - start
-torch.set_grad_enabled(False)  # from here on, inference only
 
 # %% [markdown]
 # ## Decoding with what was kept
@@ -170,6 +170,7 @@ print(decode_mask(torch.tensor([True, False, True, False]), 6).int())
 # the budget recent; SnapKV with a window of 4 and a pooling of 5, SnapKV's kernel.
 
 # %% tags=["check"]
+torch.set_grad_enabled(False)  # from here on, inference only
 P, T, BUDGETS = 48, 64, (4, 8, 12, 16, 24, 32)
 g = torch.Generator().manual_seed(1000)
 tokens, periods = repeated_tokens(64, T, VOCAB, PERIODS, g)  # (B, T), (B,)
@@ -252,14 +253,14 @@ figure_to_svg(
 #
 # - At a third of the prompt (16 entries), **sinks and window** come close to the
 #   full cache, well ahead of every score. The copy this model needs is the most
-#   recent one, at most a period (16) back, and a window of 12 entries holds most
-#   of them.
+#   recent one, at most a period (16) back, and the window's 12 recent entries
+#   hold it for all but the first few predictions after the prompt.
 # - **The scores keep the past's choices.** H2O's sums favour early entries, seen by
 #   more queries (as in the toy above); it catches up only as its recent half grows.
 #   SnapKV keeps what its window's queries looked at, one period behind *them*, while
 #   the next queries need entries a few positions further on. TOVA asks only the last
-#   query, whose weight sits on one or two entries; below them its order is noise,
-#   and it falls below random at every budget from 8 up.
+#   query of the prompt, and falls below random at every budget from 8 up: one
+#   query's weights say little about what the next ones will read.
 # - At 4 entries, **SnapKV's window alone** (the last 4) beats the window with 4
 #   sinks: the sinks take the whole budget from the recent entries this model
 #   copies from. Sinks help a model that parks attention on its first tokens, as
@@ -299,11 +300,6 @@ for seed, model in models.items():
 # checks that a cached key can be moved from one numbering to the other by one more
 # rotation.
 #
-# **Scores from one head for all.** TOVA averages its weights over the layer's heads
-# and keeps one set of entries for all of them, which a paged cache shared by heads
-# needs. A head that looks elsewhere than the others then loses its entries. Exercise
-# 3 measures TOVA with a choice per head.
-#
 # ## What the scores cost
 #
 # Every score above is made of attention *weights*. Tiled attention, as in
@@ -326,7 +322,7 @@ for seed, model in models.items():
 #   highest bounds: $2 T d_k / n$ multiply-adds for the bounds, per query.
 #
 # The cell counts them for a prompt of 32,768 tokens, with a window of 32 (SnapKV's
-# default) and pages of 16 (Quest's).
+# default) and pages of 16.
 
 # %%
 T_long, d_k, w, page = 32_768, 128, 32, 16
@@ -425,8 +421,8 @@ for budget in (8, 16):
 # ## References
 #
 # - Zhenyu Zhang et al. [H₂O: Heavy-Hitter Oracle for Efficient Generative
-#   Inference of Large Language Models](https://arxiv.org/abs/2306.14048). NeurIPS
-#   2023. Heavy hitters by accumulated attention, beside recent tokens; Meta's
+#   Inference of Large Language Models](https://arxiv.org/abs/2306.14048).
+#   NeurIPS 2023. Heavy hitters by accumulated attention, beside recent tokens; Meta's
 #   [llama-recipes H2O
 #   example](https://github.com/meta-llama/llama-recipes/tree/main/recipes/experimental/long_context/H2O)
 #   splits the cache evenly between the two.
@@ -451,8 +447,11 @@ for budget in (8, 16):
 #   (`StreamingLLMPress`, `RandomPress`, `SnapKVPress`, `TOVAPress`, and
 #   `ObservedAttentionPress`, "related to H2O").
 #
-# Next: [Attention across processes](context_parallel.md) splits one long context
-# over several devices instead of dropping any of it.
+# Beside it: [Attention across processes](context_parallel.md) splits one long
+# context over several devices instead of dropping any of it.
+#
+# Next: [Attention bugs seen in the wild](../practice/bugs.md), the mistakes these
+# pages warn of, as exercises.
 
 # %% tags=["measured"]
 print(f"training the {len(models)} models took", end=" ")
