@@ -272,7 +272,7 @@ def quest_page_scores(q: Tensor, k: Tensor, page_size: int) -> Tensor:
     Examples:
         >>> k = torch.tensor([[1.0, -1.0], [0.0, 2.0], [3.0, 0.0], [-1.0, 0.0]])
         >>> q = torch.tensor([[1.0, 1.0]])
-        >>> quest_page_scores(q, k, page_size=2)  # max(1*0, 1*1) + max(1*-1, 1*2); 3 + 0
+        >>> quest_page_scores(q, k, page_size=2)  # max(0, 1) + max(-1, 2); 3 + 0
         tensor([[3., 3.]])
         >>> (q @ k.T).view(2, 2).amax(-1)  # the best key of each page: 2 and 3, below
         tensor([2., 3.])
