@@ -98,7 +98,8 @@ figure_to_svg(
 #   attention summed over every query of the prompt, $\sum_i a_{ij}$, and the most
 #   recent entries, half the budget each.
 # - **SnapKV** (Li et al., 2024): the votes of an *observation window*, the last $w$
-#   queries of the prompt, $\sum_{i > T - w} a_{ij}$, averaged over a few neighbouring
+#   queries of the prompt, $\sum_{i \ge T - w} a_{ij}$ (positions counted from 0),
+#   averaged over a few neighbouring
 #   positions, and the window's own entries.
 # - **TOVA** (Oren et al., 2024): the weights of the last query, averaged over the
 #   layer's heads (as kvpress computes it); one choice for the whole layer.
@@ -257,10 +258,10 @@ figure_to_svg(
 #   hold it for all but the first few predictions after the prompt.
 # - **The scores keep the past's choices.** H2O's sums favour early entries, seen by
 #   more queries (as in the toy above); it catches up only as its recent half grows.
-#   SnapKV keeps what its window's queries looked at, one period behind *them*, while
-#   the next queries need entries a few positions further on. TOVA asks only the last
-#   query of the prompt, and falls below random at every budget from 8 up: one
-#   query's weights say little about what the next ones will read.
+#   SnapKV keeps what its window's queries looked at, about a period behind
+#   *them*, while the next queries need entries a few positions further on. TOVA
+#   asks only the last query of the prompt, and falls below random at every budget
+#   from 8 up: one query's weights say little about what the next ones will read.
 # - At 4 entries, **SnapKV's window alone** (the last 4) beats the window with 4
 #   sinks: the sinks take the whole budget from the recent entries this model
 #   copies from. Sinks help a model that parks attention on its first tokens, as
