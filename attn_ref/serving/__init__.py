@@ -31,7 +31,10 @@ forward pass, each request with its own positions and its own keys. Its modules:
 - `attn_ref.serving.prefix_cache`: blocks kept across requests and found by their tokens, in a
   radix tree (`RadixCache`) or a table of chained block hashes (`BlockHashCache`), evicted by
   a policy (`POLICIES`); attention to a prefix shared by many requests
-  (`shared_prefix_attention`).
+  (`shared_prefix_attention`);
+- `attn_ref.serving.eviction`: a cache over budget, entries kept by position, at random or by
+  attention (`sink_window_keep`, `random_keep`, `h2o_keep`, `snapkv_keep`, `tova_keep`), or
+  read page by page (`quest_keep`), and the mask that decodes with what was kept (`decode_mask`).
 
 The masks they use, for packed requests and bounded contexts, are built in `attn_ref.masks`.
 Everything listed here is also importable from `attn_ref.serving` itself.
@@ -44,6 +47,17 @@ tiles, written to be read, not to be fast.
 
 from attn_ref.serving.batches import generate_packed, generate_padded
 from attn_ref.serving.cost import attention_intensity, merge_partials, split_k_attention
+from attn_ref.serving.eviction import (
+    decode_mask,
+    h2o_keep,
+    keep_top,
+    quest_keep,
+    quest_page_scores,
+    random_keep,
+    sink_window_keep,
+    snapkv_keep,
+    tova_keep,
+)
 from attn_ref.serving.flex import BlockMask, FlexState, create_block_mask, flex_attention
 from attn_ref.serving.forward import attention, run_decoder
 from attn_ref.serving.invariant import (
@@ -111,25 +125,34 @@ __all__ = [
     "batch_invariant",
     "check_requests",
     "create_block_mask",
+    "decode_mask",
     "draft_tree",
     "fixed_order_sum",
     "flex_attention",
     "generate_packed",
     "generate_padded",
     "generate_windowed",
+    "h2o_keep",
     "keep_path",
+    "keep_top",
     "lfu",
     "lru",
     "merge_partials",
+    "quest_keep",
+    "quest_page_scores",
+    "random_keep",
     "residual_distribution",
     "run_decoder",
     "serve",
     "shared_prefix_attention",
+    "sink_window_keep",
     "slru",
+    "snapkv_keep",
     "speculative_generate",
     "split_bounds",
     "split_k_attention",
     "split_kv_attention",
+    "tova_keep",
     "tree_ancestor_mask",
     "tree_depths",
     "verify_forward",

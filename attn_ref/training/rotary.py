@@ -105,11 +105,17 @@ class RotaryDecoder(nn.Module):
         """Heads per layer."""
         return self.layers[0].num_heads
 
-    def forward(self, tokens: Tensor) -> tuple[Tensor, list[Tensor]]:
+    def forward(
+        self, tokens: Tensor, masks: list[Tensor] | None = None, positions: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
         """Next-token logits after every position, and every layer's attention weights.
 
         Args:
             tokens: ``(B, T)`` token ids, any ``T >= 1``.
+            masks: One boolean mask per layer, broadcastable to ``(B, H, T, T)``, true where a
+                query may attend to a key; causal unless given
+                (`attn_ref.serving.decode_mask` builds one for a reduced cache).
+            positions: ``(T,)`` the position RoPE gives each token; ``0 .. T - 1`` unless given.
 
         Returns:
             ``(logits, weights)``: ``(B, T, vocab_size)``, and one ``(B, H, T, T)`` tensor per layer.
@@ -117,16 +123,22 @@ class RotaryDecoder(nn.Module):
         _validate.token_ids("tokens", tokens, min_length=1)
         if (tokens < 0).any() or (tokens >= self.vocab_size).any():
             raise ValueError(f"tokens must lie in [0, {self.vocab_size - 1}], got {tokens.tolist()}")
+        T = tokens.shape[1]
+        if masks is not None and len(masks) != len(self.layers):
+            raise ValueError(f"masks must hold one mask per layer, {len(self.layers)}, got {len(masks)}")
+        if positions is not None:
+            _validate.shape("positions", positions, (T,), "(T,) one position per token")
         x = self.token_embedding(tokens)  # (B, T, C)
-        mask = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
+        causal = causal_mask(T, device=tokens.device)  # (T, T)
         weights = []
-        for attention in self.layers:
+        for number, attention in enumerate(self.layers):
             H = attention.num_heads
             q = split_heads(attention.q_proj(x), H)  # (B, T, C) -> (B, H, T, d_k)
             k = split_heads(attention.k_proj(x), H)  # (B, T, C) -> (B, H, T, d_k)
             v = split_heads(attention.v_proj(x), H)  # (B, T, C) -> (B, H, T, d_k)
-            q = apply_rotary(q, frequencies=self.frequencies) * self.attention_scale
-            k = apply_rotary(k, frequencies=self.frequencies) * self.attention_scale
+            q = apply_rotary(q, positions, frequencies=self.frequencies) * self.attention_scale
+            k = apply_rotary(k, positions, frequencies=self.frequencies) * self.attention_scale
+            mask = causal if masks is None else masks[number]
             heads, layer_weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)
             x = x + attention.out_proj(merge_heads(heads))  # (B, H, T, d_k) -> (B, T, C)
             weights.append(layer_weights)

@@ -674,3 +674,6 @@ print(
 #
 # Later: [Speculative decoding](speculative_decoding.md) makes memory-bound decoding
 # pay: one pass checks several guessed tokens for little more than the cost of one.
+#
+# Later still: [Over budget](eviction.md) keeps a fixed number of entries per head
+# chosen by importance, the attention they received, rather than by position.
