@@ -2,7 +2,7 @@
 
 Builds and test runs happen in throwaway copies of the project, so the checkout's cache and
 site/ are never touched, and "clean" means clean. The limits that tests also enforce come from
-sitebuild/budgets.py, as the tests' do, so each target has one number.
+sitelook/budgets.py, as the tests' do, so each target has one number.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 import nbformat
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.budgets import (
+from sitebuild.page_html import elements
+from sitelook.budgets import (
     BUILD_TARGET,
     COLD_TEST_TARGET,
     CORE_PAGE_SCREENS,
@@ -44,9 +45,8 @@ from sitebuild.budgets import (
     TEST_TARGET,
     WORDS_PER_DIAGRAM,
 )
-from sitebuild.local_server import serve
-from sitebuild.page_html import elements
-from sitebuild.project import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
+from sitelook.local_server import serve
+from sitelook.project import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
 
 EDITED_PAGE = "docs/foundations/pipeline.md"
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.M)
@@ -237,7 +237,7 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, reading, search_first_hit
+    from sitelook.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, reading, search_first_hit
 
     with serve(site) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -11,9 +11,9 @@ import pytest
 from filelock import FileLock
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS
-from sitebuild.local_server import serve
-from sitebuild.project import ROOT, TUTORIALS
+from sitelook.browsing import CHROMIUM, CHROMIUM_ARGS
+from sitelook.local_server import serve
+from sitelook.project import ROOT, TUTORIALS
 from tests.support import kept
 from tests.support.built_site import BuiltSite
 from tests.support.shown import ExecutedTutorial

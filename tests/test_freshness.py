@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.project import ROOT, TUTORIALS, build, html_pages
+from sitelook.project import ROOT, TUTORIALS, build, html_pages
 
 TINY_TUTORIAL = """# %% [markdown]
 # # A tiny tutorial

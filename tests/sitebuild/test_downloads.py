@@ -8,7 +8,7 @@ import zipfile
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from sitebuild import downloads
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 
 def test_the_wheel_holds_attn_ref_and_its_requirements_and_is_the_same_every_time(tmp_path):
