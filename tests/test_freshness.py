@@ -7,6 +7,7 @@ then is it executed again.
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 import subprocess
@@ -107,6 +108,26 @@ def test_a_file_a_tutorial_writes_lands_with_its_execution_not_in_the_work_tree(
     assert (tutorial_execution.written_files(executed) / "other.txt").is_file()
     written = [p.relative_to(project) for p in project.rglob("other.txt")]
     assert [p for p in written if p.parts[0] != ".cache"] == []
+
+
+BUSY_TUTORIAL = """# %%
+import time
+
+started = time.process_time()
+while time.process_time() - started < 0.5:  # half a second of CPU, however long it takes
+    pass
+"""
+
+
+def test_an_execution_records_the_cpu_its_kernel_spent(project):
+    """`make measure` prints each tutorial's CPU from this record (issue 46's budget: 60 s each)."""
+    busy = project / "docs" / "tutorials" / "busy.py"
+    busy.write_text(BUSY_TUTORIAL)
+    tutorial_execution.execute_all([busy], project)[busy].result()
+    cpu_seconds, ended = tutorial_execution.cpu_times(project)["busy"]
+    assert cpu_seconds >= 0.5  # the loop's, and the kernel's own start on top
+    assert cpu_seconds <= tutorial_execution.durations(project)["busy"] * len(os.sched_getaffinity(0)) + 0.1
+    assert ended.endswith(" UTC")
 
 
 def test_a_kept_execution_is_reused_until_the_code_changes(project):
