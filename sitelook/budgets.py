@@ -63,5 +63,6 @@ BUILD_TARGET = 15.0  # seconds, a clean build
 RELOAD_TARGET = 1.5  # seconds, from saving a page to the browser's reload under `make serve`
 FAST_TESTS_TARGET = 60.0  # seconds, `make test-fast` on 2 cores
 TEST_TARGET = 240.0  # seconds, `make test` with the tutorials' executions kept
-COLD_TEST_TARGET = 480.0  # seconds, `make test` from an empty .cache (the venv not counted)
+COLD_TEST_TARGET = 720.0  # seconds, `make test` from an empty .cache (the venv not counted; issue 46)
+TUTORIAL_CPU_TARGET = 60.0  # seconds of CPU, one tutorial's execution (its kernel and subprocesses)
 CI_TARGET = 1200.0  # seconds, .ci/run from a fresh clone: Chromium, venv, both passes
