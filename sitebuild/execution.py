@@ -330,7 +330,8 @@ def _execute(source: Path, target: Path, root: Path, progress: Progress | None) 
             on_cell_start=cell_started,
         ).execute(env=kernel_environment(root))
         shutil.copytree(folder, written)
-    cpu_seconds = float(notebook.cells.pop().outputs[-1].text)
+    saving = notebook.cells.pop()  # its printing may come in more than one message
+    cpu_seconds = float("".join(o.text for o in saving.outputs if o.get("name") == "stdout"))
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = _merge_printed_text(cell.outputs)
