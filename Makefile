@@ -39,8 +39,9 @@ test-arithmetic: execute  ## every test but the browser's and the fresh-environm
 screenshots: $(INSTALLED)  ## every page in light, dark and 375 px wide, in screenshots/, to look at (the browser tests run too)
 	SCREENSHOTS=1 $(BIN)/pytest -m browser
 
+# make measure ONLY=loop: issue 46's table alone (the fast tier run now, the rest as last recorded)
 measure: $(INSTALLED)  ## print build time, rebuild time, page sizes, requests, search hits, against targets
-	$(BIN)/python -m scripts.measure
+	$(BIN)/python -m scripts.measure $(ONLY)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

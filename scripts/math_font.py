@@ -23,7 +23,7 @@ from pathlib import Path
 from fontTools import subset
 from fontTools.ttLib import TTFont
 
-from sitebuild.project import ROOT, build, html_pages
+from sitelook.project import ROOT, build, html_pages
 
 SOURCE = Path("/usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf")
 TARGET = ROOT / "docs" / "assets" / "fonts" / "latinmodern-math.woff2"

@@ -1,13 +1,17 @@
 """Print every build, test, size and quality figure of the site, with its target: ``make measure``.
+``make measure ONLY=loop`` prints issue 46's table alone (`measure_loop`): the fast tier measured
+live, the rest from what the last runs recorded, each with its date.
 
 Builds and test runs happen in throwaway copies of the project, so the checkout's cache and
 site/ are never touched, and "clean" means clean. The limits that tests also enforce come from
-sitebuild/budgets.py, as the tests' do, so each target has one number.
+sitelook/budgets.py, as the tests' do, so each target has one number.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import json
 import os
 import re
 import signal
@@ -23,7 +27,9 @@ from urllib.parse import urlsplit
 import nbformat
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.budgets import (
+from sitebuild.page_html import elements
+from sitelook import records
+from sitelook.budgets import (
     BUILD_TARGET,
     COLD_TEST_TARGET,
     CORE_PAGE_SCREENS,
@@ -42,13 +48,15 @@ from sitebuild.budgets import (
     SEARCHES,
     SIDEWAYS_ON_A_PHONE,
     TEST_TARGET,
+    TUTORIAL_CPU_TARGET,
     WORDS_PER_DIAGRAM,
 )
-from sitebuild.local_server import serve
-from sitebuild.page_html import elements
-from sitebuild.project import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
+from sitelook.local_server import serve
+from sitelook.project import EXEC_BLOCK, PAGE_PATHS, ROOT, TUTORIALS, build, copy_project, html_pages
 
 EDITED_PAGE = "docs/foundations/pipeline.md"
+LOOP_RECORD = ROOT / ".cache" / "measure" / "loop.json"  # measure_tests' figures, for `ONLY=loop`
+FAST_TIER = "not executed and not site and not browser"  # the Makefile's test-fast selection
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.M)
 TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
   .reduce((sums, e) => [sums[0] + e.transferSize, sums[1] + e.decodedBodySize], [0, 0])"""
@@ -188,37 +196,111 @@ def _wait_for(log: Path, text: str, count: int, timeout: float = 600) -> None:
         time.sleep(0.05)
 
 
-def measure_tests(work: Path) -> None:
+def measure_tests(work: Path) -> dict[str, tuple[float, str]]:
     """The loop a maintainer lives with: the fast tier, then `make test` from an empty cache (as CI
     runs it, the virtual environment aside), again with everything kept, and after editing one
     tutorial's prose; each in a copy of the project with this environment's tools."""
     print(f"Tests ({len(os.sched_getaffinity(0))} cores)")
     project = copy_project(work / "tests")
-    tools = [f"BIN={Path(sys.executable).parent}", "INSTALLED="]
-    env = {**os.environ, "PYTHONPATH": str(project)}
-
-    def make(target: str, name: str, goal: float) -> None:
-        start = time.perf_counter()
-        result = subprocess.run(
-            ["make", "--no-print-directory", target, *tools],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        seconds = time.perf_counter() - start
-        lines = [line for line in result.stdout.splitlines() if line.strip()]
-        row(name, f"{seconds:.0f} s", f"target <= {goal:.0f} s")
-        row("  pytest's summary", lines[-1].strip("= ") if lines else result.stderr[-200:])
-
-    make("test-fast", "the fast tier, `make test-fast`", FAST_TESTS_TARGET)
-    make("test", "`make test` from an empty .cache (as CI runs it)", COLD_TEST_TARGET)
-    make("test", "`make test` again, executions kept", TEST_TARGET)
+    measured = {"fast": make_in(project, "test-fast", "the fast tier, `make test-fast`", FAST_TESTS_TARGET)}
+    measured["cold"] = make_in(
+        project, "test", "`make test` from an empty .cache (as CI runs it)", COLD_TEST_TARGET
+    )
+    measured["kept"] = make_in(project, "test", "`make test` again, executions kept", TEST_TARGET)
     tutorial = project / "docs" / "tutorials" / "kv_cache.py"
     tutorial.write_text(
         tutorial.read_text().replace("# %% [markdown]\n", "# %% [markdown]\n# An edited line.\n#\n", 1)
     )
-    make("test", "`make test` after editing one tutorial's prose", TEST_TARGET)
+    measured["prose"] = make_in(
+        project, "test", "`make test` after editing one tutorial's prose", TEST_TARGET
+    )
+    ended = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    LOOP_RECORD.parent.mkdir(parents=True, exist_ok=True)
+    LOOP_RECORD.write_text(
+        json.dumps({name: [seconds, ended] for name, seconds in measured.items()}, indent=1)
+    )
+    whole = records.read(project, "")
+    if whole:
+        (ROOT / records.FOLDER).mkdir(parents=True, exist_ok=True)
+        (ROOT / records.FOLDER / f"{records.WHOLE_SUITE}.json").write_text(json.dumps(whole, indent=1))
+    return {name: (seconds, "measured live, now") for name, seconds in measured.items()}
+
+
+def make_in(project: Path, target: str, name: str, goal: float) -> float:
+    """Run ``make target`` in ``project`` with this environment's tools; print and return its seconds."""
+    tools = [f"BIN={Path(sys.executable).parent}", "INSTALLED="]
+    start = time.perf_counter()
+    result = subprocess.run(
+        ["make", "--no-print-directory", target, *tools],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(project)},
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    row(name, f"{seconds:.0f} s", f"target <= {goal:.0f} s")
+    row("  pytest's summary", lines[-1].strip("= ") if lines else result.stderr[-200:])
+    return seconds
+
+
+def measure_loop(work: Path, measured: dict[str, tuple[float, str]] | None = None) -> None:
+    """Issue 46's table: the loop's times against their bounds, each tutorial's execution CPU, and
+    the five slowest tests. ``measured``: the test times `measure_tests` just took; without them
+    the fast tier is run now (in a copy) and the rest is read from the last full `make measure`."""
+    cores = len(os.sched_getaffinity(0))
+    print(f"The loop (issue 46; {cores} cores, load average {os.getloadavg()[0]:.1f} now)")
+    fast_project = None
+    if measured is None:
+        fast_project = copy_project(work / "fast")
+        fast = make_in(
+            fast_project, "test-fast", "the fast tier, `make test-fast`, measured now", FAST_TESTS_TARGET
+        )
+        kept = json.loads(LOOP_RECORD.read_text()) if LOOP_RECORD.is_file() else {}
+        measured = {"fast": (fast, "measured live, now")}
+        measured |= {
+            name: (seconds, f"recorded {ended} by make measure") for name, (seconds, ended) in kept.items()
+        }
+    for name, title, goal in [
+        ("fast", "fast tier, `make test-fast` (wall)", FAST_TESTS_TARGET),
+        ("kept", "`make test`, executions kept, nothing changed", TEST_TARGET),
+        ("prose", "`make test` after one page's prose changed", TEST_TARGET),
+        ("cold", "`make test` from an empty .cache (venv kept)", COLD_TEST_TARGET),
+    ]:
+        if name in measured:
+            seconds, when = measured[name]
+            verdict = "ok" if seconds <= goal else "OVER"
+            row(title, f"{seconds:.0f} s", f"bound <= {goal:.0f} s: {verdict}; {when}")
+        else:
+            row(title, "not measured yet", f"bound <= {goal:.0f} s; the full `make measure` measures it")
+
+    print(
+        f"Each tutorial's execution, CPU seconds (kernel and its subprocesses; bound {TUTORIAL_CPU_TARGET:.0f} s)"
+    )
+    cpu = tutorial_execution.cpu_times(ROOT)
+    for source in sorted(TUTORIALS.glob("*.py")):
+        if source.stem not in cpu:
+            row(f"  {source.stem}", "not recorded", "no execution has recorded its CPU yet")
+            continue
+        seconds, ended = cpu[source.stem]
+        verdict = "OVER" if seconds > TUTORIAL_CPU_TARGET else "ok"
+        row(f"  {source.stem}", f"{seconds:.1f} s", f"{verdict}; executed {ended}")
+
+    whole = records.read(ROOT, "")
+    source = "the last run of the whole suite"
+    if whole is None and fast_project is not None:
+        whole, source = (
+            records.read(fast_project, FAST_TIER),
+            "the fast tier just run (no whole-suite run recorded)",
+        )
+    if whole is None:
+        row("five slowest tests", "no run recorded", "the whole suite's runs record them (tests/conftest.py)")
+        return
+    print(
+        f"Five slowest tests, of {source} ({whole['ended']}, {whole['tests']} tests, {whole['wall_seconds']:.0f} s)"
+    )
+    for test, seconds in whole["slowest"]:
+        row(f"  {test[-56:]}", f"{seconds:.1f} s")
 
 
 def measure_sizes(site: Path) -> None:
@@ -237,7 +319,7 @@ def measure_sizes(site: Path) -> None:
 def measure_in_browser(site: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, reading, search_first_hit
+    from sitelook.browsing import CHROMIUM, CHROMIUM_ARGS, Tab, reading, search_first_hit
 
     with serve(site) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -336,12 +418,18 @@ def measure_publishable(site: Path) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m scripts.measure")
+    parser.add_argument("only", nargs="?", choices=["loop"], help="loop: issue 46's table alone")
+    only = parser.parse_args().only
     with tempfile.TemporaryDirectory() as folder:
+        if only == "loop":
+            measure_loop(Path(folder))
+            return
         site = measure_builds(Path(folder))
         measure_sizes(site)
         measure_in_browser(site)
         measure_publishable(site)
-        measure_tests(Path(folder))
+        measure_loop(Path(folder), measure_tests(Path(folder)))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ names the arithmetic, read from a process started as the kernels are (`arithmeti
 version, the CPU kernels it runs (``ATEN_CPU_CAPABILITY`` can choose them) and its thread count,
 since they change the last bits of what a tutorial prints. Executions for another arithmetic are
 kept beside, never read.
+
+Beside them, each tutorial's last execution time (``seconds.json``: the slowest start first) and
+the CPU its kernel spent, with its subprocesses, and when (``cpu.json``, for ``make measure``).
 """
 
 from __future__ import annotations
@@ -70,8 +73,14 @@ CELL_TAGS = {"solution", "plot", "check", "deeper", "measured"}
 _durations_lock = threading.Lock()  # the executing threads record their times in one file
 
 # Run after the last cell, then removed. The kernel's working folder is empty, so it runs
-# values.py by its path.
-SAVE_VALUES = "import runpy as _runpy\n_runpy.run_path({module!r})['save'](globals(), {path!r})"
+# values.py by its path. It prints the CPU seconds the kernel has spent, its own and those of the
+# subprocesses it waited for (a tutorial may start some).
+SAVE_VALUES = (
+    "import runpy as _runpy, resource as _resource\n"
+    "_runpy.run_path({module!r})['save'](globals(), {path!r})\n"
+    "print(sum(getattr(_resource.getrusage(_who), _field) for _who in (_resource.RUSAGE_SELF, "
+    "_resource.RUSAGE_CHILDREN) for _field in ('ru_utime', 'ru_stime')))"
+)
 ARITHMETIC_PROBE = (
     "import torch; print(f'torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, "
     "{torch.get_num_threads()} threads')"
@@ -235,21 +244,35 @@ def _chain(inner: Future, outer: Future) -> None:
     )
 
 
-def _durations_file(root: Path) -> Path:
-    return root / CACHE / re.sub(r"[^\w.]+", "-", arithmetic()) / "seconds.json"
+def _durations_file(root: Path, name: str = "seconds.json") -> Path:
+    return root / CACHE / re.sub(r"[^\w.]+", "-", arithmetic()) / name
 
 
 def durations(root: Path) -> dict[str, float]:
+    """Each tutorial's last execution, in seconds of wall time."""
     path = _durations_file(root)
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _record_duration(root: Path, name: str, seconds: float) -> None:
-    path = _durations_file(root)
+def cpu_times(root: Path) -> dict[str, tuple[float, str]]:
+    """Each tutorial's last execution: the CPU seconds its kernel spent, and when it ended (UTC)."""
+    path = _durations_file(root, "cpu.json")
+    return (
+        {name: tuple(kept) for name, kept in json.loads(path.read_text()).items()} if path.is_file() else {}
+    )
+
+
+def _record_duration(root: Path, name: str, seconds: float, cpu_seconds: float) -> None:
+    ended = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with _durations_lock:
-        partial = path.with_name(f"{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps({**durations(root), name: round(seconds, 1)}, indent=1, sort_keys=True))
-        partial.replace(path)
+        for path, entry in [
+            (_durations_file(root), round(seconds, 1)),
+            (_durations_file(root, "cpu.json"), [round(cpu_seconds, 1), ended]),
+        ]:
+            kept = json.loads(path.read_text()) if path.is_file() else {}
+            partial = path.with_name(f"{path.name}.{os.getpid()}")
+            partial.write_text(json.dumps({**kept, name: entry}, indent=1, sort_keys=True))
+            partial.replace(path)
 
 
 def prune(root: Path, keep: set[Path]) -> None:
@@ -268,19 +291,20 @@ def execute(source: Path, target: Path, root: Path, progress: Progress | None = 
     """
     started = time.perf_counter()
     try:
-        _execute(source, target, root, progress)
+        cpu_seconds = _execute(source, target, root, progress)
     except BaseException:
         if progress:
             progress.finished(source.stem, time.perf_counter() - started, failed=True)
         raise
     seconds = time.perf_counter() - started
-    _record_duration(root, source.stem, seconds)
+    _record_duration(root, source.stem, seconds, cpu_seconds)
     if progress:
         progress.finished(source.stem, seconds)
     return target
 
 
-def _execute(source: Path, target: Path, root: Path, progress: Progress | None) -> None:
+def _execute(source: Path, target: Path, root: Path, progress: Progress | None) -> float:
+    """Execute ``source`` into ``target``; the CPU seconds its kernel spent."""
     notebook = prepared(source)
     code_cells = [index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
 
@@ -306,7 +330,8 @@ def _execute(source: Path, target: Path, root: Path, progress: Progress | None) 
             on_cell_start=cell_started,
         ).execute(env=kernel_environment(root))
         shutil.copytree(folder, written)
-    notebook.cells.pop()
+    saving = notebook.cells.pop()  # its printing may come in more than one message
+    cpu_seconds = float("".join(o.text for o in saving.outputs if o.get("name") == "stdout"))
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = _merge_printed_text(cell.outputs)
@@ -315,6 +340,7 @@ def _execute(source: Path, target: Path, root: Path, progress: Progress | None) 
     shutil.rmtree(written_files(target), ignore_errors=True)
     written.replace(written_files(target))
     partial.replace(target)  # last, so that a kept notebook always has its values beside it
+    return cpu_seconds
 
 
 def _merge_printed_text(outputs: list) -> list:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import os
 import pickle
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.browsing import CHROMIUM, CHROMIUM_ARGS
-from sitebuild.local_server import serve
-from sitebuild.project import ROOT, TUTORIALS
+from sitelook import records
+from sitelook.browsing import CHROMIUM, CHROMIUM_ARGS
+from sitelook.local_server import serve
+from sitelook.project import ROOT, TUTORIALS
 from tests.support import kept
 from tests.support.built_site import BuiltSite
 from tests.support.shown import ExecutedTutorial
@@ -129,3 +132,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.executed)
     others = [item for item in items if item not in needs_site]
     items[:] = needs_site[:1] + others + needs_site[1:]
+
+
+_run = {"started": time.perf_counter(), "seconds": defaultdict(float), "failed": 0}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's seconds (setup, call, teardown), for `make measure` (sitelook/records.py). Under
+    xdist the controller hears every worker's reports."""
+    _run["seconds"][report.nodeid] += report.duration
+    _run["failed"] += report.failed
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A run of the whole suite, or of a marker selection of it, is recorded; a run of chosen files
+    or tests (-k) is not."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    if config.option.keyword or not _run["seconds"]:
+        return
+    wall = time.perf_counter() - _run["started"]
+    records.write(ROOT, config.option.markexpr, wall, _run["seconds"], _run["failed"])

@@ -10,7 +10,7 @@ import torch
 from matplotlib.colors import to_rgba
 
 from attn_ref.plotting import DARK_PAPER, PLOT_MIME, attention_heatmap, dark_colour, figure_to_svg
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 from tests.support.colours import contrast, luminance
 from tests.support.drawings import contrast_failures, font_requests
 

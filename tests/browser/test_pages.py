@@ -9,14 +9,14 @@ import re
 
 import pytest
 
-from sitebuild.browsing import (
+from sitelook.browsing import (
     AXE_OPTIONS,
     COLOUR_RULES,
     Tab,
     accessibility_violations,
     search_first_hit,
 )
-from sitebuild.budgets import (
+from sitelook.budgets import (
     CORE_PAGE_SCREENS,
     CORE_PATH,
     CORE_PATH_FIGURES,
@@ -31,7 +31,7 @@ from sitebuild.budgets import (
     VISIBLE_CELL_LINES,
     WORDS_PER_DIAGRAM,
 )
-from sitebuild.project import PAGE_PATHS, ROOT
+from sitelook.project import PAGE_PATHS, ROOT
 from tests.support.built_site import BuiltSite
 from tests.support.colours import contrast, on
 from tests.support.drawings import text_sizes
@@ -154,7 +154,7 @@ def test_code_wraps_on_a_phone_and_copies_as_it_is(looks, page_path):
     assert code["miscopied"] == [], "a copy that is not the code"
 
 
-# Issue #43's limits for the core path (sitebuild/budgets.py): today's pages are over them, and the
+# Issue #43's limits for the core path (sitelook/budgets.py): today's pages are over them, and the
 # core pages' rewrite brings them within; until CORE_PATH_REWRITTEN is switched on, these fail as
 # expected, and pass as a reminder to switch it on.
 ISSUE_43 = pytest.mark.xfail(

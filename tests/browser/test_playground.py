@@ -25,8 +25,8 @@ from attn_ref import scaled_dot_product_attention
 from attn_ref.examples import LOOKUP_KEYS, LOOKUP_QUERY, LOOKUP_VALUES, THREE_TOKENS
 from attn_ref.masks import causal_mask
 from attn_ref.plotting import attention_heatmap
-from sitebuild.browsing import Tab, accessibility_violations, reading
-from sitebuild.budgets import PLAYGROUND_WORDS, SCREEN
+from sitelook.browsing import Tab, accessibility_violations, reading
+from sitelook.budgets import PLAYGROUND_WORDS, SCREEN
 from tests.support.colours import contrast, on, srgb
 from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
@@ -1007,6 +1007,6 @@ def test_every_control_is_24_px_square_or_more_and_fields_are_16_px_text(browser
 
 
 def test_the_page_reads_in_few_words(playground):
-    """Its visible prose, counted as the core path's pages are (sitebuild.browsing.READING): well
+    """Its visible prose, counted as the core path's pages are (sitelook.browsing.READING): well
     under half of the 1,783 words #43 found."""
     assert reading(playground.page, SCREEN)["prose_words"] <= PLAYGROUND_WORDS

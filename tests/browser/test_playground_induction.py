@@ -22,7 +22,7 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
-from sitebuild.browsing import Tab, accessibility_violations
+from sitelook.browsing import Tab, accessibility_violations
 from tests.support.playground_files import float64_from_levels
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.training_claims import COPYING, ROLE, ov_copying  # the tutorial's criterion

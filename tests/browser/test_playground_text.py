@@ -22,8 +22,8 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from attn_ref.training import ALPHABET, char_model_from_playground_json
-from sitebuild.browsing import Tab, accessibility_violations
-from sitebuild.budgets import FIRST_VISIT_BUDGET
+from sitelook.browsing import Tab, accessibility_violations
+from sitelook.budgets import FIRST_VISIT_BUDGET
 from tests.support.looks import TRANSFERRED
 from tests.support.playground_files import float64_from_levels
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot

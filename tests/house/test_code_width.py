@@ -13,7 +13,7 @@ import jupytext
 import pytest
 
 import attn_ref
-from sitebuild.project import TUTORIALS
+from sitelook.project import TUTORIALS
 
 COLUMNS = 79  # as snippets/ruff.toml and docs/tutorials/ruff.toml
 

@@ -1,8 +1,9 @@
 """Each room of the project keeps to its job, read from every Python file's imports (with ``ast``):
 
 - only pytest imports a test module or a conftest: what tests share lives in tests/support/;
-- nothing outside tests/ imports the tests: the tools (scripts/), the build and how it is looked
-  at (sitebuild/), the package (attn_ref/), the snippets and the tutorials run without them;
+- nothing outside tests/ imports the tests: the tools (scripts/), the build (sitebuild/), how it is
+  looked at (sitelook/), the package (attn_ref/), the snippets and the tutorials run without them;
+- the build imports nothing that looks at what it built (sitelook/): building needs none of it;
 - a name that tests/support/ defines (a function, a class, a constant) is defined in no other file
   under tests/: one home per helper. A fixture may share a helper's name, and so may a shape's
   one-letter dimension (B, T, C); a few names mean another thing in each of their files, and are
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
-OUTSIDE_TESTS = ["attn_ref", "docs", "scripts", "sitebuild", "snippets"]
+OUTSIDE_TESTS = ["attn_ref", "docs", "scripts", "sitebuild", "sitelook", "snippets"]
 REFERENCE, PRINTED = "tests/support/reference.py", "tests/support/printed.py"
 WORST_CASE, BLOCK = "tests/support/worst_case_rounding.py", "tests/support/transformer_block_reference.py"
 # One name, another thing in each of these files.
@@ -101,13 +102,13 @@ def imports_of_test_modules(root: Path) -> list[str]:
     ]
 
 
-def imports_of_tests(root: Path, folder: str) -> list[str]:
-    """Every import of the tests in ``root``/``folder``."""
+def imports_of(root: Path, folder: str, package: str = "tests") -> list[str]:
+    """Every import of ``package`` (the tests by default) in ``root``/``folder``."""
     return [
         f"{path.relative_to(root)} imports {name}"
         for path in python_files(root / folder)
         for name in sorted(imported(path, root))
-        if within(name, "tests")
+        if within(name, package)
     ]
 
 
@@ -132,7 +133,11 @@ def test_only_pytest_imports_a_test_module_or_a_conftest():
 
 @pytest.mark.parametrize("folder", OUTSIDE_TESTS)
 def test_nothing_outside_the_tests_imports_them(folder):
-    assert imports_of_tests(ROOT, folder) == []
+    assert imports_of(ROOT, folder) == []
+
+
+def test_the_build_imports_nothing_that_looks_at_it():
+    assert imports_of(ROOT, "sitebuild", "sitelook") == []
 
 
 def test_a_helper_of_tests_support_has_no_copy_under_tests():
@@ -153,6 +158,7 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
         "tests/test_d.py": "import pytest\n\n@pytest.fixture\ndef as64():\n    pass\n\ndef _private():\n    pass\n",
         "scripts/tool.py": "import tests.support.arrays\n",
         "sitebuild/build.py": "from tests import support\nfrom sitebuild import other\n",
+        "sitebuild/pages.py": "from sitelook import budgets\nimport sitelook.project\nimport sitelookalike\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -164,10 +170,15 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
         "tests/test_a.py imports tests.test_b.helper",
         "tests/test_b.py imports tests.conftest",
     ]
-    assert imports_of_tests(tmp_path, "scripts") == ["scripts/tool.py imports tests.support.arrays"]
-    assert imports_of_tests(tmp_path, "sitebuild") == [
+    assert imports_of(tmp_path, "scripts") == ["scripts/tool.py imports tests.support.arrays"]
+    assert imports_of(tmp_path, "sitebuild") == [
         "sitebuild/build.py imports tests",
         "sitebuild/build.py imports tests.support",
+    ]
+    assert imports_of(tmp_path, "sitebuild", "sitelook") == [
+        "sitebuild/pages.py imports sitelook",
+        "sitebuild/pages.py imports sitelook.budgets",
+        "sitebuild/pages.py imports sitelook.project",
     ]
     assert support_defined_twice(tmp_path, {}) == [
         "EPS is defined in tests/support/arrays.py, tests/test_b.py",
@@ -179,10 +190,10 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
 
 
 def unmirrored_tests(root: Path) -> list[str]:
-    """Each test module under tests/attn_ref/ and tests/sitebuild/ that names no module (or
+    """Each test module under tests/attn_ref/, tests/sitebuild/ and tests/sitelook/ that names no module (or
     subpackage) at the same place in the package it mirrors: one file name, one meaning."""
     unmirrored = []
-    for package in ("attn_ref", "sitebuild"):
+    for package in ("attn_ref", "sitebuild", "sitelook"):
         for test in sorted((root / "tests" / package).rglob("test_*.py")):
             place = root / package / test.parent.relative_to(root / "tests" / package)
             name = test.stem.removeprefix("test_")

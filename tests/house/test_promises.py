@@ -5,7 +5,7 @@ import re
 
 import yaml
 
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 
 def test_readme_gives_exactly_two_commands_serve_and_test():

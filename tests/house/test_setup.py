@@ -15,7 +15,7 @@ import time
 import pytest
 
 from scripts import cpu_torch
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sitebuild.project import PAGE_PATHS
+from sitelook.project import PAGE_PATHS
 from tests.support import copied
 
 

@@ -33,9 +33,9 @@ import nbformat
 import pytest
 
 from scripts.cpu_torch import CPU_INDEX, CUDA_PACKAGE, pinned_torch, reachable
-from sitebuild.budgets import READER_ENVIRONMENT_MB
 from sitebuild.page_html import ancestors, elements
-from sitebuild.project import ROOT
+from sitelook.budgets import READER_ENVIRONMENT_MB
+from sitelook.project import ROOT
 from tests.support.copied import article, text
 
 KEPT = ROOT / ".cache" / "fresh-environment"

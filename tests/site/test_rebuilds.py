@@ -7,15 +7,17 @@ then is it executed again.
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from sitebuild import execution as tutorial_execution
-from sitebuild.project import ROOT, TUTORIALS, build, html_pages
+from sitelook.project import ROOT, TUTORIALS, build, html_pages
 
 TINY_TUTORIAL = """# %% [markdown]
 # # A tiny tutorial
@@ -78,6 +80,56 @@ def test_a_tutorial_runs_top_to_bottom_in_a_fresh_kernel_in_an_empty_folder(proj
     written = tutorial_execution.written_files(executed)
     assert [p.name for p in written.iterdir()] == ["written.txt"]
     assert (written / "written.txt").read_text() == "a file the tutorial wrote"
+
+
+def _new_in_the_work_tree() -> set[str]:
+    """What git sees as new in the checkout (ignored files, such as .cache, left out)."""
+    listed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line[3:] for line in listed.splitlines() if line.startswith("??")}
+
+
+def test_a_file_a_tutorial_writes_lands_with_its_execution_not_in_the_work_tree(project, monkeypatch):
+    """The playgrounds' tutorials write their model files in their working folder. Executed from
+    the project's root, as `make execute` and the tests run it, such a file is kept with the
+    execution, and nothing new appears in the checkout (where `git add -A` would take it) or in
+    the executed project's own folders."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (make measure runs the tests in a copy of the files)")
+    monkeypatch.chdir(ROOT)
+    before = _new_in_the_work_tree()
+    other = project / "docs" / "tutorials" / "other.py"  # not executed yet: a kernel runs now
+    other.write_text(TINY_TUTORIAL.replace("written.txt", "other.txt"))  # a name no other test writes
+    executed = tutorial_execution.execute_all([other], project)[other].result()
+    assert _new_in_the_work_tree() - before == set()
+    assert (tutorial_execution.written_files(executed) / "other.txt").is_file()
+    written = [p.relative_to(project) for p in project.rglob("other.txt")]
+    assert [p for p in written if p.parts[0] != ".cache"] == []
+
+
+BUSY_TUTORIAL = """# %%
+import time
+
+started = time.process_time()
+while time.process_time() - started < 0.5:  # half a second of CPU, however long it takes
+    pass
+"""
+
+
+def test_an_execution_records_the_cpu_its_kernel_spent(project):
+    """`make measure` prints each tutorial's CPU from this record (issue 46's budget: 60 s each)."""
+    busy = project / "docs" / "tutorials" / "busy.py"
+    busy.write_text(BUSY_TUTORIAL)
+    tutorial_execution.execute_all([busy], project)[busy].result()
+    cpu_seconds, ended = tutorial_execution.cpu_times(project)["busy"]
+    assert cpu_seconds >= 0.5  # the loop's, and the kernel's own start on top
+    assert cpu_seconds <= tutorial_execution.durations(project)["busy"] * len(os.sched_getaffinity(0)) + 0.1
+    assert ended.endswith(" UTC")
 
 
 def test_a_kept_execution_is_reused_until_the_code_changes(project):

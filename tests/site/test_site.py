@@ -14,10 +14,10 @@ from fontTools.ttLib import TTFont
 from attn_ref.plotting import PLOT_MIME
 from scripts.math_font import characters_in_math
 from sitebuild import execution as tutorial_execution
-from sitebuild.budgets import PAGE_BUDGET
 from sitebuild.checklist import nav_files, teaching_pages
 from sitebuild.code_blocks import SECTION_MARKER
-from sitebuild.project import EXEC_BLOCK, ROOT, TUTORIALS
+from sitelook.budgets import PAGE_BUDGET
+from sitelook.project import EXEC_BLOCK, ROOT, TUTORIALS
 
 TUTORIAL_NAMES = sorted(p.stem for p in TUTORIALS.glob("*.py"))
 # Loads of another host: scripts, stylesheets, images, fonts, frames (links to read, and the page's

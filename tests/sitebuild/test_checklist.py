@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 
 from sitebuild.checklist import problems, teaching_pages
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 NAV = [
     {"Home": "index.md"},

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from sitebuild.code_blocks import html, markdown, names, publish
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 
 @pytest.mark.parametrize(

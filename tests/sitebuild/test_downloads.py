@@ -8,7 +8,7 @@ import zipfile
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from sitebuild import downloads
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 
 def test_the_wheel_holds_attn_ref_and_its_requirements_and_is_the_same_every_time(tmp_path):
@@ -22,7 +22,7 @@ def test_the_wheel_holds_attn_ref_and_its_requirements_and_is_the_same_every_tim
     modules = {p.relative_to(tmp_path).as_posix() for p in (tmp_path / "attn_ref").rglob("*.py")}
     assert "attn_ref/serving/paged.py" in modules  # the subpackages' modules too
     assert modules <= set(names)
-    assert not [n for n in names if n.startswith(("tests/", "sitebuild/"))]
+    assert not [n for n in names if n.startswith(("tests/", "sitebuild/", "sitelook/"))]
     assert "Requires-Dist: torch" in metadata
     assert downloads.wheel(tmp_path).read_bytes() == content  # kept
     shutil.rmtree(tmp_path / downloads.CACHE)

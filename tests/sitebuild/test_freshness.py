@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from sitebuild import execution, freshness
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from sitebuild import execution, progress
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 QUICK = "# %% [markdown]\n# # Quick\n\n# %%\nprint('quick')\n"
 TRAINS = (

@@ -13,8 +13,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from properdocs.utils import meta
 
 from sitebuild.page_html import elements
-from sitebuild.project import ROOT
 from sitebuild.tutorial_pages import markdown_page
+from sitelook.project import ROOT
 
 PLOT_SVG = '<svg role="img" aria-label="a plot"><rect/></svg>'
 

@@ -1,5 +1,14 @@
 """What a computation allocates: the shape of every tensor it creates, to show that no (..., L, S)
-matrix is ever made (the tests of tiled and flash attention, forward and backward)."""
+matrix is ever made (the tests of tiled and flash attention, forward and backward).
+
+It rests on three parts of PyTorch that are not public API and may change in any release:
+``torch.utils._python_dispatch.TorchDispatchMode`` (the mode that sees every ATen call),
+``torch.utils._pytree.tree_leaves`` (the tensors in an operation's result) and ``OpOverload.is_view``
+(which calls make a view, not memory). After an upgrade that moves one, this module fails to
+import, or fails at its first operation; worse, a mode that no longer sees some calls would record
+nothing, and "no (L, S) matrix" would pass without looking. tests/house/test_allocations.py checks all
+three by name, and that the recorder still sees a product's result and leaves a transpose out.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Solutions of the check command's exercises (``python -m attn_ref.check``), written for the tests
-as a reader would write them from memory, not copied from a page. tests/test_check.py checks this
+as a reader would write them from memory, not copied from a page. tests/attn_ref/test_check.py checks this
 file as it is, then each wrong solution it makes from it by one edit."""
 
 import math

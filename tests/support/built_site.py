@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sitebuild.project import html_pages
+from sitelook.project import html_pages
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sitebuild import values as saved_values
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 PRELOADED = ["torch", "numpy", "matplotlib.pyplot"]
 os.environ.setdefault("MPLBACKEND", "Agg")  # before the server starts: no window, no display

@@ -22,7 +22,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from sitebuild import execution
-from sitebuild.project import ROOT, build, project_files
+from sitelook.project import ROOT, build, project_files
 
 SITES = ROOT / ".cache" / "site"
 LOOKS = ROOT / ".cache" / "browser"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from axe_playwright_python.base import AXE_SCRIPT
 
-from sitebuild import browsing
-from sitebuild.browsing import COLOUR_RULES, Tab, accessibility_violations, reading
-from sitebuild.budgets import SCREEN
+from sitelook import browsing
+from sitelook.browsing import COLOUR_RULES, Tab, accessibility_violations, reading
+from sitelook.budgets import SCREEN
 from tests.support import kept, readers
 from tests.support.readers import SIDEWAYS_SCROLL, screenshot, taking_screenshots
 
@@ -170,7 +170,7 @@ class Look:
     violations: dict[str, list[str]]  # colour scheme: axe-core's findings (desktop load only)
     plots_shown: dict[str, list[list[str]]]  # colour scheme: each figure's shown drawings (desktop)
     code_colours: dict[str, list[str]]  # colour scheme: CODE_COLOURS (desktop)
-    reading: dict  # what a reader meets at this width (sitebuild.browsing.READING)
+    reading: dict  # what a reader meets at this width (sitelook.browsing.READING)
     plot_scales: list[dict] | None = None  # each plot's drawing and its scale (narrow)
     too_wide: list[str] | None = None  # WIDER_THAN_THE_SCREEN (narrow)
     code: dict | None = None  # CODE_ON_A_PHONE (narrow)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 
 DESKTOP = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
 PHONE = {

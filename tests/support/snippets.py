@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 from tests.support.forked import Finished, run_python
 
 SNIPPETS = ROOT / "snippets"

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 from tests.support.float32_attention_bounds import assert_within, float32_attention
 from tests.support.printed import assert_shown
 from tests.support.reference import as64

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from scripts.torch_versions import TABLE
-from sitebuild.project import ROOT
+from sitelook.project import ROOT
 from tests.support.forked import Finished, run_python
 from tests.support.printed import table_rows
 

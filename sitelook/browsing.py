@@ -100,8 +100,9 @@ def accessibility_violations(page, rules: list[str] | None = None) -> list[str]:
     ]
 
 
-# A page as a reader meets it at its width, every plot loaded, folded blocks left folded: its
-# height in screens, its visible prose, the share of its visible text that is code or printed
+# A page as a reader meets it at its width, every plot loaded, folded blocks left folded: the
+# height of its article in screens (not the page's, which on a short page is the left navigation's
+# length), its visible prose, the share of its visible text that is code or printed
 # output, its figures and explanatory diagrams, the longest stretch of its lesson with no picture,
 # its stated reading time, its longest visible Python block, and what scrolls sideways.
 #
@@ -143,7 +144,7 @@ READING = """screen => {
   gap = Math.max(gap, end - from);
   const stated = article.querySelector(".reading-time");
   return {
-    screens: document.documentElement.scrollHeight / screen,
+    screens: article.getBoundingClientRect().height / screen,
     prose_words: prose.innerText.split(/\\s+/).filter(w => /[\\p{L}\\p{N}]/u.test(w)).length,
     code_share: code.length / Math.max(1, text.length),
     figures: frames.length,
