@@ -47,6 +47,13 @@ PLAYGROUND_WORDS = 800  # its visible prose (1,783 words when #43 was filed)
 # them within. Until it lands the tests that check them are expected to fail (xfail): switch
 # CORE_PATH_REWRITTEN on when it does, and they must pass.
 CORE_PATH_REWRITTEN = False
+# The core pages still over a page's limits (screens, a diagram, the longest stretch without a
+# picture); every other core page is held to them. Take a page off when it comes within.
+CORE_PAGES_OVER = (
+    "tutorials/causal_self_attention/",  # 8.1 screens
+    "tutorials/scaled_dot_product_step_by_step/",  # 9.2 screens
+    "concepts/transformer_block/",  # 8.5 screens
+)
 SCREEN = 800  # px: the unit of a page's length
 CORE_PAGE_SCREENS = 8.0  # each core page
 CORE_PATH_SCREENS = 45.0  # the five core pages and the playground

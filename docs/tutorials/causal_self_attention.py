@@ -72,15 +72,18 @@ figure_to_svg(
     "infinity; and the weights after a softmax along each row, hatched above "
     f"the diagonal. Met's row, framed, gives {weights_drawn[1, 0]:.2f} to "
     f"Alice; she's row gives {weights_drawn[3, 0]:.2f} to Alice.",
+    kind="diagram",
 )
 
 # %% [markdown]
 # For the queries $Q$, keys $K$ and values $V$ of one sentence, causal self-attention is
 #
 # $$
+# \begin{gathered}
 # \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V,
-# \qquad
+# \\
 # M_{ij} = \begin{cases} 0 & j \le i, \\ -\infty & j > i, \end{cases}
+# \end{gathered}
 # $$
 #
 # and $e^{-\infty} = 0$: each query spreads its weight over its own past only.
@@ -156,10 +159,15 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# **Why $-\infty$, and not a large negative number?** With $-\infty$ a masked weight is exactly
-# zero in every number format and at every size of the scores. A finite fill, such as
-# $-10^{9}$ or the $-10\,000$ some code adds, is zero only once its exponential underflows,
-# and that depends on both ([measured in depth](causal_in_depth.md#finite-fills)).
+# <details class="note">
+# <summary>Going deeper: why −∞, and not a large negative number?</summary>
+#
+# With $-\infty$ a masked weight is exactly zero in every number format and at every size of
+# the scores. A finite fill, such as $-10^{9}$ or the $-10\,000$ some code adds, is zero only
+# once its exponential underflows, and that depends on both
+# ([measured in depth](causal_in_depth.md#finite-fills)).
+#
+# </details>
 #
 # ## A batch of sentences
 #
@@ -188,7 +196,7 @@ print("met's output (Alice, Bob), each sentence:")
 print(out[:, 1].numpy().round(3))
 
 # %% tags=["plot"]
-fig, ax = canvas(11.6, 7.9, scale=0.4)
+fig, ax = canvas(11.6, 7.9, scale=0.38)  # fits a phone
 for b, words in enumerate(
     [SENTENCE_TOKENS, [SENTENCE_TOKENS[i] for i in order]]
 ):
@@ -314,6 +322,7 @@ figure_to_svg(
     "and she's outputs. Under each output, how far it moved: "
     + ", ".join(f"{m:.2f}" for m in moved.tolist())
     + ".",
+    kind="diagram",
 )
 
 # %% [markdown]

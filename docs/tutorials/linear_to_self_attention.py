@@ -8,7 +8,7 @@
 # This page builds that head from `nn.Linear`, step by step, and checks it against PyTorch's own
 # attention. It assumes page 1, matrix products and
 # a little PyTorch. Symbols follow the [notation](../notation.md): a token is a row vector. The
-# cells run in order, as one notebook (the button below the title downloads it).
+# cells run in order, as one notebook.
 #
 # The picture is the first step. Each token arrives as a row of $X$: six features, set by hand
 # for this example (*is it a name, a verb, a pronoun, female, Alice, Bob?*). Each matrix,
@@ -59,6 +59,7 @@ figure_to_svg(
     "the 4 by 2 matrices Q, K and V. Framed: she's row of X, the first row of "
     "W_Q transposed, and their dot product, she's first query entry, "
     f"{(X_drawn @ matrices[0])[3, 0]:.0f}.",
+    kind="diagram",
 )
 
 # %% [markdown]
@@ -170,7 +171,7 @@ from attn_ref.diagrams import arrow
 
 row = scores[3]  # (T,): she's scores
 exps = row.exp()  # (T,)
-fig, ax = canvas(11.2, 6.9, scale=0.42)
+fig, ax = canvas(11.2, 6.9, scale=0.405)  # fits a phone
 steps = [
     (row, "scores s", {"decimals": 2}),
     (exps, "exp(s)", {"decimals": 1, "vmax": float(exps.max())}),
@@ -193,6 +194,7 @@ figure_to_svg(
     + ", ".join(f"{e:.1f}" for e in exps.tolist())
     + f", which sum to {exps.sum():.1f}; and each divided by that sum, the "
     "weights, " + ", ".join(f"{w:.2f}" for w in weights[3].tolist()) + ".",
+    kind="diagram",
 )
 
 # %% [markdown]
@@ -246,6 +248,7 @@ figure_to_svg(
     f"scores Q K transposed over the square root of {d_k}, ({T}, {T}); a "
     f"softmax along each row gives the weights, ({T}, {T}); the weights "
     f"times V give the output, ({T}, {d_k}).",
+    kind="diagram",
 )
 
 # %%
@@ -263,8 +266,7 @@ print("same as PyTorch's:", torch.allclose(self_attention(X), reference))
 
 # %% [markdown]
 # Every row is a token of the sentence: *she* now carries *Alice*, and *met* carries both
-# names. [Page 3](causal_self_attention.md) stops each token from looking ahead, and
-# [page 4](scaled_dot_product_step_by_step.md) runs several such heads side by side.
+# names.
 #
 # ## Common pitfalls
 #

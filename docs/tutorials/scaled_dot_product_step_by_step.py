@@ -94,12 +94,13 @@ figure_to_svg(
     "become the output, which carries "
     f"alice {float((concat @ Wo)[4]):.2f} and verb "
     f"{float((concat @ Wo)[1]):.2f}.",
+    kind="diagram",
 )
 
 # %% [markdown]
 # <a id="the-variance-argument"></a>
 #
-# ## Why divide by √d_k
+# ## Why divide by √dₖ
 #
 # Take $q$ and $k$ of width $d_k$ with independent components of mean 0 and variance 1, as
 # Vaswani et al. (2017, footnote 4) assume. Their dot product sums $d_k$ terms $q_m k_m$, each of
@@ -246,6 +247,7 @@ figure_to_svg(
     "feature 2, and to the right of each its two heads, 4 by 3 grids: head 0 "
     "holds features 0 to 2, head 1 features 3 to 5. Each head's pieces have "
     "the shape (B, H, T, d_k) = (1, 2, 4, 3).",
+    kind="diagram",
 )
 
 # %% [markdown]
@@ -340,6 +342,7 @@ figure_to_svg(
     "bob, and from head 1's first to verb. The output, 4 by 6 in the "
     f"sentence's features: she's row holds alice {output[0, 3, 4]:.2f} and "
     f"verb {output[0, 3, 1]:.2f}.",
+    kind="diagram",
 )
 
 # %% [markdown]

@@ -28,7 +28,7 @@ drawn = {
     "output": attended[0],  # (d_v,)
 }
 
-lookup_fig, ax = canvas(12.1, 11.2, scale=0.4)
+lookup_fig, ax = canvas(12.1, 11.2, scale=0.375)  # fits a phone
 top = 4.6  # the first key's row
 x = {
     "keys": 1.6,

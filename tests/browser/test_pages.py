@@ -18,6 +18,7 @@ from sitelook.browsing import (
 )
 from sitelook.budgets import (
     CORE_PAGE_SCREENS,
+    CORE_PAGES_OVER,
     CORE_PATH,
     CORE_PATH_FIGURES,
     CORE_PATH_MINUTES,
@@ -164,16 +165,23 @@ ISSUE_43 = pytest.mark.xfail(
 )
 
 
-@ISSUE_43
 def test_a_core_page_is_short_and_pictured_throughout(looks, page_path):
     """At most so many screens of a 1280 x 800 laptop, at least one explanatory diagram, and no
-    stretch of the lesson longer than so many screens without a picture."""
+    stretch of the lesson longer than so many screens without a picture. A page listed in
+    CORE_PAGES_OVER is expected over these limits (xfail), and fails once it is within them, as a
+    reminder to take it off the list."""
     if page_path not in CORE_PATH:
         pytest.skip("not on the core path")
     measured = looks(page_path, "desktop").reading
-    assert measured["screens"] <= CORE_PAGE_SCREENS, measured
-    assert measured["diagrams"] >= 1, measured
-    assert measured["screens_without_a_picture"] <= SCREENS_WITHOUT_A_PICTURE, measured
+    within = (
+        measured["screens"] <= CORE_PAGE_SCREENS
+        and measured["diagrams"] >= 1
+        and measured["screens_without_a_picture"] <= SCREENS_WITHOUT_A_PICTURE
+    )
+    if page_path in CORE_PAGES_OVER:
+        assert not within, f"{page_path} is within #43's limits now: take it off CORE_PAGES_OVER"
+        pytest.xfail(f"#43: {page_path} is still over a core page's limits: {measured}")
+    assert within, measured
 
 
 @pytest.mark.xdist_group("core path")
@@ -197,7 +205,6 @@ def test_the_core_path_and_its_playground_take_45_minutes_and_a_diagram_every_25
     assert words <= WORDS_PER_DIAGRAM * diagrams, (words, diagrams)
 
 
-@ISSUE_43
 def test_the_home_pages_map_fits_a_phone(looks):
     """At 375 px nothing on the home page reaches past the screen's edge or scrolls sideways inside
     it (a table cut by the edge, in its scrolling wrapper), whatever the map's layout."""
