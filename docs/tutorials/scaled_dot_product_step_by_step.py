@@ -444,9 +444,9 @@ print(
 
 # %% tags=["check"]
 broken = heads.reshape(B, T, C) @ W_O  # no transpose
-print("features:                    ", ex.SENTENCE_FEATURES)
-print("Alice's output, broken merge:", broken[0, 0].numpy().round(2))
-print("Alice's output, right merge: ", output[0, 0].numpy().round(2))
+print("features:     ", ex.SENTENCE_FEATURES)
+print("Alice, broken:", broken[0, 0].numpy().round(2))
+print("Alice, right: ", output[0, 0].numpy().round(2))
 
 # %% [markdown]
 # ## Exercises
