@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -332,21 +333,15 @@ def tiled_attention(
         >>> state.multiply_adds == state.tiles_computed * 2 * 2 * (4 + 4)
         True
     """
-    batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
-    block_q, block_k = block_sizes(block_size)
-    dropout_p = _validate.probability("dropout_p", dropout_p)
+    batch, L, S, d_k, d_v, (block_q, block_k), dropout_p, dtype, scale, attn_mask = tiled_inputs(
+        query, key, value, attn_mask, is_causal, scale, block_size, dropout_p
+    )
     if dropout_p == 0.0:
         dropout_seed = None
     elif dropout_seed is None:
         dropout_seed = int(torch.randint(0, 2**32, ()))  # from the global generator
     else:
         dropout_seed = _validate.count("dropout_seed", dropout_seed, minimum=0, maximum=2**32 - 1)
-    dtype = compute_dtype(query.dtype)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
-    d_v = value.shape[-1]
-    if attn_mask is not None:  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
-        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
 
     output = torch.empty((*batch, L, d_v), dtype=dtype, device=query.device)  # (..., L, d_v)
     all_max = torch.empty((*batch, L), dtype=dtype, device=query.device)  # (..., L)
@@ -397,6 +392,43 @@ def tiled_attention(
         all_max, all_sum, computed, skipped, (block_q, block_k), steps, multiply_adds, dropout_seed
     )
     return output.to(query.dtype), state
+
+
+class TiledInputs(NamedTuple):
+    """The checked arguments of a tiled pass (`tiled_attention`, and the backward pass's), and what
+    follows from them."""
+
+    batch: list[int]
+    L: int
+    S: int
+    d_k: int
+    d_v: int
+    block_size: tuple[int, int]
+    dropout_p: float
+    dtype: torch.dtype  # the compute dtype
+    scale: float
+    attn_mask: Tensor | None  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
+
+
+def tiled_inputs(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+    block_size: int | tuple[int, int],
+    dropout_p: float,
+) -> TiledInputs:
+    """Check a tiled pass's arguments (each error names its argument), and read them."""
+    batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
+    blocks = block_sizes(block_size)
+    dropout_p = _validate.probability("dropout_p", dropout_p)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    if attn_mask is not None:
+        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
+    dtype = compute_dtype(query.dtype)
+    return TiledInputs(batch, L, S, d_k, value.shape[-1], blocks, dropout_p, dtype, scale, attn_mask)
 
 
 _LOW_32_BITS = 0xFFFFFFFF

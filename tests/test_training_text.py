@@ -603,7 +603,7 @@ def test_induction_and_copy_targets_against_loops(tokens, k):
         (lambda: CharTransformer(0, 8, 1, 2), ValueError, "context_length must be an int of at least 1"),
         (lambda: CharTransformer(8, 8, 1, 3), ValueError, "num_heads=3 must divide embed_dim=8"),
         (lambda: CharTransformer(4, 8, 1, 2)(torch.zeros(1, 5, dtype=torch.long)), ValueError, "tokens' T"),
-        (lambda: CharTransformer(4, 8, 1, 2)(torch.full((1, 2), 96)), ValueError, "ids in [0, 95]"),
+        (lambda: CharTransformer(4, 8, 1, 2)(torch.full((1, 2), 96)), ValueError, "must lie in [0, 95]"),
         (
             lambda: without_heads(CharTransformer(4, 8, 1, 2), [(1, 0)]),
             ValueError,

@@ -115,8 +115,7 @@ class RotaryDecoder(nn.Module):
             ``(logits, weights)``: ``(B, T, vocab_size)``, and one ``(B, H, T, T)`` tensor per layer.
         """
         _validate.token_ids("tokens", tokens, min_length=1)
-        if (tokens < 0).any() or (tokens >= self.vocab_size).any():
-            raise ValueError(f"tokens must lie in [0, {self.vocab_size - 1}], got {tokens.tolist()}")
+        _validate.ids_below("tokens", tokens, self.vocab_size)
         x = self.token_embedding(tokens)  # (B, T, C)
         mask = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
         weights = []
