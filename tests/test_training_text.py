@@ -1,4 +1,4 @@
-"""attn_ref.training.text: the corpus, the model and the head scores, against references written out here.
+"""attn_ref.training.corpus, .text, .text_heads and the text playground's file: the corpus, the model and the head scores, against references written out here.
 
 The model is checked against float64 NumPy written out in this file and against PyTorch's own
 `torch.nn.TransformerEncoderLayer`; the scores and the text masks against plain-Python loops
@@ -27,9 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_ref.training import AttentionOnlyDecoder, playground_json, without_heads
-from attn_ref.training.text import (
+from attn_ref.training import (
     ALPHABET,
+    AttentionOnlyDecoder,
     CharTransformer,
     ablated_losses,
     bigram_window_bits,
@@ -44,6 +44,7 @@ from attn_ref.training.text import (
     load_corpus,
     ngram_bits,
     opener_targets,
+    playground_json,
     previous_char_targets,
     repeated_documents,
     sample,
@@ -54,6 +55,7 @@ from attn_ref.training.text import (
     verbatim_windows,
     window_losses,
     windows,
+    without_heads,
     word_start_targets,
 )
 from tests.support import reference
