@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
+
+from attn_ref._numerics import compute_dtype
 
 
 def count(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
@@ -190,6 +193,40 @@ def attention_inputs(
     if attn_mask is not None:
         mask(attn_mask, (*batch, L, S))
     return batch, L, S, d_k
+
+
+class TiledPass(NamedTuple):
+    """The checked arguments of a tiled pass (`attn_ref.tiled.tiled_attention`, and the backward
+    pass's), and what follows from them."""
+
+    batch: list[int]
+    L: int
+    S: int
+    d_k: int
+    d_v: int
+    dropout_p: float
+    dtype: torch.dtype  # the compute dtype
+    scale: float
+    attn_mask: Tensor | None  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
+
+
+def tiled_pass(
+    query: object,
+    key: object,
+    value: object,
+    attn_mask: object,
+    is_causal: bool,
+    scale: float | None,
+    dropout_p: object,
+) -> TiledPass:
+    """`attention_inputs` and a dropout probability, read for a pass that slices them tile by tile."""
+    batch, L, S, d_k = attention_inputs(query, key, value, attn_mask, is_causal)
+    dropout_p = probability("dropout_p", dropout_p)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    if attn_mask is not None:
+        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
+    dtype = compute_dtype(query.dtype)
+    return TiledPass(batch, L, S, d_k, value.shape[-1], dropout_p, dtype, scale, attn_mask)
 
 
 def index_vector(name: str, x: object) -> Tensor:

@@ -33,7 +33,7 @@ from torch import Tensor
 from attn_ref import _validate
 from attn_ref._numerics import compute_dtype
 from attn_ref.functional import scaled_dot_product_attention
-from attn_ref.tiled import dropout_mask, tile_scores, tiled_attention, tiled_inputs
+from attn_ref.tiled import block_sizes, dropout_mask, tile_scores, tiled_attention
 
 __all__ = [
     "BackwardTileStep",
@@ -371,9 +371,10 @@ def flash_attention_backward(
         >>> counts.multiply_adds / state.multiply_adds
         2.5
     """
-    batch, L, S, d_k, d_v, (block_q, block_k), dropout_p, dtype, scale, attn_mask = tiled_inputs(
-        query, key, value, attn_mask, is_causal, scale, block_size, dropout_p
+    batch, L, S, d_k, d_v, dropout_p, dtype, scale, attn_mask = _validate.tiled_pass(
+        query, key, value, attn_mask, is_causal, scale, dropout_p
     )
+    block_q, block_k = block_sizes(block_size)
     for name, tensor in (("output", output), ("logsumexp", logsumexp), ("grad_output", grad_output)):
         _validate.tensor(name, tensor)
     _validate.shape("output", output, (*batch, L, d_v), "(..., L, d_v): the forward pass's output")
