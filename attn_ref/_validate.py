@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
+
+from attn_ref._numerics import compute_dtype
 
 
 def count(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
@@ -73,16 +76,39 @@ def divides(name: str, part: int, whole_name: str, whole: int, why: str = "") ->
         raise ValueError(f"{name}={part} must divide {whole_name}={whole}" + (f": {why}" if why else ""))
 
 
-def tensor(name: str, x: object, *, min_ndim: int = 0, allow_bool: bool = False) -> Tensor:
-    """A floating tensor (or a boolean one, with ``allow_bool``) of at least ``min_ndim`` dimensions."""
+def tensor(
+    name: str, x: object, *, min_ndim: int = 0, allow_bool: bool = False, any_dtype: bool = False
+) -> Tensor:
+    """A floating tensor (or a boolean one, with ``allow_bool``; of any dtype, with ``any_dtype``) of
+    at least ``min_ndim`` dimensions."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not (x.dtype.is_floating_point or (allow_bool and x.dtype == torch.bool)):
+    if not (any_dtype or x.dtype.is_floating_point or (allow_bool and x.dtype == torch.bool)):
         kinds = "a floating or boolean" if allow_bool else "a floating"
         raise TypeError(f"{name} must have {kinds} dtype, got {x.dtype}")
+    return _dimensions(name, x, min_ndim)
+
+
+def _dimensions(name: str, x: Tensor, min_ndim: int) -> Tensor:
     if x.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
     return x
+
+
+def string(name: str, value: object) -> str:
+    """A ``str`` (bytes are refused: a text is decoded first)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+def feature_pairs(name: str, value: object, minimum: int = 2) -> int:
+    """An even `count` of features, at least ``minimum``: features taken two by two (RoPE, the
+    sinusoidal encoding)."""
+    count(name, value, minimum)
+    if value % 2:
+        raise ValueError(f"{name} must be even, to form pairs of features, got {value}")
+    return value
 
 
 def token_ids(name: str, x: object, min_length: int = 0) -> Tensor:
@@ -169,6 +195,40 @@ def attention_inputs(
     return batch, L, S, d_k
 
 
+class TiledPass(NamedTuple):
+    """The checked arguments of a tiled pass (`attn_ref.tiled.tiled_attention`, and the backward
+    pass's), and what follows from them."""
+
+    batch: list[int]
+    L: int
+    S: int
+    d_k: int
+    d_v: int
+    dropout_p: float
+    dtype: torch.dtype  # the compute dtype
+    scale: float
+    attn_mask: Tensor | None  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
+
+
+def tiled_pass(
+    query: object,
+    key: object,
+    value: object,
+    attn_mask: object,
+    is_causal: bool,
+    scale: float | None,
+    dropout_p: object,
+) -> TiledPass:
+    """`attention_inputs` and a dropout probability, read for a pass that slices them tile by tile."""
+    batch, L, S, d_k = attention_inputs(query, key, value, attn_mask, is_causal)
+    dropout_p = probability("dropout_p", dropout_p)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    if attn_mask is not None:
+        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
+    dtype = compute_dtype(query.dtype)
+    return TiledPass(batch, L, S, d_k, value.shape[-1], dropout_p, dtype, scale, attn_mask)
+
+
 def index_vector(name: str, x: object) -> Tensor:
     """A 1-D integer tensor (positions, request ids), shape ``(n,)``."""
     if not isinstance(x, Tensor) or x.ndim != 1 or x.dtype.is_floating_point or x.dtype == torch.bool:
@@ -199,9 +259,7 @@ def boolean(name: str, x: object, *, min_ndim: int = 0) -> Tensor:
     if not isinstance(x, Tensor) or x.dtype != torch.bool:
         got = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"{name} must be a boolean torch.Tensor, got {got}")
-    if x.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
-    return x
+    return _dimensions(name, x, min_ndim)
 
 
 def fraction(name: str, value: object) -> float:
@@ -214,5 +272,5 @@ def fraction(name: str, value: object) -> float:
 def ids_below(name: str, x: Tensor, size: int) -> Tensor:
     """Integer ids in ``[0, size)``, such as characters of an alphabet of ``size``."""
     if x.numel() and (x.min() < 0 or x.max() >= size):
-        raise ValueError(f"{name} must hold ids in [0, {size - 1}], got {x.min().item()} .. {x.max().item()}")
+        raise ValueError(f"{name} must lie in [0, {size - 1}], got {x.min().item()} .. {x.max().item()}")
     return x

@@ -371,24 +371,19 @@ def flash_attention_backward(
         >>> counts.multiply_adds / state.multiply_adds
         2.5
     """
-    batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
-    d_v = value.shape[-1]
+    batch, L, S, d_k, d_v, dropout_p, dtype, scale, attn_mask = _validate.tiled_pass(
+        query, key, value, attn_mask, is_causal, scale, dropout_p
+    )
+    block_q, block_k = block_sizes(block_size)
     for name, tensor in (("output", output), ("logsumexp", logsumexp), ("grad_output", grad_output)):
         _validate.tensor(name, tensor)
     _validate.shape("output", output, (*batch, L, d_v), "(..., L, d_v): the forward pass's output")
     _validate.shape("logsumexp", logsumexp, (*batch, L), "(..., L): one log-sum-exp per query")
     _validate.shape("grad_output", grad_output, (*batch, L, d_v), "(..., L, d_v), like output")
-    block_q, block_k = block_sizes(block_size)
-    dropout_p = _validate.probability("dropout_p", dropout_p)
     if dropout_p > 0.0:
         if dropout_seed is None:
             raise ValueError("dropout_p > 0 needs dropout_seed: the forward pass's (state.dropout_seed)")
         _validate.count("dropout_seed", dropout_seed, minimum=0, maximum=2**32 - 1)
-    dtype = compute_dtype(query.dtype)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
-    if attn_mask is not None:  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
-        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
 
     dO_all = grad_output.to(dtype)  # (..., L, d_v)
     D = (dO_all * output.to(dtype)).sum(dim=-1)  # (..., L): rowsum(dO ∘ O), Algorithm 2 line 4

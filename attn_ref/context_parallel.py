@@ -146,14 +146,6 @@ def token_positions(T: int, layout: str, world_size: int, rank: int) -> Tensor:
     return torch.cat([torch.arange(c * n, (c + 1) * n) for c in chunk_ids(layout, world_size, rank)])
 
 
-def _any_tensor(name: str, x: object) -> None:
-    """A tensor of any dtype (tokens' ids and positions are shared out too) with a dimension to cut."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.ndim < 1:
-        raise ValueError(f"{name} must have at least 1 dimension, got shape {tuple(x.shape)}")
-
-
 def shard(x: Tensor, layout: str, world_size: int, rank: int, dim: int = -2) -> Tensor:
     """The part of ``x`` (the whole sequence along ``dim``) that ``rank`` holds: its chunks, in order.
 
@@ -162,7 +154,7 @@ def shard(x: Tensor, layout: str, world_size: int, rank: int, dim: int = -2) -> 
         >>> shard(x, "zigzag", 2, 1, dim=0)  # chunks 1 and 2 of 4
         tensor([2, 3, 4, 5])
     """
-    _any_tensor("x", x)
+    _validate.tensor("x", x, min_ndim=1, any_dtype=True)  # ids and positions are cut too
     T = x.shape[dim]
     n = _chunk_length(T, layout, world_size, name=f"x.shape[{dim}]")
     return torch.cat([x.narrow(dim, c * n, n) for c in chunk_ids(layout, world_size, rank)], dim=dim)
@@ -179,7 +171,7 @@ def unshard(shards: Sequence[Tensor], layout: str, dim: int = -2) -> Tensor:
     """
     world_size = _validate.count("len(shards)", len(shards))
     for r, part in enumerate(shards):
-        _any_tensor(f"shards[{r}]", part)
+        _validate.tensor(f"shards[{r}]", part, min_ndim=1, any_dtype=True)
     per_rank = num_chunks(layout, world_size) // world_size  # chunks per rank: 1, or 2 for zigzag
     length = shards[0].shape[dim]
     if length % per_rank:

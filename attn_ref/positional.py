@@ -79,9 +79,7 @@ def rope_frequencies(d: int, base: float = 10000.0) -> Tensor:
         >>> rope_frequencies(8, base=10000.0)
         tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64)
     """
-    _validate.count("d", d, minimum=2)
-    if d % 2:
-        raise ValueError(f"d must be even, to form pairs of features, got {d}")
+    _validate.feature_pairs("d", d, minimum=2)
     base = _validate.number("base", base, 1.0, above=True)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
 

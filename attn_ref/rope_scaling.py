@@ -147,9 +147,7 @@ def ntk_aware_base(d: int, factor: float, base: float = 10000.0) -> float:
         >>> round(ntk_aware_base(128, factor=8, base=10000.0))  # Llama 2's heads
         82685
     """
-    _validate.count("d", d, minimum=4)
-    if d % 2:
-        raise ValueError(f"d must be even, to form pairs of features, got {d}")
+    _validate.feature_pairs("d", d, minimum=4)
     factor = _validate.number("factor", factor, 1.0)
     base = _validate.number("base", base, 1.0, above=True)
     return base * factor ** (d / (d - 2))

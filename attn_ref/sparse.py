@@ -14,7 +14,7 @@ $$
   own block plus the ``num_blocks`` just before it (a sliding window at the same cost).
 - `block_sparse_attention`: attention over the selected blocks, run by
   `attn_ref.tiled.tiled_attention`, which skips every tile no query selected
-  (its ``skip_tile``) and masks the rest (its ``mod_tile``).
+  (its `TileRule`'s ``skip``) and masks the rest (its ``modify``).
 - `selection_density`, `captured_weight`: how much work, and how much of the dense
   attention weight, a selection keeps.
 - `run_attention_only`: an `attn_ref.training.AttentionOnlyDecoder`'s forward pass with
@@ -32,7 +32,7 @@ from torch import Tensor
 
 from attn_ref import _validate
 from attn_ref.multihead import merge_heads, repeat_kv_heads, split_heads
-from attn_ref.tiled import tiled_attention
+from attn_ref.tiled import TileRule, tiled_attention
 from attn_ref.training import AttentionOnlyDecoder
 
 __all__ = [
@@ -226,9 +226,9 @@ def block_sparse_attention(
     Query $t$ sees key $j$ when $j \le t$ and ``selected[..., t, j // block_size]``.
     `attn_ref.tiled.tiled_attention` runs it in tiles of ``block_q`` queries by
     ``block_size`` keys, so a key block is one tile column: a tile that no query of
-    it selected, in any sequence or head of the batch, is skipped (``skip_tile``);
+    it selected, in any sequence or head of the batch, is skipped (``skip``);
     a computed tile gets $-\infty$ where its query did not select it
-    (``mod_tile``). With ``block_q=1`` the computed tiles are exactly the
+    (``modify``). With ``block_q=1`` the computed tiles are exactly the
     selected blocks; with a larger ``block_q`` a tile is computed for the union of
     its queries' choices.
 
@@ -295,8 +295,7 @@ def block_sparse_attention(
         is_causal=True,
         scale=scale,
         block_size=(block_q, block_size),
-        skip_tile=skip,
-        mod_tile=mask,
+        tile_rule=TileRule(skip=skip, modify=mask),
     )
     return output, SparseAttentionState(state.tiles_computed, state.tiles_skipped, state.multiply_adds)
 

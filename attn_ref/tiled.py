@@ -19,6 +19,7 @@ tiles with the same `tile_scores`, and reads its tile sizes with `block_sizes`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from attn_ref._numerics import NEG_INF, additive_mask, compute_dtype, finite_or_
 __all__ = [
     "OnlineSoftmaxState",
     "SoftmaxStep",
+    "TileRule",
     "TileStep",
     "TiledAttentionState",
     "block_sizes",
@@ -114,7 +116,7 @@ class TiledAttentionState:
         row_sum: $\\ell$ of each query: $\\sum_j e^{s_j - m}$ over the keys it may see, ``(..., L)``.
         tiles_computed: Tiles of scores computed.
         tiles_skipped: Tiles skipped because every key in them lies after every query
-            (``is_causal=True``), or because ``skip_tile`` said so.
+            (``is_causal=True``), or because the `TileRule` said so.
         block_size: ``(block_q, block_k)``, the tile's shape.
         trace: One `TileStep` per computed tile, in order, when asked for.
         multiply_adds: Multiply-adds of the two matrix products of every computed tile,
@@ -220,8 +222,7 @@ def tiled_attention(
     trace: bool = False,
     dropout_p: float = 0.0,
     dropout_seed: int | None = None,
-    skip_tile: Callable[[range, range], bool] | None = None,
-    mod_tile: Callable[[Tensor, range, range], Tensor] | None = None,
+    tile_rule: TileRule | None = None,
 ) -> tuple[Tensor, TiledAttentionState]:
     r"""Exact attention computed tile by tile, never holding the ``(L, S)`` scores.
 
@@ -285,12 +286,10 @@ def tiled_attention(
         dropout_seed: Seed of the dropout mask, an int in ``[0, 2**32)``; by default
             drawn from PyTorch's global generator (so ``torch.manual_seed`` fixes it).
             Ignored without dropout.
-        skip_tile: ``skip_tile(rows, cols)`` is true for a tile whose weights are
-            all zero, to skip it like a causal one (a block mask's empty tiles:
-            `attn_ref.serving.flex_attention`).
-        mod_tile: ``mod_tile(scores, rows, cols)`` returns a computed tile's
-            scores changed, after the scale and the mask (a score function, and
-            a block mask's partial tiles: `attn_ref.serving.flex_attention`).
+        tile_rule: The tiles a caller skips (all their weights zero, like a causal
+            tile above the diagonal: a block mask's empty tiles) and how it changes
+            a computed tile's scores, after the scale and the mask (a score
+            function, a block mask's partial tiles): see `TileRule`.
 
     Returns:
         ``(output, state)``: the output, ``(..., L, d_v)``, and a
@@ -332,28 +331,15 @@ def tiled_attention(
         >>> state.multiply_adds == state.tiles_computed * 2 * 2 * (4 + 4)
         True
     """
-    batch, L, S, d_k = _validate.attention_inputs(query, key, value, attn_mask, is_causal)
+    batch, L, S, d_k, d_v, dropout_p, dtype, scale, attn_mask = _validate.tiled_pass(
+        query, key, value, attn_mask, is_causal, scale, dropout_p
+    )
     block_q, block_k = block_sizes(block_size)
-    dropout_p = _validate.probability("dropout_p", dropout_p)
-    if dropout_p == 0.0:
-        dropout_seed = None
-    elif dropout_seed is None:
-        dropout_seed = int(torch.randint(0, 2**32, ()))  # from the global generator
-    else:
-        dropout_seed = _validate.count("dropout_seed", dropout_seed, minimum=0, maximum=2**32 - 1)
-    dtype = compute_dtype(query.dtype)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
-    d_v = value.shape[-1]
-    if attn_mask is not None:  # a view with a dimension for each of the scores' (size 1 where it broadcasts)
-        attn_mask = attn_mask.reshape((1,) * (len(batch) + 2 - attn_mask.ndim) + tuple(attn_mask.shape))
-
+    dropout_seed = _dropout_seed(dropout_p, dropout_seed)
+    rule, tally = tile_rule or TileRule(), _Tally(batch, d_k + d_v, trace)
     output = torch.empty((*batch, L, d_v), dtype=dtype, device=query.device)  # (..., L, d_v)
     all_max = torch.empty((*batch, L), dtype=dtype, device=query.device)  # (..., L)
     all_sum = torch.empty_like(all_max)  # (..., L)
-    computed = skipped = multiply_adds = 0
-    per_entry = math.prod(batch)  # the products below are made once per batch entry
-    steps = [] if trace else None
     for q_start in range(0, L, block_q):
         rows = range(q_start, min(q_start + block_q, L))
         q = query[..., rows.start : rows.stop, :].to(dtype)  # (..., bq, d_k)
@@ -362,24 +348,20 @@ def tiled_attention(
         acc = torch.zeros((*batch, len(rows), d_v), dtype=dtype, device=query.device)  # (..., bq, d_v)
         for k_start in range(0, S, block_k):
             cols = range(k_start, min(k_start + block_k, S))
-            causal_skip = is_causal and cols.start > rows[-1]  # every key here comes after every query
-            if causal_skip or (skip_tile is not None and skip_tile(rows, cols)):
-                skipped += 1
+            if (is_causal and cols.start > rows[-1]) or rule.skips(rows, cols):  # no weight here
+                tally.skipped()
                 continue
-            computed += 1
-            multiply_adds += per_entry * len(rows) * len(cols) * (d_k + d_v)  # Q_i K_j^T, then P V_j
             k = key[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_k)
             v = value[..., cols.start : cols.stop, :].to(dtype)  # (..., bk, d_v)
             scores = tile_scores(q, k, scale, attn_mask, is_causal, rows, cols)  # (..., bq, bk)
-            if mod_tile is not None:
-                scores = mod_tile(scores, rows, cols)  # (..., bq, bk)
+            scores = rule.modified(scores, rows, cols)  # (..., bq, bk)
             new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., bq)
             shift = finite_or_zero(new_max)  # a query with no allowed key yet: subtract 0, not -inf
             rescale = (row_max - shift).exp()  # (..., bq): how much the old sum and output shrink
-            if steps is None and not torch.is_grad_enabled():  # no one reads the scores again
-                p = scores.sub_(shift[..., None]).exp_()  # (..., bq, bk), in the scores' place
-            else:
+            if tally.keeps_scores or torch.is_grad_enabled():
                 p = (scores - shift[..., None]).exp_()  # (..., bq, bk)
+            else:  # no one reads the scores again
+                p = scores.sub_(shift[..., None]).exp_()  # (..., bq, bk), in the scores' place
             row_sum = row_sum * rescale + p.sum(dim=-1)
             keep = None
             if dropout_seed is not None:  # the sum counts every weight; the output only the kept ones
@@ -387,16 +369,75 @@ def tiled_attention(
                 p = p.masked_fill(~keep, 0.0) / (1.0 - dropout_p)  # (..., bq, bk)
             acc = acc * rescale[..., None] + p @ v  # (..., bq, bk) @ (..., bk, d_v) -> (..., bq, d_v)
             row_max = new_max
-            if steps is not None:  # new tensors at every tile, never changed in place: no copies
-                so_far = _normalise(acc, row_max, row_sum)
-                steps.append(TileStep(rows, cols, scores, row_max, row_sum, rescale, so_far, keep))
+            tally.computed(TileStep(rows, cols, scores, row_max, row_sum, rescale, acc, keep))
         output[..., rows.start : rows.stop, :] = _normalise(acc, row_max, row_sum)
         all_max[..., rows.start : rows.stop] = row_max
         all_sum[..., rows.start : rows.stop] = row_sum
-    state = TiledAttentionState(
-        all_max, all_sum, computed, skipped, (block_q, block_k), steps, multiply_adds, dropout_seed
-    )
+    state = tally.state(all_max, all_sum, (block_q, block_k), dropout_seed)
     return output.to(query.dtype), state
+
+
+@dataclass(frozen=True)
+class TileRule:
+    """What a caller of `tiled_attention` changes in its tiles (`attn_ref.serving.flex_attention`'s
+    block masks and score functions, `attn_ref.sparse.block_sparse_attention`'s chosen blocks).
+
+    Attributes:
+        skip: ``skip(rows, cols)`` is true for a tile whose weights are all zero: it is skipped
+            like a causal tile above the diagonal, never computed.
+        modify: ``modify(scores, rows, cols)`` returns a computed tile's scores changed, after
+            the scale and the mask.
+    """
+
+    skip: Callable[[range, range], bool] | None = None
+    modify: Callable[[Tensor, range, range], Tensor] | None = None
+
+    def skips(self, rows: range, cols: range) -> bool:
+        return self.skip is not None and self.skip(rows, cols)
+
+    def modified(self, scores: Tensor, rows: range, cols: range) -> Tensor:
+        return scores if self.modify is None else self.modify(scores, rows, cols)
+
+
+class _Tally:
+    """What `tiled_attention` reports beside its output, kept out of its loop: the tiles computed
+    and skipped, the multiply-adds of their two products, and on request a trace of every tile."""
+
+    def __init__(self, batch: list[int], d_k_plus_d_v: int, trace: bool) -> None:
+        self.per_entry = math.prod(batch)  # the products are made once per batch entry
+        self.width = d_k_plus_d_v  # Q_i K_j^T, then P V_j
+        self.steps: list[TileStep] | None = [] if trace else None
+        self.tiles_computed = self.tiles_skipped = self.multiply_adds = 0
+
+    @property
+    def keeps_scores(self) -> bool:
+        """Whether the trace reads a tile's scores after the tile is done."""
+        return self.steps is not None
+
+    def skipped(self) -> None:
+        self.tiles_skipped += 1
+
+    def computed(self, step: TileStep) -> None:
+        """One computed tile; ``step.output`` is still the unnormalised accumulator."""
+        self.tiles_computed += 1
+        self.multiply_adds += self.per_entry * len(step.rows) * len(step.cols) * self.width
+        if self.steps is not None:  # new tensors at every tile, never changed in place: no copies
+            so_far = _normalise(step.output, step.row_max, step.row_sum)
+            self.steps.append(dataclasses.replace(step, output=so_far))
+
+    def state(self, row_max: Tensor, row_sum: Tensor, block_size: tuple[int, int], seed: int | None):
+        counts = self.tiles_computed, self.tiles_skipped, block_size, self.steps, self.multiply_adds
+        return TiledAttentionState(row_max, row_sum, *counts, seed)
+
+
+def _dropout_seed(dropout_p: float, dropout_seed: int | None) -> int | None:
+    """The seed of the dropout mask: none without dropout, else ``dropout_seed`` checked, or one
+    drawn from PyTorch's global generator (so ``torch.manual_seed`` fixes it)."""
+    if dropout_p == 0.0:
+        return None
+    if dropout_seed is None:
+        return int(torch.randint(0, 2**32, ()))
+    return _validate.count("dropout_seed", dropout_seed, minimum=0, maximum=2**32 - 1)
 
 
 _LOW_32_BITS = 0xFFFFFFFF

@@ -134,14 +134,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = needs_site[:1] + others + needs_site[1:]
 
 
-_run = {"started": time.perf_counter(), "seconds": defaultdict(float), "failed": 0}
+_this_run = {"started": time.perf_counter(), "seconds": defaultdict(float), "failed": 0}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Each test's seconds (setup, call, teardown), for `make measure` (sitelook/records.py). Under
     xdist the controller hears every worker's reports."""
-    _run["seconds"][report.nodeid] += report.duration
-    _run["failed"] += report.failed
+    _this_run["seconds"][report.nodeid] += report.duration
+    _this_run["failed"] += report.failed
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -150,7 +150,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return
-    if config.option.keyword or not _run["seconds"]:
+    if config.option.keyword or not _this_run["seconds"]:
         return
-    wall = time.perf_counter() - _run["started"]
-    records.write(ROOT, config.option.markexpr, wall, _run["seconds"], _run["failed"])
+    wall = time.perf_counter() - _this_run["started"]
+    records.write(ROOT, config.option.markexpr, wall, _this_run["seconds"], _this_run["failed"])

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from attn_ref import _validate
 from attn_ref._numerics import additive_mask
-from attn_ref.tiled import block_sizes, tiled_attention
+from attn_ref.tiled import TileRule, block_sizes, tiled_attention
 
 __all__ = ["BlockMask", "FlexState", "create_block_mask", "flex_attention"]
 
@@ -169,8 +169,8 @@ def flex_attention(
     Each tile of scores $s = Q_i K_j^\top \cdot \text{scale}$ becomes
     ``score_mod(s, b, h, q_idx, kv_idx)``, is masked by the block mask's
     ``mask_mod`` where the tile is partial; `attn_ref.tiled.tiled_attention`
-    runs the tiles (its ``mod_tile``), skipping the empty ones (its
-    ``skip_tile``); full tiles need no mask. A query that sees no key gets an
+    runs the tiles (its `TileRule`'s ``modify``), skipping the empty ones (its
+    ``skip``); full tiles need no mask. A query that sees no key gets an
     output of zero.
 
     Args:
@@ -246,6 +246,11 @@ def flex_attention(
         return scores
 
     output, state = tiled_attention(
-        query, key, value, scale=scale, block_size=(block_q, block_k), skip_tile=empty, mod_tile=modified
+        query,
+        key,
+        value,
+        scale=scale,
+        block_size=(block_q, block_k),
+        tile_rule=TileRule(skip=empty, modify=modified),
     )
     return output, FlexState(state.logsumexp, state.tiles_computed, state.tiles_skipped)

@@ -448,7 +448,7 @@ class NGramDrafter:
         >>> drafter.propose(torch.tensor([5]), k=1)
         Traceback (most recent call last):
         ...
-        ValueError: context must hold ids in [0, 2], got 5 .. 5
+        ValueError: context must lie in [0, 2], got 5 .. 5
     """
 
     train_ids: Tensor = field(repr=False)

@@ -19,23 +19,39 @@ in a few seconds each, so that a page can show what trained heads do. Its module
   `train_sorting`). Its cross-attention takes its queries from the output written so far and
   its keys and values from the input, as in the encoder-decoder of Vaswani et al. (2017), with
   inputs of different lengths padded in one batch.
+- `attn_ref.training.corpus`: Python's own documentation as text in 96 characters (`load_corpus`,
+  which drops the topics that repeat others; `encode`, `decode`, `windows`).
 - `attn_ref.training.text`: `CharTransformer`, a two-block decoder of
-  `attn_ref.decoder.DecoderBlock` s over 96 characters, trained on Python's own documentation
-  (`load_corpus`, which drops the topics that repeat others, `train_char_model`); `target_scores` reads what its heads attend to (the
-  previous character, a word's start, the bracket or quote still open, an earlier copy), and
-  `ablated_losses`, `closing_predictions` and `context_losses` check it with the loss;
-  `char_playground_json` writes it to a small JSON file for the page that runs it in the browser.
+  `attn_ref.decoder.DecoderBlock` s over those characters (`train_char_model`), and what
+  measures it: `window_losses`, `context_losses`, the n-gram baselines, `ablated_losses`.
+- `attn_ref.training.text_heads`: `target_scores` reads what its heads attend to (the previous
+  character, a word's start, the bracket or quote still open, an earlier copy), and
+  `closing_predictions` and `copy_predictions` mark where the loss should show it.
 - `attn_ref.training.to_torch`: `to_torch_multihead` copies an
   `attn_ref.multihead.MultiHeadAttention` into `torch.nn.MultiheadAttention`, to check the
   models against PyTorch.
 - `attn_ref.training.playground`: `playground_json` writes the trained induction model's
   attention weights to a small JSON file for a page that runs the model in the browser, and
-  `model_from_playground_json` reads it back.
+  `model_from_playground_json` reads it back; `char_playground_json` and
+  `char_model_from_playground_json` do the same for the character model.
 
 `train_induction` and `train_sorting` are seeded and deterministic on a given machine.
 Everything listed here is also importable from `attn_ref.training` itself.
 """
 
+from attn_ref.training.corpus import (
+    ALPHABET,
+    Corpus,
+    corpus_documents,
+    decode,
+    encode,
+    load_corpus,
+    repeated_documents,
+    split_documents,
+    to_alphabet,
+    verbatim_windows,
+    windows,
+)
 from attn_ref.training.heads import (
     copying_scores,
     head_logits,
@@ -53,38 +69,32 @@ from attn_ref.training.induction import (
     repeated_tokens,
     train_induction,
 )
-from attn_ref.training.playground import model_from_playground_json, playground_json
+from attn_ref.training.playground import (
+    char_model_from_playground_json,
+    char_playground_json,
+    model_from_playground_json,
+    playground_json,
+)
 from attn_ref.training.rotary import RotaryDecoder, with_frequencies
 from attn_ref.training.sorting import SortingBatch, TinyEncoderDecoder, sorting_batch, train_sorting
 from attn_ref.training.text import (
-    ALPHABET,
     CharTransformer,
-    Corpus,
     ablated_losses,
     bigram_window_bits,
-    char_model_from_playground_json,
-    char_playground_json,
-    closing_predictions,
     context_losses,
-    copy_predictions,
-    corpus_documents,
-    decode,
-    encode,
-    induction_targets,
-    load_corpus,
     ngram_bits,
+    sample,
+    train_char_model,
+    window_losses,
+)
+from attn_ref.training.text_heads import (
+    closing_predictions,
+    copy_predictions,
+    induction_targets,
     open_spans,
     opener_targets,
     previous_char_targets,
-    repeated_documents,
-    sample,
-    split_documents,
     target_scores,
-    to_alphabet,
-    train_char_model,
-    verbatim_windows,
-    window_losses,
-    windows,
     word_start_targets,
 )
 from attn_ref.training.to_torch import to_torch_multihead

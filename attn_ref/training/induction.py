@@ -233,8 +233,7 @@ class AttentionOnlyDecoder(nn.Module):
         T = tokens.shape[1]
         if self.context_length < T:
             raise ValueError(f"tokens has T={T} positions, more than context_length={self.context_length}")
-        if (tokens < 0).any() or (tokens >= self.vocab_size).any():
-            raise ValueError(f"tokens must lie in [0, {self.vocab_size - 1}], got {tokens.tolist()}")
+        _validate.ids_below("tokens", tokens, self.vocab_size)
         positions = torch.arange(T, device=tokens.device)  # (T,)
         return self.token_embedding(tokens) + self.position_embedding(positions)  # (B, T, C)
 

@@ -121,8 +121,7 @@ class RotaryDecoder(nn.Module):
             ``(logits, weights)``: ``(B, T, vocab_size)``, and one ``(B, H, T, T)`` tensor per layer.
         """
         _validate.token_ids("tokens", tokens, min_length=1)
-        if (tokens < 0).any() or (tokens >= self.vocab_size).any():
-            raise ValueError(f"tokens must lie in [0, {self.vocab_size - 1}], got {tokens.tolist()}")
+        _validate.ids_below("tokens", tokens, self.vocab_size)
         T = tokens.shape[1]
         if masks is not None and len(masks) != len(self.layers):
             raise ValueError(f"masks must hold one mask per layer, {len(self.layers)}, got {len(masks)}")

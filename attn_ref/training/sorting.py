@@ -161,8 +161,7 @@ class TinyEncoderDecoder(nn.Module):
         T = tokens.shape[1]
         if self.context_length < T:
             raise ValueError(f"{name} has {T} positions, more than context_length={self.context_length}")
-        if (tokens < 0).any() or (tokens >= self.vocab_size).any():
-            raise ValueError(f"{name} must lie in [0, {self.vocab_size - 1}], got {tokens.tolist()}")
+        _validate.ids_below(name, tokens, self.vocab_size)
         return self.token_embedding(tokens) + positions(torch.arange(T, device=tokens.device))  # (B, T, C)
 
     def forward(

@@ -1,46 +1,21 @@
-r"""A character model trained on Python's own documentation, and the scores that read its heads.
-
-The corpus ships with Python: `pydoc_data.topics`, the text ``help("for")``
-prints, about half a million characters of English and code (PSF License
-Version 2). `corpus_documents` reads it, `to_alphabet` writes it in a fixed
-alphabet of 96 characters (the newline and printable ASCII),
-`repeated_documents` finds the topics that repeat others (``compound`` holds
-``for``, ``while`` and ``try``), and `split_documents` holds out the last
-tenth of every document; `load_corpus` does all four, and `verbatim_windows`
-checks that the held-out text was not in the training text.
+r"""A character model trained on Python's own documentation, and what measures it.
 
 `CharTransformer` is a decoder built from the site's blocks: a character and a
 learned position embedding, `attn_ref.decoder.DecoderBlock` s (layer norm,
 `attn_ref.multihead.MultiHeadAttention`, layer norm, MLP), a final norm and an
 output head. It returns every layer's attention weights with its logits.
 `train_char_model` is its training recipe, seeded and deterministic on a given
-machine; `window_losses` measures it on held-out text, and `ngram_bits` gives
-the baselines a reader can count by hand.
-
-Every head score has one form (`target_scores`): for every query that has a
-*target* key, the weight the head puts on it, averaged over those queries; the
-prefix matching score of Olsson et al. (2022) is one such score. The targets
-are the previous character (`previous_char_targets`), the first letter of the
-current word (`word_start_targets`), the bracket or quote still open
-(`opener_targets`), and the characters that followed an earlier copy of the
-last few characters (`induction_targets`). `attn_ref.training.without_heads` and
-`ablated_losses` zero heads, to check with the loss what a score suggests;
-`closing_predictions` and `copy_predictions` mark the predictions where a head
-should matter.
-
-`char_playground_json` writes a trained model, and the heads a reader named, to a small JSON file
-for the page that runs it in the browser; `char_model_from_playground_json` reads it back.
+machine, on the text of `attn_ref.training.corpus`; `window_losses` and
+`context_losses` measure it on held-out text, `ngram_bits` and
+`bigram_window_bits` give the baselines a reader can count by hand, `sample`
+writes with it, and `ablated_losses` zeroes each head in turn
+(`attn_ref.training.without_heads`) to see which ones the loss depends on.
+What its heads attend to is read in `attn_ref.training.text_heads`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import string
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -49,311 +24,19 @@ from torch import Tensor, nn
 from attn_ref import _validate
 from attn_ref.decoder import DecoderBlock
 from attn_ref.masks import causal_mask
+from attn_ref.training.corpus import ALPHABET, char_ids, decode, encode
 from attn_ref.training.heads import without_heads
-from attn_ref.training.playground import from_int8_entry, int8_entry
 
 __all__ = [
-    "ALPHABET",
     "CharTransformer",
-    "Corpus",
     "ablated_losses",
     "bigram_window_bits",
-    "char_model_from_playground_json",
-    "char_playground_json",
-    "closing_predictions",
     "context_losses",
-    "copy_predictions",
-    "corpus_documents",
-    "decode",
-    "encode",
-    "induction_targets",
-    "load_corpus",
     "ngram_bits",
-    "open_spans",
-    "opener_targets",
-    "previous_char_targets",
-    "repeated_documents",
     "sample",
-    "split_documents",
-    "target_scores",
-    "to_alphabet",
     "train_char_model",
-    "verbatim_windows",
     "window_losses",
-    "windows",
-    "word_start_targets",
 ]
-
-ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127))
-"""The model's 96 characters: the newline, then printable ASCII from the space to ``~``."""
-
-_INDEX = {c: i for i, c in enumerate(ALPHABET)}
-_TYPOGRAPHIC = {
-    "\u2018": "'",
-    "\u2019": "'",
-    "\u201c": '"',
-    "\u201d": '"',
-    "\u2013": "-",
-    "\u2014": "-",
-    "\u2026": "...",
-}
-_OPENERS, _CLOSERS, QUOTE = "([{", ")]}", '"'
-_LETTERS = torch.tensor([c in string.ascii_letters for c in ALPHABET])  # (V,)
-
-
-def _ids(name: str, x: object, ndim: int) -> Tensor:
-    """``(N,)`` or ``(B, T)`` character ids, each in ``[0, 96)``."""
-    if ndim == 1:
-        _validate.index_vector(name, x)
-    else:
-        _validate.token_ids(name, x)
-    return _validate.ids_below(name, x, len(ALPHABET))
-
-
-# --- the corpus --------------------------------------------------------------------------------
-
-
-def corpus_documents() -> dict[str, str]:
-    """Python's reference documentation as it ships with the running interpreter, by topic.
-
-    `pydoc_data.topics` is what ``help("for")`` prints: one document per
-    topic, generated by Sphinx from the language reference when Python is
-    released. Its text changes a little from one release to the next.
-
-    Returns:
-        The documents by topic name, in the order of their sorted names.
-
-    Examples:
-        >>> docs = corpus_documents()
-        >>> docs["for"].splitlines()[0]
-        'The "for" statement'
-    """
-    from pydoc_data.topics import topics
-
-    return {name: topics[name] for name in sorted(topics)}
-
-
-def to_alphabet(text: str) -> str:
-    """``text`` written in `ALPHABET`: typographic quotes and dashes become ASCII, the rest goes.
-
-    Curly quotes become straight ones, en and em dashes a hyphen, the
-    ellipsis three dots; any other character outside the alphabet (a tab,
-    ``ß``, ``°``) is dropped.
-
-    Examples:
-        >>> to_alphabet("the \u201cfor\u201d clause\u2019s suite")
-        'the "for" clause\\'s suite'
-        >>> to_alphabet("\u2014 done\u2026 \u00b0")
-        '- done... '
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return "".join(_TYPOGRAPHIC.get(c, c if c in _INDEX else "") for c in text)
-
-
-def repeated_documents(documents: dict[str, str], length: int = 32, share: float = 0.5) -> list[str]:
-    """The names of the documents that mostly repeat others: `load_corpus` drops them.
-
-    Python's topics repeat one another: ``compound`` holds the ``for``,
-    ``while`` and ``try`` topics almost word for word, and ``specialnames``
-    holds ``customization``. Holding out the end of ``for`` would then hold
-    out text the model reads in ``compound``. So the documents are visited
-    from the longest to the shortest (ties by name), and one is a repeat when
-    more than ``share`` of its distinct ``length``-character passages occur
-    in the documents kept before it; otherwise it is kept.
-
-    Args:
-        documents: The documents, by name.
-        length: Characters in a passage.
-        share: The share of a document's passages, in ``(0, 1)``, that makes it a repeat.
-
-    Returns:
-        The repeats' names, sorted.
-
-    Examples:
-        >>> documents = {
-        ...     "loops": "The for statement. The while statement.",
-        ...     "for": "The for statement.",
-        ...     "if": "The if statement.",
-        ... }
-        >>> repeated_documents(documents, length=8)
-        ['for']
-    """
-    _validate.count("length", length)
-    _validate.fraction("share", share)
-    seen: set[str] = set()
-    repeats = []
-    for name in sorted(documents, key=lambda name: (-len(documents[name]), name)):
-        text = documents[name]
-        passages = {text[i : i + length] for i in range(len(text) - length + 1)}
-        if len(passages & seen) > share * len(passages):
-            repeats.append(name)
-        else:
-            seen |= passages
-    return sorted(repeats)
-
-
-def split_documents(documents: dict[str, str], held_out: float = 0.1) -> tuple[list[str], list[str]]:
-    """Split every document in two: its first part to train on, its last part held out.
-
-    The cut falls at the start of the line in which the held-out fraction
-    begins, so that no line is split. Holding out a tenth of *every*
-    document, rather than the last tenth of all of them, keeps the held-out
-    text as varied as the training text.
-
-    Args:
-        documents: The documents, by name.
-        held_out: The fraction of each document held out, in ``(0, 1)``.
-
-    Returns:
-        ``(train, held_out)``: one piece of each document, in the same order.
-
-    Examples:
-        >>> split_documents({"a": "one\\ntwo\\nthree\\nfour\\n"}, 0.2)
-        (['one\\ntwo\\nthree\\n'], ['four\\n'])
-    """
-    _validate.fraction("held_out", held_out)
-    train, test = [], []
-    for text in documents.values():
-        cut = math.floor(len(text) * (1 - held_out))
-        line_start = text.rfind("\n", 0, cut) + 1  # 0 if the cut falls in the first line
-        train.append(text[:line_start])
-        test.append(text[line_start:])
-    return train, test
-
-
-@dataclass(frozen=True)
-class Corpus:
-    """The training and held-out text, written in `ALPHABET`, and where they came from.
-
-    Attributes:
-        train: The documents' first parts, joined by blank lines.
-        held_out: The documents' last parts, joined the same way.
-        documents: The names of the documents split, in order.
-        repeats: The names of the documents dropped as repeats of others (`repeated_documents`).
-        python: The version of the Python that ran `load_corpus`.
-        sha256: SHA-256 of the raw documents (UTF-8, in sorted order, nothing between them).
-        raw_chars: Characters in the raw documents.
-        dropped: Characters `to_alphabet` dropped.
-    """
-
-    train: str
-    held_out: str
-    documents: tuple[str, ...]
-    repeats: tuple[str, ...]
-    python: str
-    sha256: str
-    raw_chars: int
-    dropped: int
-
-
-def load_corpus(
-    held_out: float = 0.1, documents: dict[str, str] | None = None, drop_repeats: bool = True
-) -> Corpus:
-    """Python's documentation (`corpus_documents`), in the alphabet (`to_alphabet`), without repeats, split.
-
-    Args:
-        held_out: The fraction of each document held out (`split_documents`).
-        documents: Documents to use instead, by name (another Python's topics, say).
-        drop_repeats: Whether to drop the documents that repeat others (`repeated_documents`)
-            before the split. Without that, the held-out ends of some documents are in the
-            training text, inside the documents that repeat them.
-
-    Examples:
-        >>> corpus = load_corpus()
-        >>> set(corpus.train + corpus.held_out) <= set(ALPHABET)
-        True
-        >>> total = len(corpus.train) + len(corpus.held_out)
-        >>> round(len(corpus.held_out) / total, 2)
-        0.1
-        >>> "compound" in corpus.documents, "for" in corpus.repeats
-        (True, True)
-    """
-    documents = corpus_documents() if documents is None else documents
-    raw = "".join(documents.values())
-    mapped = {name: to_alphabet(text) for name, text in documents.items()}
-    kept = sum(len(text) for text in mapped.values())
-    repeats = repeated_documents(mapped) if drop_repeats else []
-    mapped = {name: text for name, text in mapped.items() if name not in repeats}
-    train, test = split_documents(mapped, held_out)
-    return Corpus(
-        train="\n\n".join(train),
-        held_out="\n\n".join(test),
-        documents=tuple(mapped),
-        repeats=tuple(repeats),
-        python=".".join(map(str, sys.version_info[:3])),
-        sha256=hashlib.sha256(raw.encode()).hexdigest(),
-        raw_chars=len(raw),
-        dropped=len(raw) + 2 * raw.count("\u2026") - kept,  # an ellipsis becomes three dots
-    )
-
-
-def encode(text: str) -> Tensor:
-    """The ``(N,)`` ids of ``text``'s characters: their places in `ALPHABET`.
-
-    Raises:
-        TypeError: ``text`` is not a string.
-        ValueError: ``text`` holds a character outside the alphabet (named, with its position).
-
-    Examples:
-        >>> encode("Hi!\\n")
-        tensor([41, 74,  2,  0])
-        >>> decode(encode("Hi!\\n")) == "Hi!\\n"
-        True
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    for position, c in enumerate(text):
-        if c not in _INDEX:
-            raise ValueError(
-                f"text has {c!r} at position {position}, outside the alphabet "
-                "(the newline and printable ASCII); map it with to_alphabet first"
-            )
-    return torch.tensor([_INDEX[c] for c in text], dtype=torch.long)
-
-
-def decode(ids: Tensor | Sequence[int]) -> str:
-    """The text of a ``(N,)`` sequence of ids (the inverse of `encode`)."""
-    ids = _ids("ids", torch.as_tensor(ids, dtype=torch.long), 1)
-    return "".join(ALPHABET[i] for i in ids.tolist())
-
-
-def windows(ids: Tensor, length: int) -> Tensor:
-    """``ids`` cut into consecutive windows of ``length`` characters; the remainder is left out.
-
-    Examples:
-        >>> windows(torch.arange(7), 3)
-        tensor([[0, 1, 2],
-                [3, 4, 5]])
-    """
-    _ids("ids", ids, 1)
-    _validate.count("length", length, maximum=len(ids))
-    n = len(ids) // length
-    return ids[: n * length].view(n, length)  # (N,) -> (n, length)
-
-
-def verbatim_windows(text: str, reference: str, length: int) -> Tensor:
-    """Which of ``text``'s windows of ``length`` characters occur verbatim in ``reference``.
-
-    The windows are those `windows` cuts: consecutive, the remainder left
-    out. Held-out text shares some windows with any training text (a
-    heading, a phrase such as ``New in version 3.5.``); a share far above a
-    few percent means the held-out text was in the training text.
-
-    Returns:
-        ``(n,)`` booleans, one per window.
-
-    Examples:
-        >>> verbatim_windows("abcdxyzw", "..abcd..", 4)
-        tensor([ True, False])
-    """
-    for name, value in (("text", text), ("reference", reference)):
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    _validate.count("length", length, maximum=len(text))
-    passages = {reference[i : i + length] for i in range(len(reference) - length + 1)}
-    n = len(text) // length
-    return torch.tensor([text[w * length : (w + 1) * length] in passages for w in range(n)])
 
 
 # --- the model ---------------------------------------------------------------------------------
@@ -427,7 +110,7 @@ class CharTransformer(nn.Module):
         Returns:
             ``(logits, weights)``: ``(B, T, 96)``, and one ``(B, H, T, T)`` per layer.
         """
-        _ids("tokens", tokens, 2)
+        char_ids("tokens", tokens, 2)
         T = _validate.count("tokens' T", tokens.shape[1], maximum=self.context_length)
         positions = torch.arange(T, device=tokens.device)  # (T,)
         x = self.token_embedding(tokens) + self.position_embedding(positions)  # (B, T, C)
@@ -471,7 +154,7 @@ def train_char_model(
         >>> len(history), model.training  # a loss per step; evaluation mode
         (3, False)
     """
-    _ids("train_ids", train_ids, 1)
+    char_ids("train_ids", train_ids, 1)
     _validate.count("steps", steps)
     _validate.count("batch_size", batch_size)
     _validate.number("lr", lr, 0.0, above=True)
@@ -511,12 +194,13 @@ def window_losses(model: CharTransformer, batch: Tensor, chunk: int = 64) -> Ten
     $\ln 2$ for bits. Windows go through the model ``chunk`` at a time.
 
     Examples:
+        >>> from attn_ref.training import windows
         >>> _ = torch.manual_seed(0)
         >>> model = CharTransformer(8, embed_dim=8, num_layers=1, num_heads=2)
         >>> window_losses(model, windows(encode("abcdefgh"), 4)).shape
         torch.Size([2, 3])
     """
-    _ids("batch", batch, 2)
+    char_ids("batch", batch, 2)
     _validate.count("chunk", chunk)
     out = []
     for rows in batch.split(chunk):
@@ -554,7 +238,7 @@ def context_losses(model: CharTransformer, ids: Tensor, positions: Tensor, conte
         >>> torch.allclose(last, by_hand)
         True
     """
-    _ids("ids", ids, 1)
+    char_ids("ids", ids, 1)
     _validate.count("context", context, maximum=model.context_length)
     if not isinstance(positions, Tensor) or positions.ndim != 1 or positions.dtype.is_floating_point:
         raise ValueError(f"positions must be a (n,) integer tensor, got {positions!r}")
@@ -588,8 +272,8 @@ def ngram_bits(train_ids: Tensor, test_ids: Tensor, order: int, alpha: float = 1
         >>> bits == -math.log2((1 + 1) / (1 + 96))  # "ba" seen once, "b" once
         True
     """
-    _ids("train_ids", train_ids, 1)
-    _ids("test_ids", test_ids, 1)
+    char_ids("train_ids", train_ids, 1)
+    char_ids("test_ids", test_ids, 1)
     _validate.count("order", order, minimum=0, maximum=2)
     _validate.number("alpha", alpha, 0.0, above=True)
     V = len(ALPHABET)
@@ -616,8 +300,8 @@ def bigram_window_bits(train_ids: Tensor, batch: Tensor, alpha: float = 1.0) -> 
         >>> bool(bits[0, 0] == -math.log2((1 + 1) / (1 + 96)))  # "ba" seen once
         True
     """
-    _ids("train_ids", train_ids, 1)
-    _ids("batch", batch, 2)
+    char_ids("train_ids", train_ids, 1)
+    char_ids("batch", batch, 2)
     _validate.number("alpha", alpha, 0.0, above=True)
     V = len(ALPHABET)
     pairs = torch.bincount(train_ids[:-1] * V + train_ids[1:], minlength=V * V).double()  # (V * V,)
@@ -659,6 +343,7 @@ def ablated_losses(model: CharTransformer, batch: Tensor) -> dict[tuple[int, int
     """`window_losses` with each head zeroed in turn (`without_heads`), by ``(layer, head)``.
 
     Examples:
+        >>> from attn_ref.training import windows
         >>> _ = torch.manual_seed(0)
         >>> model = CharTransformer(8, embed_dim=8, num_layers=1, num_heads=2)
         >>> losses = ablated_losses(model, windows(encode("abcdefgh"), 4))
@@ -670,411 +355,3 @@ def ablated_losses(model: CharTransformer, batch: Tensor) -> dict[tuple[int, int
         for layer in range(len(model.blocks))
         for head in range(model.num_heads)
     }
-
-
-# --- what the heads attend to -----------------------------------------------------------------
-
-
-def target_scores(weights: Tensor, targets: Tensor) -> Tensor:
-    r"""Each head's mean attention weight on its targets, over the queries that have one.
-
-    $$
-    \text{score}_h = \operatorname{mean}_{(b, i) \in Q}\;
-    \sum_{j:\, t_{bij}} a^{(h)}_{bij}
-    $$
-
-    where $Q$ holds the queries that have at least one target.
-    A head that always attends to its targets scores 1. A head that spreads
-    its weight evenly also scores above 0, since the targets are among the
-    keys it sees: compare a score with that of uniform weights.
-
-    Args:
-        weights: ``(B, H, T, T)`` attention weights of one layer.
-        targets: ``(B, T, T)`` booleans, ``True`` where key ``j`` is a target of query ``i``.
-
-    Returns:
-        ``(H,)`` scores; ``nan`` if no query has a target.
-
-    Examples:
-        Three queries: query 1 targets key 0, query 2 targets keys 0 and 1.
-
-        >>> weights = torch.tensor([[1.0, 0.0, 0.0],
-        ...                         [0.8, 0.2, 0.0],
-        ...                         [0.1, 0.3, 0.6]])
-        >>> targets = torch.tensor([[False, False, False],
-        ...                         [True, False, False],
-        ...                         [True, True, False]])
-        >>> target_scores(weights[None, None], targets[None])  # (0.8 + 0.4) / 2
-        tensor([0.6000])
-    """
-    if not isinstance(weights, Tensor) or weights.ndim != 4 or not weights.dtype.is_floating_point:
-        got = (
-            f"shape {tuple(weights.shape)} and dtype {weights.dtype}"
-            if isinstance(weights, Tensor)
-            else type(weights).__name__
-        )
-        raise ValueError(f"weights must be a floating (B, H, T, T) tensor, got {got}")
-    B, _, T, S = weights.shape
-    if not isinstance(targets, Tensor) or targets.dtype != torch.bool or targets.shape != (B, T, S):
-        got = (
-            f"{tuple(targets.shape)} {targets.dtype}"
-            if isinstance(targets, Tensor)
-            else type(targets).__name__
-        )
-        raise ValueError(
-            f"targets must be a ({B}, {T}, {S}) boolean tensor, like weights without H; got {got}"
-        )
-    queries = targets.any(dim=-1)  # (B, T)
-    on_target = (weights * targets[:, None]).sum(dim=-1)  # (B, H, T)
-    return (on_target * queries[:, None]).sum(dim=(0, 2)) / queries.sum()  # (H,)
-
-
-def _one_key(keys: Tensor) -> Tensor:
-    """One key per query, ``(B, T)`` indices (``-1``: none) -> ``(B, T, T)`` booleans."""
-    T = keys.shape[1]
-    return keys[:, :, None] == torch.arange(T, device=keys.device)  # (B, T, 1) == (T,) -> (B, T, T)
-
-
-def previous_char_targets(batch: Tensor) -> Tensor:
-    """Query $i \\ge 1$ targets key $i - 1$: ``(B, T)`` ids -> ``(B, T, T)`` booleans.
-
-    Examples:
-        >>> previous_char_targets(encode("abc")[None]).int()
-        tensor([[[0, 0, 0],
-                 [1, 0, 0],
-                 [0, 1, 0]]], dtype=torch.int32)
-    """
-    _ids("batch", batch, 2)
-    B, T = batch.shape
-    return _one_key((torch.arange(T) - 1).expand(B, T))  # query 0 gets -1: no target
-
-
-def word_start_targets(batch: Tensor, min_offset: int = 2) -> Tensor:
-    """Query $i$ inside a word targets the word's first letter, at least ``min_offset`` back.
-
-    A word is a run of ASCII letters. The query must be a letter at least
-    ``min_offset`` letters into its word (so that a previous-character head
-    does not score), and the word must start inside the window, after a
-    character that is not a letter (so that it did not begin before it).
-
-    Examples:
-        >>> targets = word_start_targets(encode(" for x")[None])[0]
-        >>> targets.nonzero().tolist()  # query 3 ("r") targets key 1 ("f")
-        [[3, 1]]
-    """
-    _ids("batch", batch, 2)
-    _validate.count("min_offset", min_offset)
-    B, T = batch.shape
-    letter = _LETTERS[batch]  # (B, T)
-    position = torch.arange(T).expand(B, T)  # (B, T)
-    after_other = torch.cat([torch.zeros(B, 1, dtype=torch.bool), ~letter[:, :-1]], dim=1)  # (B, T)
-    starts_here = letter & after_other
-    starts_here[:, 0] = False  # a word at position 0 may have begun before the window
-    start = torch.where(starts_here, position, -1).cummax(dim=1).values  # (B, T): latest start so far
-    broken = torch.where(~letter, position, -1).cummax(dim=1).values  # (B, T): latest non-letter
-    inside = letter & (start > broken) & (position - start >= min_offset)
-    return _one_key(torch.where(inside, start, -1))
-
-
-def _check_kinds(kinds: object) -> str:
-    if not isinstance(kinds, str) or not kinds or set(kinds) - set(_OPENERS + QUOTE):
-        raise ValueError(f"kinds must be a non-empty string of characters from '([{{\"', got {kinds!r}")
-    return kinds
-
-
-def open_spans(ids: Tensor, kinds: str = "([{") -> tuple[Tensor, Tensor]:
-    """The innermost span of ``kinds`` open at each position of a ``(N,)`` text, and where spans close.
-
-    One stack holds every open bracket and quote. A closing bracket closes
-    the span on top if that is its own kind (otherwise it is ignored); a quote
-    closes the open quote, and with it the brackets opened inside it (so that
-    the ``(`` of ``"("`` stays inside its quotes), or else opens one. A blank
-    line closes everything.
-
-    Args:
-        ids: ``(N,)`` the text.
-        kinds: Which spans count: any of ``([{"``.
-
-    Returns:
-        ``(openers, closes)``: two ``(N,)`` tensors. ``openers[p]`` is the
-        position of the opener of the innermost span of ``kinds`` open at
-        ``p`` (the character at ``p`` not yet read), ``-1`` if none;
-        ``closes[p]`` is whether the character at ``p`` closes such a span.
-
-    Examples:
-        >>> openers, closes = open_spans(encode('a "b(c" d'), '"')
-        >>> openers.tolist()  # the quote at 2 is open from 3 to 6
-        [-1, -1, -1, 2, 2, 2, 2, -1, -1]
-        >>> closes.nonzero().flatten().tolist()
-        [6]
-    """
-    _ids("ids", ids, 1)
-    _check_kinds(kinds)
-    text = decode(ids)
-    keys = torch.full((len(text),), -1, dtype=torch.long)
-    closes = torch.zeros(len(text), dtype=torch.bool)
-    stack: list[tuple[str, int]] = []  # (opener, position), innermost last
-    previous = ""
-    for i, c in enumerate(text):
-        if c == "\n" and previous == "\n":
-            stack.clear()
-        keys[i] = next((j for opener, j in reversed(stack) if opener in kinds), -1)
-        if c in _OPENERS:
-            stack.append((c, i))
-        elif c in _CLOSERS:
-            if stack and stack[-1][0] == _OPENERS[_CLOSERS.index(c)]:
-                closes[i] = stack.pop()[0] in kinds
-        elif c == QUOTE:
-            quotes = [k for k, (opener, _) in enumerate(stack) if opener == QUOTE]
-            if quotes:
-                del stack[quotes[-1] :]
-                closes[i] = QUOTE in kinds
-            else:
-                stack.append((c, i))
-        previous = c
-    return keys, closes
-
-
-def opener_targets(ids: Tensor, length: int, kinds: str = "([{", min_offset: int = 2) -> Tensor:
-    """Query $i$ targets the innermost bracket (or quote) still open at $i$, if it is in the window.
-
-    The spans are found over the whole text, so that a window that starts
-    inside a span still knows it: brackets nest, a quote ``"`` closes the open
-    quote (and any bracket opened inside it) or else opens one, and a blank
-    line closes everything. Only openers of ``kinds`` are targets.
-
-    Args:
-        ids: ``(N,)`` the text, cut into windows as `windows` cuts it.
-        length: Window length ``T``.
-        kinds: Which openers are targets: any of ``([{"``.
-        min_offset: How far back the opener must be, at least.
-
-    Returns:
-        ``(n, T, T)`` booleans, one ``(T, T)`` per `windows` window.
-
-    Examples:
-        >>> text = 'f(x, "a(b") + 1'
-        >>> brackets = opener_targets(encode(text), len(text), "([{", 1)[0]
-        >>> def target(i):  # the key query i targets, or None
-        ...     keys = brackets[i].nonzero().flatten().tolist()
-        ...     return keys[0] if keys else None
-        >>> [target(i) for i in (3, 8, 10, 11)]  # "," "b" ")" " "
-        [1, 7, 1, None]
-        >>> quotes = opener_targets(encode(text), len(text), '"', 1)[0]
-        >>> quotes[6:10].int().argmax(-1).tolist()  # "a(b" and its closing quote
-        [5, 5, 5, 5]
-    """
-    _ids("ids", ids, 1)
-    _validate.count("length", length, maximum=len(ids))
-    _validate.count("min_offset", min_offset)
-    keys, _ = open_spans(ids, kinds)
-    n = len(ids) // length
-    keys = keys[: n * length].view(n, length)  # (N,) -> (n, T), as `windows` cuts
-    local = keys - (torch.arange(n) * length)[:, None]  # (n, T): the opener's place in the window
-    ok = (keys >= 0) & (local >= 0) & (torch.arange(length) - local >= min_offset)
-    return _one_key(torch.where(ok, local, -1))
-
-
-def closing_predictions(ids: Tensor, length: int, kinds: str = "([{") -> Tensor:
-    """Which predictions are of a character that closes a span whose opener is in the window.
-
-    Prediction $i$ of a window is that of character $i + 1$. It is marked
-    when that character closes a span of ``kinds`` (as `opener_targets` finds
-    them) that opened in the window: a model that reads the window can know
-    what to close.
-
-    Returns:
-        ``(n, T - 1)`` booleans, one row per `windows` window.
-
-    Examples:
-        >>> closing_predictions(encode('f(x) "a"'), 8, "([{").int()
-        tensor([[0, 0, 1, 0, 0, 0, 0]], dtype=torch.int32)
-        >>> closing_predictions(encode('f(x) "a"'), 8, '"').int()
-        tensor([[0, 0, 0, 0, 0, 0, 1]], dtype=torch.int32)
-    """
-    _ids("ids", ids, 1)
-    _validate.count("length", length, minimum=2, maximum=len(ids))
-    keys, closes = open_spans(ids, kinds)
-    n = len(ids) // length
-    keys = keys[: n * length].view(n, length)  # (n, T): the opener open at each position
-    closes = closes[: n * length].view(n, length)  # (n, T)
-    local = keys - (torch.arange(n) * length)[:, None]  # (n, T)
-    return closes[:, 1:] & (local[:, 1:] >= 0)  # (n, T - 1): character i + 1 closes, opener in window
-
-
-def induction_targets(batch: Tensor, k: int = 3) -> Tensor:
-    r"""Query $i$ targets every key $j$ that followed an earlier copy of the query's last ``k`` characters.
-
-    $$
-    \begin{aligned}
-    t_{ij} = {} & \big[\, x_{j-k} \dots x_{j-1} = x_{i-k+1} \dots x_i \,\big] \\
-    & \text{and } j - 1 < i - k + 1
-    \end{aligned}
-    $$
-
-    With ``k = 1`` this is the prefix matching of Olsson et al. (2022): keys
-    whose previous token is the current one. On text one character matches
-    too often (every ``e`` after every other ``e``), so ``k`` characters must
-    match, the "current and/or recent tokens" of their definition. The
-    earlier copy must end before the current one begins, so that in a run
-    such as ``-----`` the previous character is not a target.
-
-    Examples:
-        >>> targets = induction_targets(encode("abcXabcY")[None], k=2)[0]
-        >>> targets.nonzero().tolist()  # "ab" -> key 2 ("c"), "bc" -> key 3 ("X")
-        [[5, 2], [6, 3]]
-    """
-    _ids("batch", batch, 2)
-    _validate.count("k", k)
-    B, T = batch.shape
-    match = torch.ones(B, T, T, dtype=torch.bool)  # (B, T, T): query i, key j
-    for d in range(k):  # x_{i-d} == x_{j-1-d}; roll wraps, but `valid` drops those pairs
-        query_side = torch.roll(batch, d, dims=1)  # (B, T): x_{i-d}
-        key_side = torch.roll(batch, 1 + d, dims=1)  # (B, T): x_{j-1-d}
-        match &= query_side[:, :, None] == key_side[:, None, :]
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    valid = (j >= k) & (i >= k - 1) & (j - 1 < i - k + 1)  # (T, T): both copies in the window, apart
-    return match & valid
-
-
-def copy_predictions(batch: Tensor, k: int = 3) -> Tensor:
-    """Which predictions copying could get right: ``(B, T)`` ids -> ``(B, T - 1)`` booleans.
-
-    Prediction $i$ is marked when some key $j$ that `induction_targets`
-    gives query $i$ holds the right next character, $x_j = x_{i+1}$.
-
-    Examples:
-        >>> copy_predictions(encode("abcXabcY")[None], k=2).int()
-        tensor([[0, 0, 0, 0, 0, 1, 0]], dtype=torch.int32)
-    """
-    targets = induction_targets(batch, k)[:, :-1]  # (B, T - 1, T): queries 0 .. T - 2
-    right = batch[:, None, :] == batch[:, 1:, None]  # (B, T - 1, T): x_j == x_{i+1}
-    return (targets & right).any(dim=-1)
-
-
-# --- the playground's file ---------------------------------------------------------------------
-
-CHAR_PLAYGROUND_FORMAT = "attn_ref character model, int8"
-
-
-def char_playground_json(model: CharTransformer, heads: Mapping[tuple[int, int], tuple[str, float]]) -> str:
-    r"""The trained character model, as a small JSON document for a browser to run.
-
-    It holds every parameter, so that a page can compute what `CharTransformer.forward` computes:
-    the next-character logits and every layer's attention weights. Each tensor is stored as
-    signed bytes times one scale, as `attn_ref.training.playground_json` stores the induction
-    model's.
-
-    Format (version 1), a JSON object:
-
-    - ``"format"``: ``"attn_ref character model, int8"``; ``"version"``: ``1``;
-    - ``"alphabet"``: `ALPHABET`, character ``i`` being id ``i``;
-    - ``"context_length"``, ``"embed_dim"``, ``"num_layers"``, ``"num_heads"``: the model's sizes
-      (``head_dim`` is ``embed_dim / num_heads``; the MLP is ``4 embed_dim`` wide);
-    - ``"heads"``: the heads a reader measured, in (layer, head) order, each
-      ``{"layer": l, "head": h, "role": "...", "score": s}`` (the score to 6 decimals);
-    - ``"tensors"``: by PyTorch's ``state_dict`` names, for example
-      ``"blocks.0.attn.q_proj.weight"``, each ``{"shape": [...], "scale": s, "int8": base64}``: its
-      entries in row-major order as signed bytes $n$, each standing for $n \cdot s$. Linear layers
-      are stored as ``nn.Linear`` stores them: ``y = x @ weight.T + bias``.
-
-    Args:
-        model: The `CharTransformer`.
-        heads: ``(layer, head) -> (role, score)``: what each named head does, and the score that
-            says so (a `target_scores` value, say).
-
-    Returns:
-        The JSON text.
-
-    Raises:
-        TypeError: ``model`` is not a `CharTransformer`, or ``heads`` not a mapping.
-        ValueError: A key of ``heads`` is not a head of ``model``, or a role is empty, or a score
-            not a finite number.
-
-    Examples:
-        >>> _ = torch.manual_seed(0)
-        >>> model = CharTransformer(
-        ...     context_length=16, embed_dim=8, num_layers=2, num_heads=2
-        ... )
-        >>> text = char_playground_json(model, {(1, 0): ("open quote", 0.4)})
-        >>> json.loads(text)["heads"]
-        [{'layer': 1, 'head': 0, 'role': 'open quote', 'score': 0.4}]
-        >>> char_playground_json(model, {(2, 0): ("open quote", 0.4)})
-        Traceback (most recent call last):
-        ...
-        ValueError: heads' key (2, 0): model has layers 0-1, heads 0-1
-    """
-    if not isinstance(model, CharTransformer):
-        raise TypeError(f"model must be a CharTransformer, got {type(model).__name__}")
-    if not isinstance(heads, Mapping):
-        raise TypeError(f"heads must be a mapping (layer, head) -> (role, score), got {type(heads).__name__}")
-    layers, per_layer = len(model.blocks), model.num_heads
-    named = []
-    for key in sorted(heads):
-        if (
-            not isinstance(key, tuple)
-            or len(key) != 2
-            or not all(isinstance(k, int) and not isinstance(k, bool) for k in key)
-            or not (0 <= key[0] < layers and 0 <= key[1] < per_layer)
-        ):
-            raise ValueError(f"heads' key {key!r}: model has layers 0-{layers - 1}, heads 0-{per_layer - 1}")
-        value = heads[key]
-        if not isinstance(value, tuple) or len(value) != 2 or not isinstance(value[0], str) or not value[0]:
-            raise ValueError(f"heads[{key!r}] must be (role, score) with a non-empty role, got {value!r}")
-        score = _validate.number(f"heads[{key!r}]'s score", value[1])
-        named.append({"layer": key[0], "head": key[1], "role": value[0], "score": round(score, 6)})
-    document = {
-        "format": CHAR_PLAYGROUND_FORMAT,
-        "version": 1,
-        "alphabet": ALPHABET,
-        "context_length": model.context_length,
-        "embed_dim": model.token_embedding.embedding_dim,
-        "num_layers": layers,
-        "num_heads": per_layer,
-        "heads": named,
-        "tensors": {name: int8_entry(tensor) for name, tensor in model.state_dict().items()},
-    }
-    return json.dumps(document, separators=(",", ":"))
-
-
-def char_model_from_playground_json(text: str) -> CharTransformer:
-    """The model `char_playground_json` wrote, with each parameter decoded from its levels.
-
-    Args:
-        text: The JSON text.
-
-    Returns:
-        A `CharTransformer` in evaluation mode, in float32.
-
-    Raises:
-        TypeError: ``text`` is not a string.
-        ValueError: ``text`` is not version 1 of the format, or its alphabet is not `ALPHABET`.
-
-    Examples:
-        >>> _ = torch.manual_seed(0)
-        >>> model = CharTransformer(
-        ...     context_length=16, embed_dim=8, num_layers=2, num_heads=2
-        ... )
-        >>> copy = char_model_from_playground_json(char_playground_json(model, {}))
-        >>> tokens = encode('print("hi")')[None]
-        >>> probabilities = [m(tokens)[0].softmax(-1) for m in (model, copy)]
-        >>> difference = probabilities[0] - probabilities[1]
-        >>> bool(difference.abs().max() < 0.01)  # int8 weights: close
-        True
-        >>> char_model_from_playground_json('{"format": "something else"}')
-        Traceback (most recent call last):
-        ...
-        ValueError: text is not version 1 of 'attn_ref character model, int8'
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    document = json.loads(text)
-    if document.get("format") != CHAR_PLAYGROUND_FORMAT or document.get("version") != 1:
-        raise ValueError(f"text is not version 1 of {CHAR_PLAYGROUND_FORMAT!r}")
-    if document["alphabet"] != ALPHABET:
-        raise ValueError("text's alphabet is not ALPHABET: the ids would mean other characters")
-    model = CharTransformer(
-        document["context_length"], document["embed_dim"], document["num_layers"], document["num_heads"]
-    )
-    model.load_state_dict({name: from_int8_entry(stored) for name, stored in document["tensors"].items()})
-    return model.eval()

@@ -716,10 +716,12 @@ for rescale_output in (False, True):
 # to $i + S - L$ (see [Generating text with a KV cache](kv_cache.md)). A tile-skipping
 # test copied from the square case, "skip when the tile's first key comes after its
 # last query", then skips tiles that hold visible keys. `tiled_attention` takes such a
-# test as `skip_tile`; the symptom is a wrong output, with no error. The fix is to shift
+# test as a `TileRule`'s `skip`; the symptom is a wrong output, with no error. The fix is to shift
 # the test by $S - L$.
 
 # %%
+from attn_ref.tiled import TileRule
+
 g = torch.Generator().manual_seed(6)
 q_new, k_all, v_all = (torch.randn(n, 8, generator=g) for n in (6, 10, 10))
 L_new, S_all = 6, 10  # 6 new queries after 4 cached keys
@@ -732,9 +734,9 @@ skip_tests = {
     ),
 }
 skipping = {}  # test: (tiles skipped, largest error)
-for name, skip_tile in skip_tests.items():
+for name, skip in skip_tests.items():
     ours, state = tiled_attention(
-        q_new, k_all, v_all, mask, block_size=(2, 4), skip_tile=skip_tile
+        q_new, k_all, v_all, mask, block_size=(2, 4), tile_rule=TileRule(skip)
     )
     skipping[name] = (state.tiles_skipped, (ours - expected).abs().max())
     print(f"{name:<16}: skips {skipping[name][0]} tiles,", end=" ")

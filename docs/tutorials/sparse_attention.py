@@ -119,9 +119,9 @@ print("window of 1:\n", window_blocks(8, 4, num_blocks=1, block_size=2).int())
 #
 # `tiled_attention` computes attention in tiles of `block_q` queries by `block_k` keys,
 # and its two hooks, the ones block masks use, do the rest. `block_sparse_attention`
-# makes each key block one column of tiles: `skip_tile` skips a tile that no query in
-# it chose, so its scores are never computed, and `mod_tile` sets the unchosen keys of
-# a computed tile to $-\infty$ before the softmax. With every block chosen it is causal
+# makes each key block one column of tiles: its `TileRule`'s `skip` skips a tile that
+# no query in it chose, so its scores are never computed, and its `modify` sets the
+# unchosen keys of a computed tile to $-\infty$ before the softmax. With every block chosen it is causal
 # attention, which the cell checks against PyTorch's own.
 
 # %%

@@ -16,10 +16,9 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
 from attn_ref.backward import (
     attention_backward,
@@ -35,12 +34,13 @@ from tests.support.allocations import AllocationRecorder
 from tests.support.backward_reference import (
     error_bounds,
     half_output_bound,
+    pytorch_gradients,
     reference_gradients,
     reference_weights,
     subnormal_gap,
 )
 from tests.support.reference import as64
-from tests.support.strategies import block_sizes, pair
+from tests.support.strategies import block_sizes, pair, tiles
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 12
@@ -106,16 +106,6 @@ def numpy_masks(q, k, kwargs):
     return None, as64(mask)
 
 
-def pytorch_gradients(q, k, v, d_out, kwargs, backend=None):
-    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    if backend is None:
-        out = F.scaled_dot_product_attention(*leaves, **kwargs)
-    else:
-        with sdpa_kernel(backend):
-            out = F.scaled_dot_product_attention(*leaves, **kwargs)
-    return torch.autograd.grad((out * d_out).sum(), leaves)
-
-
 # --- the softmax --------------------------------------------------------------------------------
 
 
@@ -158,7 +148,7 @@ def test_attention_backward_equals_pytorch_and_the_formulas(problem):
     ours = attention_backward(q, k, v, weights, d_out)
     exact = reference_gradients(q, k, v, d_out, allowed, additive)
     bounds = error_bounds(q, k, v, d_out, torch.finfo(torch.float64).eps, allowed, additive)
-    theirs = pytorch_gradients(q, k, v, d_out, kwargs, SDPBackend.MATH)
+    _, *theirs = pytorch_gradients(q, k, v, d_out, SDPBackend.MATH, **kwargs)
     for name, a, b, x, e in zip("QKV", ours, theirs, exact, bounds, strict=True):
         assert_within(a, x, e, f"d{name} against the formulas")
         assert_within(b, x, e, f"PyTorch's d{name} against the formulas")  # the bound holds for it too
@@ -208,7 +198,7 @@ def test_flash_backward_equals_pytorch_in_float64(problem, block_size):
     allowed, additive = numpy_masks(q, k, kwargs)
     exact = reference_gradients(q, k, v, d_out, allowed, additive)
     bounds = error_bounds(q, k, v, d_out, torch.finfo(torch.float64).eps, allowed, additive)
-    theirs = pytorch_gradients(q, k, v, d_out, kwargs, SDPBackend.MATH)
+    _, *theirs = pytorch_gradients(q, k, v, d_out, SDPBackend.MATH, **kwargs)
     for name, a, b, x, e in zip("QKV", ours, theirs, exact, bounds, strict=True):
         assert_within(a, x, e, f"flash d{name}")
         assert_within(b, x, e, f"PyTorch's d{name}")
@@ -282,7 +272,7 @@ def test_a_query_that_sees_no_key_gets_zero_gradient_as_from_pytorch():
     dq, dk, dv, _ = flash_attention_backward(q, k, v, out, state.logsumexp, d_out, allowed, block_size=4)
     assert torch.equal(dq[0, 0, 2], torch.zeros(4, dtype=torch.float64)) and not dq.isnan().any()
     for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION):  # PyTorch's fused CPU kernel too
-        theirs = pytorch_gradients(q, k, v, d_out, {"attn_mask": allowed}, backend)
+        _, *theirs = pytorch_gradients(q, k, v, d_out, backend, attn_mask=allowed)
         assert torch.equal(theirs[0][0, 0, 2], torch.zeros(4, dtype=torch.float64))
     d_out[0, 0, 2] += 100.0  # its output gradient reaches nothing
     moved = flash_attention_backward(q, k, v, out, state.logsumexp, d_out, allowed, block_size=4)
@@ -290,15 +280,6 @@ def test_a_query_that_sees_no_key_gets_zero_gradient_as_from_pytorch():
 
 
 # --- tiles, order and counts -------------------------------------------------------------------
-
-
-def tiles(L, S, block_q, block_k):
-    """Every tile as (first query, last query, first key, last key)."""
-    return [
-        (i, min(i + block_q, L) - 1, j, min(j + block_k, S) - 1)
-        for i in range(0, L, block_q)
-        for j in range(0, S, block_k)
-    ]
 
 
 @SETTINGS
@@ -315,8 +296,8 @@ def test_both_passes_count_the_same_tiles_and_the_multiply_adds_of_their_product
 ):
     block_q, block_k = pair(block_size)
     visible = reference.causal(L, S) if causal else np.ones((L, S), dtype=bool)
-    computed = [t for t in tiles(L, S, block_q, block_k) if visible[t[0] : t[1] + 1, t[2] : t[3] + 1].any()]
-    areas = [(t[1] - t[0] + 1) * (t[3] - t[2] + 1) for t in computed]
+    computed = [(rows, cols) for rows, cols in tiles(L, S, block_q, block_k) if visible[rows, cols].any()]
+    areas = [(rows.stop - rows.start) * (cols.stop - cols.start) for rows, cols in computed]
     q, k, v = torch.zeros(2, L, d_k), torch.zeros(2, S, d_k), torch.zeros(2, S, d_v)  # batch of 2
     out, fwd = tiled_attention(q, k, v, is_causal=causal, block_size=block_size)
     *_, bwd = flash_attention_backward(
@@ -408,9 +389,9 @@ def test_the_dropout_mask_depends_only_on_the_positions(seed, batch, L, S, block
     whole = dropout_mask(seed, batch, range(L), range(S), p)
     assert whole.shape == (*batch, L, S) and whole.dtype == torch.bool
     block_q, block_k = pair(block_size)
-    for i, last_i, j, last_j in tiles(L, S, block_q, block_k):
-        tile = dropout_mask(seed, batch, range(i, last_i + 1), range(j, last_j + 1), p)
-        assert torch.equal(tile, whole[..., i : last_i + 1, j : last_j + 1])
+    for rows, cols in tiles(L, S, block_q, block_k):
+        tile = dropout_mask(seed, batch, range(L)[rows], range(S)[cols], p)
+        assert torch.equal(tile, whole[..., rows, cols])
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from attn_ref.context_parallel import (
     LAYOUTS,
@@ -43,6 +42,7 @@ from attn_ref.context_parallel import (
 )
 from attn_ref.functional import scaled_dot_product_attention
 from attn_ref.multihead import repeat_kv_heads
+from tests.support.backward_reference import pytorch_gradients
 from tests.support.context_parallel_reference import causal_attention_and_grads, merged_bounds, visible_tiles
 from tests.support.float32_attention_bounds import assert_within
 from tests.support.reference import as64
@@ -68,12 +68,6 @@ def run_on_ranks(method: str, world_size: int, layout: str, tensors):
     )
     whole = [unshard([result[i] for result in results], layout) for i in range(4)]
     return whole, [result[4] for result in results]
-
-
-def pytorch_gradients(q, k, v, d_out):
-    leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
-    out = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
-    return (out.detach(), *torch.autograd.grad((out * d_out).sum(), leaves))
 
 
 def attn_ref_gradients(q, k, v, d_out):
@@ -138,7 +132,10 @@ def test_ranks_give_single_process_attention(method, layout, world_size):
     computed, _ = run_on_ranks(method, world_size, layout, (q, k, v, d_out))
     exact = causal_attention_and_grads(q, k, v, d_out)
     bounds = merged_bounds(q, k, v, d_out, torch.finfo(torch.float32).eps, merges=2 * world_size)
-    references = {"float64": exact, "PyTorch": pytorch_gradients(q, k, v, d_out)}
+    references = {
+        "float64": exact,
+        "PyTorch": pytorch_gradients(q, k, v, d_out, is_causal=True, enable_gqa=True),
+    }
     references["attn_ref"] = attn_ref_gradients(q, k, v, d_out)
     for who, reference in references.items():
         factor = 1 if who == "float64" else 2

@@ -65,7 +65,7 @@ def _tolerance(x: np.ndarray, W: np.ndarray, dtype: torch.dtype, cond: float = 1
     return C * eps * cond * np.abs(x).sum(-1, keepdims=True) * np.abs(W).max() * (1 + _spread(x))
 
 
-def _run(x, W, dtype, **kwargs):
+def _through_sdpa(x, W, dtype, **kwargs):
     parts = linear_as_attention(torch.tensor(x, dtype=dtype), torch.tensor(W, dtype=dtype), **kwargs)
     q, k, v, mask = parts
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]  # (B, d_out)
@@ -76,7 +76,7 @@ def _run(x, W, dtype, **kwargs):
 @given(linear_problems())
 def test_pytorch_attention_reproduces_x_w(problem):
     x, W, dtype, d_k, seed = problem
-    _, y = _run(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
+    _, y = _through_sdpa(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
     assert (np.abs(y - x @ W.T) <= _tolerance(x, W, dtype)).all()
 
 
@@ -84,7 +84,7 @@ def test_pytorch_attention_reproduces_x_w(problem):
 @given(linear_problems())
 def test_attn_ref_attention_agrees_and_gives_the_weights_abs_x_over_l1(problem):
     x, W, dtype, d_k, seed = problem
-    (q, k, v, mask), _ = _run(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
+    (q, k, v, mask), _ = _through_sdpa(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
     output, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert (np.abs(output[:, 0].double().numpy() - x @ W.T) <= _tolerance(x, W, dtype)).all()
     l1 = np.abs(x).sum(-1, keepdims=True)
@@ -99,7 +99,7 @@ def test_attn_ref_attention_agrees_and_gives_the_weights_abs_x_over_l1(problem):
 def test_mask_values_and_shapes(problem):
     x, W, dtype, d_k, seed = problem
     B, d_in = x.shape
-    (q, k, v, mask), _ = _run(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
+    (q, k, v, mask), _ = _through_sdpa(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
     assert q.shape == (B, 1, d_k)
     assert k.shape == (B, d_in, d_k)
     assert v.shape == (B, d_in, W.shape[0])
@@ -115,7 +115,7 @@ def test_mask_values_and_shapes(problem):
 def test_rows_of_zeros_give_exactly_zero(problem):
     x, W, dtype, d_k, seed = problem
     x[0] = 0.0
-    _, y = _run(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
+    _, y = _through_sdpa(x, W, dtype, d_k=d_k, generator=torch.Generator().manual_seed(seed))
     assert (y[0] == 0).all()
 
 
@@ -124,7 +124,7 @@ def test_rows_of_zeros_give_exactly_zero(problem):
 def test_drawn_key_is_shared_and_orthonormal(d_in, extra, seed):
     d_k = max(1, d_in - 1 + extra)
     x = np.random.default_rng(seed).standard_normal((3, d_in))
-    (_, k, _, _), _ = _run(
+    (_, k, _, _), _ = _through_sdpa(
         x, np.ones((2, d_in)), torch.float64, d_k=d_k, generator=torch.Generator().manual_seed(seed)
     )
     k = k.numpy()
@@ -145,7 +145,7 @@ def test_given_key_error_scales_with_its_condition_number(problem, log_cond):
     key = (U * np.logspace(0, -log_cond, d_in)) @ V.T
     key = torch.tensor(key, dtype=dtype)
     cond = float(np.linalg.cond(key.double().numpy()))
-    _, y = _run(x, W, dtype, key=key)
+    _, y = _through_sdpa(x, W, dtype, key=key)
     assert (np.abs(y - x @ W.T) <= _tolerance(x, W, dtype, cond)).all()
 
 
@@ -153,7 +153,7 @@ def test_wide_given_key_gets_the_minimum_norm_query():
     rng = np.random.default_rng(0)
     x, W = rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
     key = torch.tensor(rng.standard_normal((5, 9)))
-    (q, k, _, _), y = _run(x, W, torch.float64, key=key)
+    (q, k, _, _), y = _through_sdpa(x, W, torch.float64, key=key)
     assert q.shape == (4, 1, 9) and k.shape == (4, 5, 9)
     np.testing.assert_allclose(y, x @ W.T, atol=1e-12)
     # Minimum norm: q lies in the row space of k^T, i.e. q = z k for some z (NumPy's lstsq).
@@ -164,8 +164,8 @@ def test_wide_given_key_gets_the_minimum_norm_query():
 def test_query_ignores_scale_and_values_scale_with_x():
     rng = np.random.default_rng(1)
     x, W = rng.standard_normal((3, 6)), rng.standard_normal((4, 6))
-    (q1, k1, v1, _), _ = _run(x, W, torch.float64, generator=torch.Generator().manual_seed(5))
-    (q2, k2, v2, _), _ = _run(3 * x, W, torch.float64, generator=torch.Generator().manual_seed(5))
+    (q1, k1, v1, _), _ = _through_sdpa(x, W, torch.float64, generator=torch.Generator().manual_seed(5))
+    (q2, k2, v2, _), _ = _through_sdpa(3 * x, W, torch.float64, generator=torch.Generator().manual_seed(5))
     torch.testing.assert_close(q2, q1)
     torch.testing.assert_close(k2, k1)
     torch.testing.assert_close(v2, 3 * v1)
@@ -173,7 +173,7 @@ def test_query_ignores_scale_and_values_scale_with_x():
 
 def test_single_feature():
     x, W = np.array([[-2.0], [0.0], [0.5]]), np.array([[3.0], [-1.0]])
-    _, y = _run(x, W, torch.float64, generator=torch.Generator().manual_seed(0))
+    _, y = _through_sdpa(x, W, torch.float64, generator=torch.Generator().manual_seed(0))
     np.testing.assert_array_equal(y, x @ W.T)
 
 
@@ -181,7 +181,7 @@ def test_doctest_example_by_hand():
     # Row 0: 2*w_1 - 1*w_2 + 0*w_3 + 0.5*w_4, with w_i the columns of W, written out.
     W = np.array(LINEAR_WEIGHT)
     hand = 2.0 * W[:, 0] - 1.0 * W[:, 1] + 0.5 * W[:, 3]
-    _, y = _run(np.array(LINEAR_X), W, torch.float64, generator=torch.Generator().manual_seed(0))
+    _, y = _through_sdpa(np.array(LINEAR_X), W, torch.float64, generator=torch.Generator().manual_seed(0))
     np.testing.assert_allclose(y[0], hand, atol=1e-13)
     assert (y[1] == 0).all()
 
@@ -196,7 +196,7 @@ def test_the_posts_inverse_gives_nan_on_zero_entries_and_this_does_not():
         q = 2.0 * logits @ np.linalg.inv(k.T)
         scores = q @ k.T
     assert np.isnan(scores).any()  # the literal recipe: log, then an inverse
-    _, y = _run(x, W, torch.float64)
+    _, y = _through_sdpa(x, W, torch.float64)
     np.testing.assert_allclose(y, x @ W.T, atol=1e-13)
 
 

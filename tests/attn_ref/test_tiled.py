@@ -15,7 +15,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from attn_ref import online_softmax, scaled_dot_product_attention, tiled_attention
 from tests.support import reference
 from tests.support.allocations import AllocationRecorder
-from tests.support.strategies import attention_inputs, block_sizes, non_finite_inputs, pair
+from tests.support.strategies import attention_inputs, block_sizes, non_finite_inputs, pair, tiles
 
 SETTINGS = settings(max_examples=30, deadline=None)
 MAX_LEN = 9  # blocks of up to 10 are drawn, so some are larger than L and S
@@ -28,15 +28,6 @@ def boolean_masks(draw, q, k, g):
     L, S = q.shape[-2], k.shape[-2]
     shape = draw(st.sampled_from([(L, S), (1, S), (L, 1), (*q.shape[:-2], L, S)]))
     return torch.rand(shape, generator=g) > 0.4
-
-
-def tiles(L, S, block_q, block_k):
-    """Every tile's (rows, cols) as slices, in the order tiled_attention visits them."""
-    return [
-        (slice(i, min(i + block_q, L)), slice(j, min(j + block_k, S)))
-        for i in range(0, L, block_q)
-        for j in range(0, S, block_k)
-    ]
 
 
 # --- online softmax ---------------------------------------------------------------------

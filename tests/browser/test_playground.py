@@ -29,6 +29,7 @@ from sitelook.browsing import Tab, accessibility_violations, reading
 from sitelook.budgets import PLAYGROUND_WORDS, SCREEN
 from tests.support.colours import contrast, on, srgb
 from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
+from tests.support.playground_state import read_state
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.reference import EPS32, EPS64, as64
 
@@ -63,10 +64,6 @@ def playground(browser, server):
     assert visit.outside == [], "a request left the site"
     assert visit.console_errors == []
     visit.close()
-
-
-def read_state(page, view: str) -> dict:
-    return json.loads(page.get_attribute(view, "data-state"))
 
 
 def live_text(page, view: str) -> str:

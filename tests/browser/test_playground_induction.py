@@ -24,6 +24,7 @@ from matplotlib.colors import to_hex
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
 from sitelook.browsing import Tab, accessibility_violations
 from tests.support.playground_files import float64_from_levels
+from tests.support.playground_state import read_state
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.training_claims import COPYING, ROLE, ov_copying  # the tutorial's criterion
 
@@ -64,10 +65,6 @@ def view(browser, server):
     assert visit.outside == [], "a request left the site"
     assert visit.console_errors == []
     visit.close()
-
-
-def read_state(page) -> dict:
-    return json.loads(page.get_attribute(ROOT, "data-state"))
 
 
 def field(page):
@@ -142,7 +139,7 @@ def test_the_published_model_is_the_tutorials_and_small(model_text, executed_tut
 
 def test_the_first_state_is_a_repeat_and_the_induction_head_lights_up(view, references):
     page = view.page
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["error"] is None
     assert say(state["tokens"]) == page.get_attribute(".pgi", "data-tokens") == field(page).input_value()
     weights = check_weights(state, references)
@@ -164,7 +161,7 @@ def test_typing_editing_and_clearing(view, references):
     page = view.page
     box = field(page)
     box.fill("")
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["tokens"] is None and state["weights"] is None
     assert "at least one token" in state["error"]
     assert page.get_by_role("alert").inner_text() == state["error"]
@@ -173,7 +170,7 @@ def test_typing_editing_and_clearing(view, references):
     # Typed key by key: a run of 9 tokens, then its repeat.
     typed = repeated([12, 40, 3, 57, 21, 8, 33, 61, 19], 25)
     box.press_sequentially(say(typed))
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["tokens"] == typed and state["error"] is None
     assert page.locator(".pgi-maps").is_visible() and page.get_by_role("alert").count() == 0
     check_scores(state, check_weights(state, references))
@@ -184,20 +181,20 @@ def test_typing_editing_and_clearing(view, references):
     edited = list(typed)
     edited[14] = 0
     box.fill(say(edited))
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["tokens"] == edited
     check_scores(state, check_weights(state, references))
     box.press("End")
     for _ in range(len(say(edited[-2:])) + 1):
         box.press("Backspace")
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["tokens"] == edited[:-2]
     check_scores(state, check_weights(state, references))
 
     # No token repeats: nothing to match, and the page says so.
     distinct = [5, 9, 2, 44, 17, 30]
     box.fill(say(distinct))
-    state = read_state(page)
+    state = read_state(page, ROOT)
     check_scores(state, check_weights(state, references))
     assert state["prefix"] is None and state["induction"] == []
     assert page.locator(".pgi-induction").count() == 0
@@ -207,9 +204,9 @@ def test_typing_editing_and_clearing(view, references):
     # Cleared with the keyboard, then one token.
     box.press("Control+a")
     box.press("Backspace")
-    assert "at least one token" in read_state(page)["error"]
+    assert "at least one token" in read_state(page, ROOT)["error"]
     box.press_sequentially("7")
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["tokens"] == [7] and state["error"] is None
     check_weights(state, references)
 
@@ -229,13 +226,13 @@ def test_typing_editing_and_clearing(view, references):
 def test_bad_input_gets_a_message_not_a_broken_view(view, references, typed, says):
     page = view.page
     field(page).fill(typed)
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert says in state["error"] and state["weights"] is None
     assert page.get_by_role("alert").inner_text() == state["error"]
     assert field(page).get_attribute("aria-invalid") == "true"
     assert page.locator(".pgi-maps").is_hidden()
     field(page).fill("1 2 3 1 2 3")  # and back
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["error"] is None and field(page).get_attribute("aria-invalid") is None
     check_weights(state, references)
 
@@ -255,7 +252,7 @@ def test_keyboard_alone(view):
     field(page).focus()
     page.keyboard.press("Control+a")
     page.keyboard.type("4 8 15 16 23 42 4 8 15")
-    assert read_state(page)["tokens"] == [4, 8, 15, 16, 23, 42, 4, 8, 15]
+    assert read_state(page, ROOT)["tokens"] == [4, 8, 15, 16, 23, 42, 4, 8, 15]
     page.keyboard.press("Tab")
     slider = page.get_by_role("slider", name="Query shown in the readouts")
     assert slider.evaluate("e => e === document.activeElement")
@@ -311,7 +308,7 @@ def test_fits_a_phone_and_a_desktop_and_reads_on_both(browser, server, mode, opt
     per_row = 1 if options["viewport"]["width"] < 600 else 2
     assert width >= column / per_row - 40 and width >= 280
     assert min(page.evaluate(LABELS)) >= 9
-    state = read_state(page)
+    state = read_state(page, ROOT)
     check_colours_and_labels(page, state)
     assert maps.first.evaluate("svg => getComputedStyle(svg).filter") == "none"
     field(page).fill(say(repeated([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 32)))

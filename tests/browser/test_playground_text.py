@@ -26,6 +26,7 @@ from sitelook.browsing import Tab, accessibility_violations
 from sitelook.budgets import FIRST_VISIT_BUDGET
 from tests.support.looks import TRANSFERRED
 from tests.support.playground_files import float64_from_levels
+from tests.support.playground_state import read_state
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 
 pytestmark = pytest.mark.browser
@@ -71,10 +72,6 @@ def view(browser, server):
     assert visit.outside == [], "a request left the site"
     assert visit.console_errors == []
     visit.close()
-
-
-def read_state(page) -> dict:
-    return json.loads(page.get_attribute(ROOT, "data-state"))
 
 
 def field(page):
@@ -139,7 +136,7 @@ def test_the_first_state_is_the_models_and_the_named_heads_are_the_files(view, r
     page = view.page
     text = page.get_attribute(".pgt", "data-text")
     assert field(page).input_value() == text
-    state = read_state(page)
+    state = read_state(page, ROOT)
     check_numbers(state, references, text)
     check_list_and_maps(page, state, text)
     heads = json.loads(model_text)["heads"]
@@ -158,7 +155,7 @@ def test_typing_editing_and_clearing(view, references):
     page = view.page
     box = field(page)
     box.fill("")
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert state["ids"] is None and state["probabilities"] is None and state["weights"] is None
     assert "at least one character" in state["error"]
     assert page.get_by_role("alert").inner_text() == state["error"]
@@ -167,7 +164,7 @@ def test_typing_editing_and_clearing(view, references):
     # Typed key by key, a quote left open and a newline in it.
     typed = 'Call "len(x)" on\nit: "ab'
     box.press_sequentially(typed)
-    state = read_state(page)
+    state = read_state(page, ROOT)
     check_numbers(state, references, typed)
     check_list_and_maps(page, state, typed)
     assert page.get_by_role("alert").count() == 0
@@ -175,23 +172,23 @@ def test_typing_editing_and_clearing(view, references):
     # Edited: the first word replaced, then the last two characters deleted with the keyboard.
     edited = "Use" + typed[4:]
     box.fill(edited)
-    check_numbers(read_state(page), references, edited)
+    check_numbers(read_state(page, ROOT), references, edited)
     box.press("Control+End")
     box.press("Backspace")
     box.press("Backspace")
-    check_numbers(read_state(page), references, edited[:-2])
+    check_numbers(read_state(page, ROOT), references, edited[:-2])
 
     # As long as the model reads: the whole context.
     full = 'The "for" statement is used to iterate'[:32]
     box.fill(full)
-    check_numbers(read_state(page), references, full)
+    check_numbers(read_state(page, ROOT), references, full)
 
     # Cleared with the keyboard, then one character.
     box.press("Control+a")
     box.press("Backspace")
-    assert "at least one character" in read_state(page)["error"]
+    assert "at least one character" in read_state(page, ROOT)["error"]
     box.press_sequentially("x")
-    check_numbers(read_state(page), references, "x")
+    check_numbers(read_state(page, ROOT), references, "x")
 
 
 def test_the_open_delimiter_heads_find_the_open_quote_and_bracket_as_the_page_says(view, references):
@@ -201,12 +198,14 @@ def test_the_open_delimiter_heads_find_the_open_quote_and_bracket_as_the_page_sa
     quote is closed: the published models differ there (0.08 to 0.69 on it)."""
     page = view.page
     heads = [
-        (h["layer"], h["head"]) for h in read_state(page)["named"] if h["role"] == "open bracket or quote"
+        (h["layer"], h["head"])
+        for h in read_state(page, ROOT)["named"]
+        if h["role"] == "open bracket or quote"
     ]
     assert heads
     for typed, target, other in (('Use "import', 4, None), ("f(a, [b", 5, 1)):
         field(page).fill(typed)
-        state = read_state(page)
+        state = read_state(page, ROOT)
         check_numbers(state, references, typed)
         last = [state["weights"][layer][head][-1] for layer, head in heads]
         assert np.mean([w[target] for w in last]) >= 0.5, typed
@@ -226,14 +225,14 @@ def test_the_open_delimiter_heads_find_the_open_quote_and_bracket_as_the_page_sa
 def test_bad_input_gets_a_message_not_a_broken_view(view, references, typed, says):
     page = view.page
     field(page).fill(typed)
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert says in state["error"] and state["weights"] is None and state["probabilities"] is None
     assert page.get_by_role("alert").inner_text() == state["error"]
     assert field(page).get_attribute("aria-invalid") == "true"
     assert page.locator(".pgt-maps").is_hidden() and page.locator(".pgt-next").is_hidden()
     assert page.get_by_role("slider").is_disabled()
     field(page).fill("def f(x):")  # and back
-    state = read_state(page)
+    state = read_state(page, ROOT)
     assert field(page).get_attribute("aria-invalid") is None
     check_numbers(state, references, "def f(x):")
 
@@ -244,7 +243,7 @@ def test_the_limits_in_the_messages_are_the_models(model_text, view):
     label = view.page.locator(".pgt-controls label").first.inner_text()
     assert f"at most {document['context_length']} characters" in label
     field(view.page).fill("\u201cquoted\u201d")
-    assert f'from the space to "{ALPHABET[-1]}"' in read_state(view.page)["error"]
+    assert f'from the space to "{ALPHABET[-1]}"' in read_state(view.page, ROOT)["error"]
 
 
 def test_keyboard_alone(view):
@@ -252,7 +251,7 @@ def test_keyboard_alone(view):
     field(page).focus()
     page.keyboard.press("Control+a")
     page.keyboard.type("import os")
-    assert read_state(page)["ids"] == [ALPHABET.index(c) for c in "import os"]
+    assert read_state(page, ROOT)["ids"] == [ALPHABET.index(c) for c in "import os"]
     page.keyboard.press("Tab")
     slider = page.get_by_role("slider", name="Query shown in the predictions and readouts")
     assert slider.evaluate("e => e === document.activeElement")
@@ -323,8 +322,8 @@ def test_fits_a_phone_and_a_desktop_and_reads_on_both(browser, server, mode, opt
     assert maps.first.evaluate("svg => getComputedStyle(svg).filter") == "none"
     longest = "x = {'key': [1, 2, 3]}  # a dict"
     field(page).fill(longest)
-    assert len(longest) == 32 and read_state(page)["error"] is None
-    check_list_and_maps(page, read_state(page), longest)
+    assert len(longest) == 32 and read_state(page, ROOT)["error"] is None
+    check_list_and_maps(page, read_state(page, ROOT), longest)
     assert page.evaluate(SIDEWAYS_SCROLL) <= 0
     assert min(page.evaluate(LABELS)) >= 7
     page.locator(".pgt").scroll_into_view_if_needed()

@@ -6,8 +6,13 @@
 - the build imports nothing that looks at what it built (sitelook/): building needs none of it;
 - a name that tests/support/ defines (a function, a class, a constant) is defined in no other file
   under tests/: one home per helper. A fixture may share a helper's name, and so may a shape's
-  one-letter dimension (B, T, C); a few names mean another thing in each of their files, and are
-  listed below with what they mean.
+  one-letter dimension (B, T, C);
+- a helper (a function, a class or a lower-case name, private ones included) is defined in one file
+  under tests/ only: two copies of a reference can drift, and a test then passes against the wrong
+  one. Tests and fixtures may share names across modules, and so may a module's upper-case
+  settings (its tolerances, its number of examples).
+
+A few names mean another thing in each of their files, and are listed below with what they mean.
 """
 
 from __future__ import annotations
@@ -39,8 +44,33 @@ SAME_NAME_OTHER_THING = {
     # Within float32 attention's bounds, nan matching nan; within the gradients' bounds, with a
     # relative 1e-9 of slack.
     "assert_within": {"tests/support/float32_attention_bounds.py", "tests/attn_ref/test_backward.py"},
-    # The (L, S) causal mask; flex_attention's causal mask_mod.
-    "causal": {REFERENCE, "tests/attn_ref/serving/test_serving.py"},
+    # The boxes of the transformer block's diagram, top to bottom; of the whole model's, row by row.
+    "box_texts": {
+        "tests/snippets/transformer_block/test_diagram.py",
+        "tests/snippets/transformer_block/test_model.py",
+    },
+    # Each property test's draws: the delta rule's shapes and chunks; the sparse masks' blocks.
+    "cases": {"tests/attn_ref/compression/test_delta_rule.py", "tests/attn_ref/test_sparse.py"},
+    # A head's width in each module's worked example.
+    "d_k": {
+        "tests/snippets/mental_model/test_one_query.py",
+        "tests/snippets/transformer_block/test_sentence_write.py",
+        "tests/tutorials/test_scaled_dot_product_step_by_step.py",
+    },
+    # The text field of each model playground: the induction page's tokens, the text page's text.
+    "field": {"tests/browser/test_playground_induction.py", "tests/browser/test_playground_text.py"},
+    # KIVI's quantizer in float64 (codes, scales, zeros); and read back in the input's own dtype,
+    # operation by operation, as the tutorial's float32 computes it.
+    "quantize_np": {
+        "tests/attn_ref/compression/test_compression.py",
+        "tests/tutorials/test_cache_compression.py",
+    },
+    # Each transformer-block snippet's own result, computed exactly with its float32 bound.
+    "reference": {
+        "tests/snippets/transformer_block/test_layer_norm.py",
+        "tests/snippets/transformer_block/test_sentence_write.py",
+        "tests/snippets/transformer_block/test_vs_pytorch.py",
+    },
 }
 
 
@@ -90,6 +120,29 @@ def defined(path: Path) -> set[str]:
     return {name for name in names if not name.startswith("_") and len(name) > 1}
 
 
+def helpers(path: Path) -> set[str]:
+    """The helpers ``path`` defines at its top level, private ones included: functions (not tests,
+    not fixtures), classes, and lower-case names (a strategy, a function made by another); not
+    upper-case settings, nor one-letter dimensions."""
+    names = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.FunctionDef):
+            fixture = any("fixture" in ast.unparse(decorator) for decorator in node.decorator_list)
+            if not fixture and not node.name.startswith("test_"):
+                names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {
+                name.id
+                for target in targets
+                for name in ast.walk(target)
+                if isinstance(name, ast.Name) and not name.id.isupper() and name.id != "pytestmark"
+            }
+    return {name for name in names if len(name.strip("_")) > 1}
+
+
 def imports_of_test_modules(root: Path) -> list[str]:
     """Every import, under ``root``/tests, of a test module (tests/**/test_*.py) or a conftest."""
     files = python_files(root / "tests")
@@ -127,6 +180,20 @@ def support_defined_twice(root: Path, other_things: dict[str, set[str]]) -> list
     ]
 
 
+def helpers_defined_twice(root: Path, other_things: dict[str, set[str]]) -> list[str]:
+    """Every helper that two or more files under ``root``/tests define, unless ``other_things``
+    lists those files as another thing of the same name."""
+    homes = defaultdict(set)
+    for path in python_files(root / "tests"):
+        for name in helpers(path):
+            homes[name].add(path.relative_to(root).as_posix())
+    return [
+        f"{name} is defined in {', '.join(sorted(files))}"
+        for name, files in sorted(homes.items())
+        if len(files) > 1 and not files <= other_things.get(name, set())
+    ]
+
+
 def test_only_pytest_imports_a_test_module_or_a_conftest():
     assert imports_of_test_modules(ROOT) == []
 
@@ -144,6 +211,10 @@ def test_a_helper_of_tests_support_has_no_copy_under_tests():
     assert support_defined_twice(ROOT, SAME_NAME_OTHER_THING) == []
 
 
+def test_a_helper_is_defined_in_one_test_file_only():
+    assert helpers_defined_twice(ROOT, SAME_NAME_OTHER_THING) == []
+
+
 def test_each_check_finds_what_it_looks_for(tmp_path):
     """A small project with one of each violation, written the ways imports can be written."""
     files = {
@@ -156,6 +227,8 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
         "tests/sub/__init__.py": "",
         "tests/sub/test_c.py": "from ..test_a import as64\nfrom tests.support import arrays\n",
         "tests/test_d.py": "import pytest\n\n@pytest.fixture\ndef as64():\n    pass\n\ndef _private():\n    pass\n",
+        "tests/sub/test_e.py": "SETTINGS = 1\nstrategy = 2\n\ndef test_one():\n    pass\n\ndef _private():\n    pass\n",
+        "tests/sub/test_f.py": "SETTINGS = 2\nstrategy = 3\n\ndef test_one():\n    pass\n",
         "scripts/tool.py": "import tests.support.arrays\n",
         "sitebuild/build.py": "from tests import support\nfrom sitebuild import other\n",
         "sitebuild/pages.py": "from sitelook import budgets\nimport sitelook.project\nimport sitelookalike\n",
@@ -187,6 +260,15 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
     assert support_defined_twice(tmp_path, {"as64": {"tests/support/arrays.py", "tests/test_a.py"}}) == [
         "EPS is defined in tests/support/arrays.py, tests/test_b.py"
     ]
+    assert helpers_defined_twice(tmp_path, {}) == [
+        "_private is defined in tests/sub/test_e.py, tests/support/arrays.py, tests/test_d.py",
+        "as64 is defined in tests/support/arrays.py, tests/test_a.py",
+        "strategy is defined in tests/sub/test_e.py, tests/sub/test_f.py",
+    ]
+    allowed = {"strategy": {"tests/sub/test_e.py", "tests/sub/test_f.py"}}
+    assert "strategy is defined in tests/sub/test_e.py, tests/sub/test_f.py" not in helpers_defined_twice(
+        tmp_path, allowed
+    )
 
 
 def unmirrored_tests(root: Path) -> list[str]:

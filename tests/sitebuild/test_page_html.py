@@ -118,10 +118,12 @@ def test_each_line_of_a_code_block_is_a_span_of_its_own_and_the_text_is_unchange
         '<span class="l">    <span class="k">return</span></span>',
         "",
     ]
-    assert _text(code) == _text(DOCSTRING[DOCSTRING.index("<code>") + 6 : DOCSTRING.index("</code>")])
+    assert _without_tags(code) == _without_tags(
+        DOCSTRING[DOCSTRING.index("<code>") + 6 : DOCSTRING.index("</code>")]
+    )
 
 
-def _text(markup: str) -> str:
+def _without_tags(markup: str) -> str:
     return re.sub(r"<[^>]*>", "", markup)
 
 

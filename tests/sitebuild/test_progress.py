@@ -42,7 +42,7 @@ def project(tmp_path):
     return tmp_path
 
 
-def _execute(project) -> str:
+def _execute_by_command(project) -> str:
     finished = subprocess.run(
         [sys.executable, "-m", "sitebuild", "execute"],
         cwd=project,
@@ -56,7 +56,7 @@ def _execute(project) -> str:
 
 
 def test_each_tutorial_is_reported_as_it_ends_with_its_time_and_what_it_trains(project):
-    lines = _execute(project).splitlines()
+    lines = _execute_by_command(project).splitlines()
     assert re.fullmatch(r"tutorials: 2 to execute, 0 kept \(torch .*; \d+ at a time\)", lines[0]), lines
     ends = [re.fullmatch(r"  \[(\d)/2\] (\w+) +(\d+\.\d) s", line) for line in lines]
     ends = [match for match in ends if match]
@@ -66,7 +66,7 @@ def test_each_tutorial_is_reported_as_it_ends_with_its_time_and_what_it_trains(p
     assert "  trains: training, cell 2 of 2: history = train_toy(steps=3)" in lines
     assert not any("def train_toy" in line for line in lines)  # defining is not training
     assert re.fullmatch(r"tutorials: done in \d+\.\d s", lines[-1])
-    again = _execute(project).splitlines()
+    again = _execute_by_command(project).splitlines()
     assert again[0].startswith("tutorials: all 2 kept (torch ")
 
 

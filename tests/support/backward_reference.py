@@ -10,10 +10,13 @@ threshold read off one run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel
 
 from tests.support.reference import as64
 
@@ -149,3 +152,12 @@ def reference_weights(q, k, v, allowed, additive):
         scores = scores + additive
     _, _, _, P = masked_softmax(scores, allowed)
     return P @ v, P
+
+
+def pytorch_gradients(q, k, v, d_out, backend=None, **kwargs) -> tuple[torch.Tensor, ...]:
+    """PyTorch's own attention and its gradients: (out, dQ, dK, dV) for the loss sum(out * d_out),
+    from ``F.scaled_dot_product_attention(q, k, v, **kwargs)`` on ``backend`` (default: its choice)."""
+    leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+        out = F.scaled_dot_product_attention(*leaves, **kwargs)
+    return (out.detach(), *torch.autograd.grad((out * d_out).sum(), leaves))

@@ -97,3 +97,12 @@ def linear_tolerance(q, k, v, eps, against_numpy=False):
     if against_numpy:
         relative += 1.0 / min(phi_np(q.numpy()).min(), phi_np(k.numpy()).min())
     return tolerance(eps, q.shape[-1] + k.shape[-2] + 2, relative * (v.abs().max().item() + 1e-300))
+
+
+def draw_contexts(g, batch, num_pairs, num_queries, num_keys=64, num_values=64):
+    """Contexts drawn here: distinct keys (the first num_pairs of a random permutation), values,
+    and queries chosen among the context's keys."""
+    keys = torch.stack([torch.randperm(num_keys, generator=g)[:num_pairs] for _ in range(batch)])
+    values = torch.randint(0, num_values, (batch, num_pairs), generator=g)
+    which = torch.randint(0, num_pairs, (batch, num_queries), generator=g)
+    return keys, values, keys.gather(1, which), values.gather(1, which)

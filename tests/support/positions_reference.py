@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests.support.float32_attention_bounds import float32_attention
+from tests.support.reference import as64
+
 
 def frequencies(d: int, base: float = 10000.0) -> np.ndarray:
     """theta_i = base^(-2i/d), i = 0 .. d/2 - 1: the sinusoidal encoding's and RoPE's frequencies."""
@@ -71,4 +74,23 @@ def dot_rounding(q: np.ndarray, k: np.ndarray, dq: np.ndarray, dk: np.ndarray, e
         + q @ dk.swapaxes(-1, -2)
         + dq @ dk.swapaxes(-1, -2)
         + d * eps * (q @ k.swapaxes(-1, -2))
+    )
+
+
+def permutation(matrix) -> list[int]:
+    """perm with matrix @ X == X[perm], after checking that ``matrix`` is a permutation matrix."""
+    P = as64(matrix)
+    assert set(np.unique(P)) <= {0.0, 1.0} and (P.sum(axis=0) == 1).all() and (P.sum(axis=1) == 1).all()
+    return P.argmax(axis=1).tolist()
+
+
+def projected_attention(values, X, allowed=None, rounds=0, size=None):
+    """A snippet's f(X) = attention(X W_Q, X W_K, X W_V) in float64 (``values`` holds the W's), with
+    the error bounds of its float32 projections X @ W, for an input X that is itself off by
+    ``rounds`` EPS32 relative to ``size`` (default: exact)."""
+    W_Q, W_K, W_V = (as64(values[name]) for name in ("W_Q", "W_K", "W_V"))
+    size = np.abs(X) if size is None else size
+    sizes = [size @ np.abs(W) for W in (W_Q, W_K, W_V)]
+    return float32_attention(
+        X @ W_Q, X @ W_K, X @ W_V, allowed=allowed, rounds=X.shape[-1] + rounds, sizes=sizes
     )

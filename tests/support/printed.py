@@ -160,6 +160,12 @@ def allclose_decided(a, b, atol: float = 1e-8, rtol: float = 1e-5) -> bool | Non
     return None
 
 
+def within_allclose(error: np.ndarray, reference: np.ndarray) -> bool:
+    """Whether two results that may each lie ``error`` from ``reference`` pass allclose(atol=1e-6)
+    wherever their rounding falls."""
+    return bool((2 * error < 1e-6 + 1e-5 * (np.abs(reference) - error)).all())
+
+
 def assert_shows(printed: str, expected: Iterable[tuple[float, float]]) -> None:
     """The printed numbers include ``expected``, in order: pairs (value, how far its print may be).
 

@@ -1,5 +1,5 @@
 """Hypothesis strategies that draw attention's inputs, shared by the tests of attn_ref's functional,
-tiled and backward attention, and how a drawn block size reads."""
+tiled and backward attention, how a drawn block size reads, and the tiles it cuts."""
 
 from __future__ import annotations
 
@@ -44,3 +44,12 @@ def block_sizes(draw, largest: int):
 def pair(block_size):
     """A block size as (block_q, block_k)."""
     return block_size if isinstance(block_size, tuple) else (block_size, block_size)
+
+
+def tiles(L, S, block_q, block_k):
+    """Every tile's (rows, cols) as slices, in the order the tiled passes visit them."""
+    return [
+        (slice(i, min(i + block_q, L)), slice(j, min(j + block_k, S)))
+        for i in range(0, L, block_q)
+        for j in range(0, S, block_k)
+    ]

@@ -355,3 +355,13 @@ def check_sorting_claims(m: dict) -> None:
     silenced = m["silenced"]
     assert silenced["cross_attn"] < 0.5
     assert min(silenced["encoder_attn"], silenced["decoder_attn"]) > max(0.85, silenced["cross_attn"] + 0.3)
+
+
+def prefix_scores(weights: np.ndarray, tokens: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Olsson et al.'s prefix matching, per head: the weight on keys j <= i with x_{j-1} = x_i."""
+    B, T = tokens.shape
+    matches = np.zeros((B, T, T), dtype=bool)
+    for j in range(1, T):  # key j's previous token against every query's token, queries i >= j
+        matches[:, j:, j] = tokens[:, j - 1, None] == tokens[:, j:]
+    on_target = (weights * matches[:, None]).sum(axis=-1)  # (B, H, T)
+    return (on_target * queries[:, None]).sum(axis=(0, 2)) / queries.sum()

@@ -21,6 +21,7 @@ import torch
 from attn_ref.plotting import PLOT_MIME
 from tests.support import reference
 from tests.support.compression_reference import (
+    draw_contexts,
     linear_np,
     linear_tolerance,
     mla_np,
@@ -324,15 +325,6 @@ def test_the_state_stays_the_same_size(tutorial, values):
 
 
 # --- recall --------------------------------------------------------------------------------------
-
-
-def draw_contexts(g, batch, num_pairs, num_queries, num_keys=64, num_values=64):
-    """Contexts drawn here: distinct keys (the first num_pairs of a random permutation), values,
-    and queries chosen among the context's keys."""
-    keys = torch.stack([torch.randperm(num_keys, generator=g)[:num_pairs] for _ in range(batch)])
-    values = torch.randint(0, num_values, (batch, num_pairs), generator=g)
-    which = torch.randint(0, num_pairs, (batch, num_queries), generator=g)
-    return keys, values, keys.gather(1, which), values.gather(1, which)
 
 
 def test_recall_accuracies_hold_on_contexts_drawn_here(tutorial, values):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.compression_reference import draw_contexts
 from tests.support.delta_rule_reference import delta_rule_bound, delta_rule_np
 from tests.support.reference import EPS32, EPS64, as64
 from tests.support.shown import assert_printed, half_unit, sci_rtol, verdicts
@@ -160,15 +161,6 @@ def test_the_work_counted_by_hand(tutorial, values):
 
 
 # --- recall -----------------------------------------------------------------------------------------
-
-
-def draw_contexts(g, batch, num_pairs, num_queries):
-    """Contexts drawn here: distinct keys (a random permutation's first num_pairs), random values,
-    queries among the context's keys."""
-    keys = torch.stack([torch.randperm(64, generator=g)[:num_pairs] for _ in range(batch)])
-    vals = torch.randint(0, 64, (batch, num_pairs), generator=g)
-    which = torch.randint(0, num_pairs, (batch, num_queries), generator=g)
-    return keys, vals, keys.gather(1, which), vals.gather(1, which)
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from tests.support.training_claims import (
     layer1_heads,
     ov_copying,
     perfect_one_token_losses,
+    prefix_scores,
 )
 
 
@@ -50,16 +51,6 @@ def nll(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     z = logits[:, :-1] - logits[:, :-1].max(axis=-1, keepdims=True)
     log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     return -np.take_along_axis(log_p, tokens[:, 1:, None], axis=-1)[..., 0]
-
-
-def prefix_scores(weights: np.ndarray, tokens: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Olsson et al.'s prefix matching, per head: the weight on keys j <= i with x_{j-1} = x_i."""
-    B, T = tokens.shape
-    matches = np.zeros((B, T, T), dtype=bool)
-    for j in range(1, T):  # key j's previous token against every query's token, queries i >= j
-        matches[:, j:, j] = tokens[:, j - 1, None] == tokens[:, j:]
-    on_target = (weights * matches[:, None]).sum(axis=-1)  # (B, H, T)
-    return (on_target * queries[:, None]).sum(axis=(0, 2)) / queries.sum()
 
 
 def test_the_example_repeats_its_period(tutorial, values):

@@ -36,7 +36,7 @@ from tests.support import rope_scaling_reference as ref
 from tests.support.positions_reference import rotate
 from tests.support.rope_scaling_reference import state64
 from tests.support.shown import assert_printed, half_unit, sci_rtol
-from tests.support.training_claims import LN_64
+from tests.support.training_claims import LN_64, prefix_scores
 
 D_K, BASE, L = 32, 100.0, 32  # the page's model: head size, RoPE's base, training length
 FLOAT32 = 1e-3
@@ -60,16 +60,6 @@ def frequencies64(method: str, s: float) -> tuple[np.ndarray, float]:
         return ref.llama3_apply_scaling(theta, s, 1.0, 4.0, L), 1.0
     assert method == "none"
     return theta, 1.0
-
-
-def prefix_scores(weights: np.ndarray, tokens: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Olsson et al.'s prefix matching, per head: the weight on keys j <= i with x_{j-1} = x_i."""
-    B, T = tokens.shape
-    matches = np.zeros((B, T, T), dtype=bool)
-    for j in range(1, T):  # key j's previous token against the token of every query i >= j
-        matches[:, j:, j] = tokens[:, j - 1, None] == tokens[:, j:]
-    on_target = (weights * matches[:, None]).sum(axis=-1)  # (B, H, T)
-    return (on_target * queries[:, None]).sum(axis=(0, 2)) / queries.sum()
 
 
 def measure64(weights: dict, theta: np.ndarray, scale: float, tokens: np.ndarray, period: np.ndarray) -> dict:

@@ -17,22 +17,11 @@ import torch
 from attn_ref.plotting import PLOT_MIME
 from tests.support.drawings import texts
 from tests.support.reference import causal
+from tests.support.serving_reference import greedy
 from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
 
-
-@functools.cache
-@torch.no_grad()
-def greedy_with_logits(model, request) -> tuple[list[int], torch.Tensor]:
-    """Greedy decoding as a loop of full forward passes: the new tokens, and each one's logits."""
-    tokens, rows = list(request.prompt), []
-    for _ in range(request.max_new_tokens):
-        rows.append(model(torch.tensor([tokens]))[0, -1])
-        tokens.append(int(rows[-1].argmax()))
-    return tokens[len(request.prompt) :], torch.stack(rows)
-
-
-def greedy(model, request) -> list[int]:
-    return greedy_with_logits(model, request)[0]
+# Each request decoded once per test session, however many tests ask
+kept_greedy = functools.cache(greedy)
 
 
 @torch.no_grad()
@@ -61,7 +50,7 @@ def chunked(model, prompt, chunk, lower_right):
 
 def test_every_engine_gives_each_request_its_own_tokens(values):
     model, batch = values["model"], values["batch"]
-    expected = [greedy(model, r) for r in batch]
+    expected = [kept_greedy(model, r)[0] for r in batch]
     assert [t.tolist() for t in values["expected"]] == expected
     for name in ("padded", "packed"):
         assert [t.tolist() for t in values[name]] == expected, name
@@ -172,7 +161,7 @@ def test_memory_waste_against_a_schedule_recomputed_by_hand(tutorial, values):
     assert waste["paged, blocks of 16"] < waste["reserve own maximum"]
     for policy in waste:
         assert_printed(tutorial, [held[policy], 100 * waste[policy]], atol=[0, half_unit(1)])
-    expected = [greedy(model, r) for r in stream]
+    expected = [kept_greedy(model, r)[0] for r in stream]
     assert [t.tolist() for t in values["stream_alone"]] == expected
     assert [values["streamed"].tokens[i].tolist() for i in range(len(stream))] == expected
 
@@ -180,7 +169,7 @@ def test_memory_waste_against_a_schedule_recomputed_by_hand(tutorial, values):
 def test_a_shared_prefix_saves_its_full_blocks(tutorial, values):
     runs, shared_stream, model = values["runs"], values["shared_stream"], values["model"]
     for run in runs.values():
-        assert [run.tokens[i].tolist() for i in range(6)] == [greedy(model, r) for r in shared_stream]
+        assert [run.tokens[i].tolist() for i in range(6)] == [kept_greedy(model, r)[0] for r in shared_stream]
     # By hand, without sharing: request 0 arrives at step 0, the others at step 1; all hold
     # 8 new tokens, so at step 7 all six run, each holding its prompt + 7 - arrival positions.
     at_step_7 = [len(r.prompt) + 7 - r.arrival for r in shared_stream]
@@ -239,7 +228,7 @@ def test_batching_moves_the_logits_far_less_than_the_gap_between_the_best_two(tu
     moved, margin = 0.0, float("inf")
     for requests, run in runs:
         for i, r in enumerate(requests):
-            _, logits = greedy_with_logits(model, r)
+            _, logits = kept_greedy(model, r)
             moved = max(moved, (run.logits[i] - logits).abs().max().item())
             top2 = logits.topk(2, dim=-1).values
             margin = min(margin, (top2[:, 0] - top2[:, 1]).min().item())

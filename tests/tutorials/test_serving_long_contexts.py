@@ -12,48 +12,24 @@ import math
 
 import numpy as np
 import pytest
-import torch
 import torch.nn.functional as F
 
 from attn_ref.plotting import PLOT_MIME
 from tests.support.reference import EPS32
+from tests.support.serving_reference import masked_greedy, window_mask
 from tests.support.shown import assert_printed, displayed, half_unit, verdicts
-
-
-def window_mask(T: int, window: int, sinks: int = 0) -> np.ndarray:
-    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
-    return (j <= i) & ((i - j < window) | (j < sinks))
-
-
-@torch.no_grad()
-def masked_greedy(model, request, window, sinks=0) -> list[int]:
-    tokens = list(request.prompt)
-    for _ in range(request.max_new_tokens):
-        T = len(tokens)
-        allowed = torch.tensor(window_mask(T, window, sinks))
-        x = model.token_embedding(torch.tensor([tokens])) + model.position_embedding(torch.arange(T))
-        for block in model.blocks:
-            a, h = block.attn, block.norm1(x)
-            q, k, v = (
-                p(h).view(1, T, -1, a.head_dim).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj)
-            )
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-            x = x + a.out_proj(heads.transpose(1, 2).reshape(1, T, -1))
-            x = x + block.mlp(block.norm2(x))
-        tokens.append(int(model.head(model.norm(x))[0, -1].argmax()))
-    return tokens[len(request.prompt) :]
 
 
 def test_rolling_buffer_and_sinks_give_the_masks_tokens(tutorial, values):
     model, request, W = values["model"], values["request"], values["W"]
-    assert values["rolled"].tolist() == masked_greedy(model, request, W)
-    assert values["reference"].tolist() == masked_greedy(model, request, W)
+    assert values["rolled"].tolist() == masked_greedy(model, request, W)[0]
+    assert values["reference"].tolist() == masked_greedy(model, request, W)[0]
     assert values["slots"] == W < request.max_length
-    full = masked_greedy(model, request, request.max_length)  # no window at all
+    full = masked_greedy(model, request, request.max_length)[0]  # no window at all
     assert values["rolled"].tolist() != full  # the window matters
-    assert values["sunk"].tolist() == masked_greedy(model, request, 12, sinks=4)
+    assert values["sunk"].tolist() == masked_greedy(model, request, 12, sinks=4)[0]
     assert values["sink_slots"] == 16
-    assert values["only_sinks"].tolist() == masked_greedy(model, request, 1, sinks=4)  # exercise 1
+    assert values["only_sinks"].tolist() == masked_greedy(model, request, 1, sinks=4)[0]  # exercise 1
 
 
 def test_the_opening_picture_is_the_mask_and_the_buffer_of_its_last_query(tutorial, values):

@@ -36,6 +36,7 @@ from attn_ref.serving import (
     split_k_attention,
 )
 from tests.support.reference import EPS32
+from tests.support.serving_reference import greedy, masked_greedy
 
 # PyTorch's flex_attention run eagerly warns that it is unfused: as a reference, that is what we want.
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -58,17 +59,6 @@ def random_requests(seed: int, n: int, max_prompt: int = 12, max_new: int = 10, 
         )
         for _ in range(n)
     ]
-
-
-@torch.no_grad()
-def greedy(model: TinyDecoder, request: Request) -> tuple[list[int], torch.Tensor]:
-    """Each new token is the argmax of a full forward pass over the text so far."""
-    tokens, logits = list(request.prompt), []
-    for _ in range(request.max_new_tokens):
-        last = model(torch.tensor([tokens]))[0, -1]
-        logits.append(last)
-        tokens.append(int(last.argmax()))
-    return tokens[len(request.prompt) :], torch.stack(logits)
 
 
 def assert_robust(logits: torch.Tensor) -> None:
@@ -281,31 +271,6 @@ def test_serve_refuses_requests_that_cannot_fit():
 # --- the rolling window ---------------------------------------------------------------------------
 
 
-@torch.no_grad()
-def masked_greedy(
-    model: TinyDecoder, request: Request, window: int, sinks: int
-) -> tuple[list[int], torch.Tensor]:
-    """Greedy decoding by full forward passes, attention by PyTorch's SDPA under a NumPy mask: the
-    new tokens, and the logits each was chosen from."""
-    tokens, logits = list(request.prompt), []
-    for _ in range(request.max_new_tokens):
-        T = len(tokens)
-        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
-        allowed = torch.tensor((j <= i) & ((i - j < window) | (j < sinks)))
-        x = model.token_embedding(torch.tensor([tokens])) + model.position_embedding(torch.arange(T))
-        for block in model.blocks:
-            a, h = block.attn, block.norm1(x)
-            q, k, v = (
-                p(h).view(1, T, -1, a.head_dim).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj)
-            )
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
-            x = x + a.out_proj(heads.transpose(1, 2).reshape(1, T, -1))
-            x = x + block.mlp(block.norm2(x))
-        logits.append(model.head(model.norm(x))[0, -1])
-        tokens.append(int(logits[-1].argmax()))
-    return tokens[len(request.prompt) :], torch.stack(logits)
-
-
 @FEW
 @given(st.integers(0, 2**31 - 1), st.integers(1, 8), st.integers(0, 3), st.integers(1, 9))
 def test_rolling_buffer_equals_the_window_mask(seed, window, sinks, chunk):
@@ -321,7 +286,7 @@ def test_rolling_buffer_equals_the_window_mask(seed, window, sinks, chunk):
 # --- masks as functions ---------------------------------------------------------------------------
 
 
-def causal(b, h, q_idx, kv_idx):
+def causal_mask_mod(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
@@ -341,7 +306,7 @@ def nothing_for_query_2(b, h, q_idx, kv_idx):  # query 2 sees no key
     return q_idx != 2
 
 
-MASKS = [causal, window_4, prefix_5, head_odd, nothing_for_query_2]
+MASKS = [causal_mask_mod, window_4, prefix_5, head_odd, nothing_for_query_2]
 
 
 def alibi(score, b, h, q_idx, kv_idx):
@@ -431,7 +396,7 @@ def test_mask_functions_of_the_wrong_kind_are_refused():
     with pytest.raises(TypeError, match="score_mod must return a floating tensor"):
         flex_attention(q, q, q, score_mod=lambda s, b, h, i, j: i > j)
     with pytest.raises(ValueError, match=r"block_mask was made for \(B, H, L, S\) = \(1, 1, 5, 5\)"):
-        flex_attention(q, q, q, block_mask=create_block_mask(causal, 1, 1, 5, 5))
+        flex_attention(q, q, q, block_mask=create_block_mask(causal_mask_mod, 1, 1, 5, 5))
 
 
 # --- decoding's cost and split-K ------------------------------------------------------------------

@@ -289,7 +289,7 @@ def test_bad_input_is_refused_with_its_name_and_shape():
         accept_greedy(torch.zeros(2, 5), torch.tensor([1, 2]))
     with pytest.raises(ValueError, match=r"q has shape \(2, 4\), expected \(2, 5\): \(k, V\) with p's V"):
         accept_sampled(torch.zeros(3, 5), torch.zeros(2, 4), torch.tensor([1, 2]))
-    with pytest.raises(ValueError, match=r"context must hold ids in \[0, 3\]"):
+    with pytest.raises(ValueError, match=r"context must lie in \[0, 3\]"):
         NGramDrafter(torch.tensor([0, 1, 2, 3]), vocab_size=4, order=2).propose(torch.tensor([7]), 1)
     drafter = ModelDrafter(model, pool_for(model))
     drafter.propose(random_text(0, 5), 3)

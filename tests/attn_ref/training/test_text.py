@@ -1,4 +1,4 @@
-"""attn_ref.training.text: the corpus, the model and the head scores, against references written out here.
+"""attn_ref.training.corpus, .text, .text_heads and the text playground's file: the corpus, the model and the head scores, against references written out here.
 
 The model is checked against float64 NumPy written out in this file and against PyTorch's own
 `torch.nn.TransformerEncoderLayer`; the scores and the text masks against plain-Python loops
@@ -27,9 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_ref.training import AttentionOnlyDecoder, playground_json, without_heads
-from attn_ref.training.text import (
+from attn_ref.training import (
     ALPHABET,
+    AttentionOnlyDecoder,
     CharTransformer,
     ablated_losses,
     bigram_window_bits,
@@ -44,6 +44,7 @@ from attn_ref.training.text import (
     load_corpus,
     ngram_bits,
     opener_targets,
+    playground_json,
     previous_char_targets,
     repeated_documents,
     sample,
@@ -54,6 +55,7 @@ from attn_ref.training.text import (
     verbatim_windows,
     window_losses,
     windows,
+    without_heads,
     word_start_targets,
 )
 from tests.support import reference
@@ -603,7 +605,7 @@ def test_induction_and_copy_targets_against_loops(tokens, k):
         (lambda: CharTransformer(0, 8, 1, 2), ValueError, "context_length must be an int of at least 1"),
         (lambda: CharTransformer(8, 8, 1, 3), ValueError, "num_heads=3 must divide embed_dim=8"),
         (lambda: CharTransformer(4, 8, 1, 2)(torch.zeros(1, 5, dtype=torch.long)), ValueError, "tokens' T"),
-        (lambda: CharTransformer(4, 8, 1, 2)(torch.full((1, 2), 96)), ValueError, "ids in [0, 95]"),
+        (lambda: CharTransformer(4, 8, 1, 2)(torch.full((1, 2), 96)), ValueError, "must lie in [0, 95]"),
         (
             lambda: without_heads(CharTransformer(4, 8, 1, 2), [(1, 0)]),
             ValueError,

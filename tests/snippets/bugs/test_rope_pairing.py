@@ -52,7 +52,7 @@ def _rope(x: np.ndarray, positions: np.ndarray, fixed: bool) -> Rounded:
     return Rounded(value, magnitude * (angle_error + 8 * U32) + 3 * U32 * magnitude * 1.001)
 
 
-def _scores(q, k, q_positions, k_positions, fixed: bool) -> Rounded:
+def _turned_scores(q, k, q_positions, k_positions, fixed: bool) -> Rounded:
     """The score of each row of q with the same row of k, each turned by its position."""
     rq = _rope(q, q_positions, fixed).map(lambda a: a[:, None, :])  # (N, 1, d)
     rk = _rope(k, k_positions, fixed).map(lambda a: a[:, :, None])  # (N, d, 1)
@@ -62,7 +62,7 @@ def _scores(q, k, q_positions, k_positions, fixed: bool) -> Rounded:
 def test_the_scores(printed, values):
     q, k, positions = (values[name].double().numpy() for name in ("q", "k", "positions"))
     buggy_scores, fixed_scores = values["scores"].values()
-    buggy, fixed = (_scores(q, k, positions, positions - 1, fixed=f) for f in (False, True))
+    buggy, fixed = (_turned_scores(q, k, positions, positions - 1, fixed=f) for f in (False, True))
     assert buggy.holds(buggy_scores) and fixed.holds(fixed_scores)
     # The key is one position before the query each time: the same score, as RoPE promises ...
     np.testing.assert_allclose(fixed.value, fixed.value[0], rtol=0, atol=1e-12)
@@ -82,8 +82,8 @@ def test_the_check(values):
     buggy, fixed = values["worst"].values()
     ranges = []
     for worst, f in ((buggy, False), (fixed, True)):
-        before = _scores(q, k, m, n, fixed=f)
-        after = _scores(q, k, m + shift, n + shift, fixed=f)
+        before = _turned_scores(q, k, m, n, fixed=f)
+        after = _turned_scores(q, k, m + shift, n + shift, fixed=f)
         ranges.append(assert_largest_difference(worst, (after, before)))
         if f:  # R_m^T R_n = R_{n-m}: a shared shift leaves every score unchanged
             np.testing.assert_allclose(after.value, before.value, rtol=0, atol=1e-9)

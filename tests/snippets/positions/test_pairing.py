@@ -8,14 +8,14 @@ the rounding bound decides it, and otherwise check the results themselves agains
 import numpy as np
 
 from tests.support.positions_reference import dot_rounding, rotate, rotation_rounding
-from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, printed_flags
+from tests.support.printed import (
+    allclose_decided,
+    assert_printed_in_order,
+    decimals,
+    printed_flags,
+    within_allclose,
+)
 from tests.support.reference import EPS32, EPS64, as64, softmax
-
-
-def within_allclose(error: np.ndarray, reference: np.ndarray) -> bool:
-    """Whether two results that may each lie ``error`` from ``reference`` pass allclose(atol=1e-6)
-    wherever their rounding falls."""
-    return bool((2 * error < 1e-6 + 1e-5 * (np.abs(reference) - error)).all())
 
 
 def weights_and_error(X, W_Q, W_K, interleaved, eps=EPS32):

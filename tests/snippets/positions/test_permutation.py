@@ -5,27 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
+from tests.support.float32_attention_bounds import SAFETY, assert_within
+from tests.support.positions_reference import permutation, projected_attention
 from tests.support.printed import assert_shown, printed_flags
 from tests.support.reference import EPS32, as64, causal
-
-
-def _layer(values, X, allowed=None, rounds=0, size=None):
-    """The snippet's f in float64, with the error bounds of its float32 projections X @ W, for an
-    input X that is itself off by ``rounds`` EPS32 relative to ``size``."""
-    W_Q, W_K, W_V = (as64(values[name]) for name in ("W_Q", "W_K", "W_V"))
-    size = np.abs(X) if size is None else size
-    sizes = [size @ np.abs(W) for W in (W_Q, W_K, W_V)]
-    return float32_attention(
-        X @ W_Q, X @ W_K, X @ W_V, allowed=allowed, rounds=X.shape[-1] + rounds, sizes=sizes
-    )
-
-
-def _permutation(matrix) -> list[int]:
-    """perm with matrix @ X == X[perm], after checking that ``matrix`` is a permutation matrix."""
-    P = as64(matrix)
-    assert set(np.unique(P)) <= {0.0, 1.0} and (P.sum(axis=0) == 1).all() and (P.sum(axis=1) == 1).all()
-    return P.argmax(axis=1).tolist()
 
 
 def _apart(a, b, rows=slice(None)) -> float:
@@ -36,9 +19,12 @@ def _apart(a, b, rows=slice(None)) -> float:
 
 
 def test_permutation_equivariance_without_mask_or_positions(values):
-    X, perm = as64(values["X"]), _permutation(values["P"])
+    X, perm = as64(values["X"]), permutation(values["P"])
     assert sorted(perm) != perm  # a real shuffle
-    plain, shuffled = _layer(values, X), _layer(values, X[perm])  # P @ X: exact in float32
+    plain, shuffled = (
+        projected_attention(values, X),
+        projected_attention(values, X[perm]),
+    )  # P @ X: exact in float32
     assert_within(values["out"], plain.output, plain.output_error, "f(X)")
     assert_within(values["A"], plain.weights, plain.weights_error, "A(X)")
     assert_within(values["out_p"], shuffled.output, shuffled.output_error, "f(P X)")
@@ -55,11 +41,11 @@ def test_permutation_equivariance_without_mask_or_positions(values):
 
 
 def test_a_causal_mask_breaks_equivariance_but_not_for_the_last_token(values):
-    X, perm, swap = as64(values["X"]), _permutation(values["P"]), _permutation(values["swap"])
+    X, perm, swap = as64(values["X"]), permutation(values["P"]), permutation(values["swap"])
     T = len(X)
     M = values["M"].numpy()
     np.testing.assert_array_equal(M, causal(T))  # query i sees keys 0..i
-    out_c, out_c_p, out_c_swap = (_layer(values, X[p], M) for p in (slice(None), perm, swap))
+    out_c, out_c_p, out_c_swap = (projected_attention(values, X[p], M) for p in (slice(None), perm, swap))
     assert_within(values["out_c"], out_c.output, out_c.output_error, "f(X, M)")
     assert_within(values["out_c_p"], out_c_p.output, out_c_p.output_error, "f(P X, M)")
     assert_within(values["out_c_swap"], out_c_swap.output, out_c_swap.output_error, "f(swapped X, M)")
@@ -73,7 +59,7 @@ def test_a_causal_mask_breaks_equivariance_but_not_for_the_last_token(values):
 
 
 def test_positions_break_equivariance(values):
-    X, perm = as64(values["X"]), _permutation(values["P"])
+    X, perm = as64(values["X"]), permutation(values["P"])
     T, C = X.shape
     # Sinusoidal encoding by hand: PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...).
     angles = np.arange(T)[:, None] / 10000 ** (np.arange(0, C, 2) / C)
@@ -82,8 +68,8 @@ def test_positions_break_equivariance(values):
     PE = as64(values["PE"])
     assert_within(PE, expected, SAFETY * 8 * EPS32 * (1 + np.repeat(angles, 2, axis=1)), "PE")
     size = np.abs(X) + np.abs(PE)  # X + PE is one float32 rounding away from exact
-    with_pe = _layer(values, X + PE, rounds=1, size=size)
-    shuffled_pe = _layer(values, X[perm] + PE, rounds=1, size=np.abs(X[perm]) + np.abs(PE))
+    with_pe = projected_attention(values, X + PE, rounds=1, size=size)
+    shuffled_pe = projected_attention(values, X[perm] + PE, rounds=1, size=np.abs(X[perm]) + np.abs(PE))
     assert_within(values["out_pe"], with_pe.output, with_pe.output_error, "f(X + PE)")
     assert_within(values["out_pe_p"], shuffled_pe.output, shuffled_pe.output_error, "f(P X + PE)")
     difference = np.abs(shuffled_pe.output - with_pe.output[perm]).max()

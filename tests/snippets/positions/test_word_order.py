@@ -8,7 +8,13 @@ the rounding bound decides it, and otherwise check the results themselves agains
 import numpy as np
 
 from tests.support.positions_reference import dot_rounding, sinusoidal
-from tests.support.printed import allclose_decided, assert_printed_in_order, decimals, printed_flags
+from tests.support.printed import (
+    allclose_decided,
+    assert_printed_in_order,
+    decimals,
+    printed_flags,
+    within_allclose,
+)
 from tests.support.reference import EPS32, as64, attention
 
 
@@ -27,12 +33,6 @@ def attend(X: np.ndarray, X_error: np.ndarray, W_Q, W_K, W_V) -> tuple[np.ndarra
     weight_error = weights * (np.expm1(2 * delta) + (T + 2) * EPS32)
     error = weight_error @ (np.abs(V) + dV) + weights @ dV + (T + 1) * EPS32 * (weights @ np.abs(V))
     return out, error
-
-
-def within_allclose(error: np.ndarray, reference: np.ndarray) -> bool:
-    """Whether two results that may each lie ``error`` from ``reference`` pass allclose(atol=1e-6)
-    wherever their rounding falls."""
-    return bool((2 * error < 1e-6 + 1e-5 * (np.abs(reference) - error)).all())
 
 
 def sentences(values) -> tuple[list[int], list[int], int, int]:
