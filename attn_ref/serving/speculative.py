@@ -26,6 +26,7 @@ guesses are then rolled back: the request's cache in the paged pool is truncated
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -371,7 +372,9 @@ def accept_tree_greedy(logits: Tensor, tokens: Tensor, parents: list[int] | Tens
     return path, best[path[-1]]
 
 
-def draft_tree(distribution, context: Tensor, widths: list[int]) -> tuple[Tensor, list[int]]:
+def draft_tree(
+    distribution: Callable[[Tensor], Tensor], context: Tensor, widths: list[int]
+) -> tuple[Tensor, list[int]]:
     """A tree of guesses: the ``widths[d]`` likeliest tokens at depth ``d + 1`` under each node.
 
     Args:
