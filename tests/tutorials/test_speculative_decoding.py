@@ -16,6 +16,7 @@ which trains the same recipe. Measured cells are checked only for what holds on 
 from __future__ import annotations
 
 import copy
+import itertools
 
 import numpy as np
 import pytest
@@ -110,6 +111,18 @@ def _replayed_rounds(text, n_prompt, new, k, guess):
     return drafted, accepted
 
 
+def _ngram_guesser(counts):
+    """The n-gram drafter's guesses, written here: the argmax of its counts (NumPy)."""
+
+    def guess(prefix, m):
+        out = list(prefix)
+        for _ in range(m):
+            out.append(int(np.argmax(counts[out[-2], out[-1]])))
+        return out[len(prefix) :]
+
+    return guess
+
+
 class TieError(Exception):
     """A reference guess whose top-2 gap is below MARGIN32: rounding may break it either way."""
 
@@ -118,13 +131,6 @@ def test_every_rounds_kept_guesses_replayed_on_the_reference_text(values, refere
     """The loop's bookkeeping, checked against rounds replayed from the reference text: the n-gram's
     guesses as the argmax of its counts (NumPy), the small models' as their greedy continuation by
     full passes (float32, as the page's). A run that meets a near-tied guess is left out, counted."""
-    counts = values["ngram"].counts.numpy()
-
-    def ngram_guess(prefix, m):
-        out = list(prefix)
-        for _ in range(m):
-            out.append(int(np.argmax(counts[out[-2], out[-1]])))
-        return out[len(prefix) :]
 
     def model_guess(model):
         def guess(prefix, m):
@@ -140,7 +146,10 @@ def test_every_rounds_kept_guesses_replayed_on_the_reference_text(values, refere
         return guess
 
     smalls = values["smalls"]
-    guessers = {"n-gram": ngram_guess, "small model": model_guess(smalls[0])}
+    guessers = {
+        "n-gram": _ngram_guesser(values["ngram"].counts.numpy()),
+        "small model": model_guess(smalls[0]),
+    }
     guessers |= {f"small model, seed {s}": model_guess(smalls[s]) for s in (1, 2)}
     ties, runs = 0, 0
     for (name, k), results in values["runs"].items():
@@ -169,13 +178,13 @@ def _judged_share(results) -> float:
 def check_drafting_claims(shares, alphas, passes, names) -> None:
     """What the page says of the table, for one target: ``shares``, ``alphas`` and ``passes``
     map (drafter, k) to the share of guesses kept, alpha-hat and tokens per pass. Tokens per pass
-    rise with k; the share kept falls by more than a third from k = 1 to 8 (it falls by more than
-    half in every run seen), while alpha-hat moves by less than 0.1 (at most 0.06 seen); the
-    n-gram yields more than the small model at every k (by 0.08 or more)."""
+    rise with k (by as little as 0.16 from k = 1 to 8 for the small model on one target); the
+    share kept falls by more than a third from k = 1 to 8, while alpha-hat moves by less than 0.1;
+    the n-gram yields more than the small model at every k."""
     for name in names:
         per_pass = [passes[name, k] for k in KS]
         share = [shares[name, k] for k in KS]
-        assert per_pass == sorted(per_pass) and per_pass[-1] > per_pass[0] + 0.3
+        assert all(a < b for a, b in itertools.pairwise(per_pass))
         assert share == sorted(share, reverse=True) and share[-1] < 2 / 3 * share[0]
         assert abs(alphas[name, 8] - alphas[name, 1]) < 0.1
         assert alphas[name, 1] == share[0]  # at k = 1 every guess is judged
@@ -205,11 +214,21 @@ def test_the_table_and_what_it_claims_over_every_seed(tutorial, values):
         assert_printed(tutorial, row, atol=[0.5 + 1e-9, 0.5 + 1e-9, 0.005 + 1e-9] * len(KS))
 
 
-def test_the_opening_picture_is_a_round_that_keeps_some_guesses(values):
+def test_the_opening_picture_is_a_round_that_keeps_some_guesses(values, reference):
+    """The picture's round keeps some guesses and rejects one, by the target's full pass; and it
+    is the first such round of the page's texts in order, found by replaying the n-gram's rounds
+    on the reference texts."""
     context, draft, k = values["context"], values["pic_draft"], values["k_pic"]
     a, token = values["pic_a"], values["pic_token"]
     assert 0 < a < k == len(draft)
-    assert torch.equal(context[:8], values["prompts"][0])  # "on the text the page decodes first"
+    guess, first = _ngram_guesser(values["ngram"].counts.numpy()), None
+    for prompt, (expected, _) in zip(values["prompts"], reference, strict=True):
+        text, n = prompt.tolist() + expected, len(prompt)
+        for m, kept in zip(*_replayed_rounds(text, n, values["NEW"], k, guess), strict=True):
+            if first is None and 0 < kept < m == k:
+                first = text[:n]
+            n += kept + 1
+    assert context.tolist() == first
     with torch.no_grad():
         full = values["target"](torch.cat([context, draft])[None])[0][0]
     best = full[len(context) - 1 :].argmax(-1).tolist()  # after the context, then after each guess
@@ -220,6 +239,7 @@ def test_one_chunk_and_the_rollback_match_the_text_run_from_scratch(tutorial, va
     assert values["chunk_gap"] < 1e-4 and values["cache_gap"] < 1e-5  # float32 rounding of logits, keys
     assert_printed(tutorial, [values["chunk_gap"]], rtol=sci_rtol(1))
     text, a = values["text"], values["a"]
+    assert a < 4  # the round rejects a guess: the truncation drops something
     assert values["pool"].lengths["a"] == len(text) + a  # n + a: the rejected guesses dropped
     assert_printed(tutorial, [len(text) + 4, len(text) + a], gaps=True)
 
@@ -353,8 +373,9 @@ def test_the_exercises(values):
 def test_leviathans_formula_exercise(tutorial, values):
     """Equation 1 with alpha-hat at k = 1, for full rounds and round by round (each round with
     the guesses it made), computed here: the short last rounds explain part of the formula's
-    excess, and at k = 8 the measurement is above the round-by-round prediction (3.10 against
-    2.93 on the page's texts), as the solution says, with alpha-hat at k = 8 above k = 1's."""
+    excess, and what is left is within two standard errors of the measurement (the mean yield of
+    a round), as the solution says. The greedy texts, hence the rounds, are the same on every
+    machine (the tests above compare them with float64's)."""
     runs, table = values["runs"], values["table"]
     alpha = _judged_share(runs["n-gram", 1])
     assert values["alpha"] == pytest.approx(alpha, rel=1e-12)
@@ -367,14 +388,16 @@ def test_leviathans_formula_exercise(tutorial, values):
         by_round = float(np.mean([expected(m) for m in made]))
         assert values["by_round"][k] == pytest.approx(by_round, rel=1e-9)
         assert by_round < expected(k)  # some rounds are short
+        yields = np.array([a + 1 for r in runs["n-gram", k] for a in r.accepted])
+        assert yields.mean() == pytest.approx(table["n-gram", k][1], rel=1e-12)  # every token: a round's
+        scatter = yields.std(ddof=1) / np.sqrt(len(yields))
+        assert values["scatter"][k] == pytest.approx(scatter, rel=1e-9)
+        assert abs(yields.mean() - by_round) < 2 * scatter
         assert_printed(
             tutorial,
-            [k, expected(k), by_round, table["n-gram", k][1]],
-            atol=[0, 0.005 + 1e-9, 0.005 + 1e-9, 0.005 + 1e-9],
+            [k, expected(k), by_round, table["n-gram", k][1], scatter],
+            atol=[0, 0.005 + 1e-9, 0.005 + 1e-9, 0.005 + 1e-9, 0.005 + 1e-9],
         )
-    made = [m for r in runs["n-gram", 8] for m in r.drafted]
-    assert table["n-gram", 8][1] > float(np.mean([expected(m) for m in made])) + 0.05
-    assert values["alpha_hat"]["n-gram", 8] > values["alpha_hat"]["n-gram", 1] + 0.01
 
 
 def test_the_page_prints_its_verdicts(tutorial):
@@ -473,12 +496,12 @@ def test_other_targets_drafting_claims(other_targets, seed):
     passes = {key: new * len(rs) / sum(len(r.accepted) for r in rs) for key, rs in runs.items()}
     check_drafting_claims(shares, alphas, passes, ("n-gram", "small model"))
     agreement = other_targets[seed]["agreement"]
-    assert agreement["n-gram"] > agreement["small model"] + 0.05  # 0.63 against 0.44 seen
+    assert agreement["n-gram"] > agreement["small model"] + 0.05
 
 
 @pytest.mark.parametrize("seed", OTHER_SEEDS)
 def test_other_targets_tree_shapes(other_targets, seed):
-    """The tree beats the chain as deep (by 0.15 or more seen); the chain of 10 beats the tree."""
+    """The tree beats the chain as deep; the chain of 10 beats the tree."""
     yields = {name: np.mean(counts) for name, counts in other_targets[seed]["yields"].items()}
     assert yields["tree"] > yields["chain of 3"] + 0.1
     assert yields["chain of 10"] > yields["tree"] + 0.1
