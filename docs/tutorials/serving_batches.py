@@ -803,7 +803,6 @@ print(
 #
 # Next: [Serving long contexts](serving_long_contexts.md) bounds the cache of one long
 # sequence, writes masks as functions, and shows why decoding is limited by memory.
-#
-# Later: [Speculative decoding](speculative_decoding.md) runs one request on this
+# After it, [Speculative decoding](speculative_decoding.md) runs one request on this
 # paged cache with a drafter, checking several guessed tokens per forward pass and
 # truncating the request's blocks when guesses are rejected.

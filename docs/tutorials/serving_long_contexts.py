@@ -670,10 +670,8 @@ print(
 #   2022. ALiBi and its head slopes.
 #
 # Next: [Fewer bytes per token](cache_compression.md) keeps every token but stores
-# less for each: a latent, fewer bits, or a state of fixed size.
-#
-# Later: [Speculative decoding](speculative_decoding.md) makes memory-bound decoding
-# pay: one pass checks several guessed tokens for little more than the cost of one.
-#
-# Later still: [Over budget](eviction.md) keeps a fixed number of entries per head
-# chosen by importance, the attention they received, rather than by position.
+# less for each: a latent, fewer bits, or a state of fixed size. Later,
+# [Speculative decoding](speculative_decoding.md) makes memory-bound decoding pay: one
+# pass checks several guessed tokens for little more than the cost of one. Later
+# still, [Over budget](eviction.md) keeps a fixed number of entries per head chosen by
+# importance, the attention they received, rather than by position.
