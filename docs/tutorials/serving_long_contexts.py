@@ -652,8 +652,8 @@ print(
 #   and values for the timestep $i$ are stored in position $i \bmod W$ of the cache"
 #   (section 2).
 # - Guangxuan Xiao, Yuandong Tian, Beidi Chen, Song Han, Mike Lewis. [Efficient
-#   Streaming Language Models with Attention Sinks](https://arxiv.org/abs/2309.17453).
-#   2023. StreamingLLM; its reference code,
+#   Streaming Language Models with Attention Sinks](https://arxiv.org/abs/2309.17453), 2023.
+#   StreamingLLM; its reference code,
 #   [mit-han-lab/streaming-llm](https://github.com/mit-han-lab/streaming-llm), keeps
 #   `start_size=4` sink tokens beside the recent ones.
 # - PyTorch.
@@ -666,12 +666,12 @@ print(
 #   values, attend to each split in parallel, write "1 extra scalar per row and per
 #   split: the log-sum-exp", and reduce.
 # - Ofir Press, Noah A. Smith, Mike Lewis. [Train Short, Test Long: Attention with
-#   Linear Biases Enables Input Length Extrapolation](https://arxiv.org/abs/2108.12409).
-#   2022. ALiBi and its head slopes.
+#   Linear Biases Enables Input Length Extrapolation](https://arxiv.org/abs/2108.12409),
+#   2022: ALiBi and its head slopes.
 #
-# Next: [Fewer bytes per token](cache_compression.md) keeps every token but stores
-# less for each: a latent, fewer bits, or a state of fixed size. Later,
-# [Speculative decoding](speculative_decoding.md) makes memory-bound decoding pay: one
-# pass checks several guessed tokens for little more than the cost of one. Later
-# still, [Over budget](eviction.md) keeps a fixed number of entries per head chosen by
-# importance, the attention they received, rather than by position.
+# Next: [Speculative decoding](speculative_decoding.md) makes memory-bound decoding pay:
+# one pass checks several guessed tokens for little more than the cost of one. Later,
+# [Over budget](eviction.md) keeps a fixed number of entries per head chosen by
+# importance, the attention they received, rather than by position; and
+# [Fewer bytes per token](cache_compression.md) keeps every token but stores less for
+# each: a latent, fewer bits, or a state of fixed size.
