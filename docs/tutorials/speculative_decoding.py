@@ -501,7 +501,10 @@ print(f"checkpoint: {before.state.numel()} numbers, however long the text")
 # the residual after a rejection. A rejection happens with probability
 #
 # $$
-# 1 - \sum_y \min\bigl(p(y), q(y)\bigr) = \sum_y \max\bigl(0,\ p(y) - q(y)\bigr),
+# \begin{aligned}
+# &1 - \sum_y \min\bigl(p(y), q(y)\bigr) \\
+# &= \sum_y \max\bigl(0,\ p(y) - q(y)\bigr),
+# \end{aligned}
 # $$
 #
 # the residual's denominator, so the second way gives $\max(0, p(x) - q(x))$, and
