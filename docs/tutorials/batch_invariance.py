@@ -118,10 +118,17 @@ print("(1e8 - 1e8) + (1 + 1) =", ((x[0] + x[2]) + (x[1] + x[3])).item())
 # %% [markdown]
 # Real sums lose less than that, but they lose something at almost every addition.
 # `attn_ref.serving.fixed_order_sum` adds in halves: for eight terms,
-# $((x_0 + x_4) + (x_2 + x_6)) + ((x_1 + x_5) + (x_3 + x_7))$. Below, 4,096 numbers are
-# cut into 1, 2, 4 and 8 parts, each part is summed that way, and the parts are added
-# left to right, as workers' results would be. The exact sum, in float64, is the
-# reference.
+#
+# $$
+# \begin{aligned}
+# &\bigl((x_0 + x_4) + (x_2 + x_6)\bigr) \\
+# &\quad + \bigl((x_1 + x_5) + (x_3 + x_7)\bigr).
+# \end{aligned}
+# $$
+#
+# Below, 4,096 numbers are cut into 1, 2, 4 and 8 parts, each part is summed that
+# way, and the parts are added left to right, as workers' results would be. The
+# exact sum, in float64, is the reference.
 
 # %%
 g = torch.Generator().manual_seed(1)

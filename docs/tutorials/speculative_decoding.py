@@ -322,10 +322,10 @@ fast = speculative_generate(target, ngram, new_pool(target), prompt, NEW, k=4)
 print("plain:      ", repr(decode(plain.tokens)))
 print("speculative:", repr(decode(fast.tokens)))
 print(
-    f"target passes: {plain.target_forwards} plain, "
-    f"{fast.target_forwards} speculative; guesses kept per round:",
-    fast.accepted,
+    f"target passes: {plain.target_forwards} plain,",
+    f"{fast.target_forwards} speculative",
 )
+print("guesses kept per round:", fast.accepted)
 
 # %% [markdown]
 # Same characters, in fewer passes. Are they always the same? In exact arithmetic,
@@ -499,10 +499,17 @@ print(f"checkpoint: {before.state.numel()} numbers, however long the text")
 # target's $p$ after them. A token $x$ comes out of a position either as a kept
 # guess, with probability $q(x) \min(1, p(x)/q(x)) = \min(p(x), q(x))$, or from
 # the residual after a rejection. A rejection happens with probability
-# $1 - \sum_y \min(p(y), q(y)) = \sum_y \max(0, p(y) - q(y))$, the residual's
-# denominator, so the second way gives $\max(0, p(x) - q(x))$, and the two add up
-# to $p(x)$ exactly. `accept_sampled` is that rule. (Chen et al. swap the letters:
-# their target is $q$ and their drafter $p$, so their rule reads
+#
+# $$
+# \begin{aligned}
+# &1 - \sum_y \min\bigl(p(y), q(y)\bigr) \\
+# &= \sum_y \max\bigl(0,\ p(y) - q(y)\bigr),
+# \end{aligned}
+# $$
+#
+# the residual's denominator, so the second way gives $\max(0, p(x) - q(x))$, and
+# the two add up to $p(x)$ exactly. `accept_sampled` is that rule. (Chen et al.
+# swap the letters: their target is $q$ and their drafter $p$, so their rule reads
 # $\min(1, q(x)/p(x))$ and $(q(x) - p(x))_+$. This page keeps Leviathan's.)
 #
 # A common mistake draws the replacement from $p$ itself: it looks as natural, and
@@ -681,12 +688,13 @@ for name, dist in exact.items():
                 ]
             )
         )
-print(f"tests that reject at significance {ALPHA} (26 degrees of freedom):")
+print(f"tests that reject at significance {ALPHA} (26 degrees of freedom)")
+print(f"{'runs:':>24}" + "".join(f"{n:>8,}" for n in (250, 1000, N)))
 for name in exact:
-    shares = ", ".join(
-        f"{power[name, n]:.1%} with {n:,} runs" for n in (250, 1000, N)
+    print(
+        f"{name + ':':>24}"
+        + "".join(f"{power[name, n]:>8.1%}" for n in (250, 1000, N))
     )
-    print(f"{name:>24}: {shares}")
 
 # %% [markdown]
 # With 4,000 runs the test catches the wrong rule almost every time, and raises a
@@ -906,15 +914,11 @@ with torch.no_grad():
         },
         "small model": {k: small_drafts(k) for k in KS},
     }
-print(
-    "target pass over L queries (ms):",
-    ", ".join(f"L={L}: {ms:.2f}" for L, ms in cost.items()),
-)
+print("target pass over L queries (ms):")
+print("  " + ", ".join(f"L={L}: {ms:.2f}" for L, ms in cost.items()))
 for name, costs in draft_cost.items():
-    print(
-        f"{name} drafting k guesses (ms):",
-        ", ".join(f"k={k}: {ms:.3f}" for k, ms in costs.items()),
-    )
+    print(f"{name} drafting k guesses (ms):")
+    print("  " + ", ".join(f"k={k}: {ms:.3f}" for k, ms in costs.items()))
 speedup = {
     (name, k): table[name, k][1] * cost[1] / (cost[k + 1] + costs[k])
     for name, costs in draft_cost.items()
@@ -1115,9 +1119,10 @@ kept_gap = max(
         strict=True,
     )
 )
+print(f"positions kept: {tree_pool.lengths['tree']}")
 print(
-    f"positions kept: {tree_pool.lengths['tree']};",
-    f"largest |key or value difference| from the branch alone: {kept_gap:.1e}",
+    "largest |key or value difference| from the branch alone:",
+    f"{kept_gap:.1e}",
 )
 
 # %% [markdown]
@@ -1290,10 +1295,8 @@ with torch.no_grad():
     as_chain = verify_forward(target, wrong_pool, "w", tree_tokens)
 wrong_gap = (as_chain - tree_logits).abs().max().item()
 wrong_nodes = (as_chain.argmax(-1) != tree_logits.argmax(-1)).sum().item()
-print(
-    f"largest logit difference from the ancestor mask: {wrong_gap:.2f};",
-    f"argmax changed at {wrong_nodes} of {len(parents)} nodes",
-)
+print(f"largest logit difference from the ancestor mask: {wrong_gap:.2f}")
+print(f"argmax changed at {wrong_nodes} of {len(parents)} nodes")
 
 # %% [markdown]
 # Fix: attend with `tree_ancestor_mask(parents)` and give each node the position
@@ -1480,5 +1483,6 @@ for temperature in (0.5, 1.0, 2.0):
 # %% tags=["measured"]
 print(
     f"this execution: {time.process_time() - started:.0f} s of CPU time,",
-    "from the corpus's loading on, the four models' training included",
+    "from the corpus's loading on,",
 )
+print("the four models' training included")
