@@ -6,6 +6,7 @@ import math
 
 import torch
 
+torch.set_printoptions(precision=4)  # whatever an earlier block set
 H, S = 4, 10
 sink = torch.tensor([0.5, 1.0, 1.5, 2.0])  # one logit per head
 scores = torch.zeros(1, H, 1, S)  # (B, H, L, S)

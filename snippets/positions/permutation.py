@@ -40,9 +40,9 @@ print(
     close(out_c_swap[-1], out_c[-1]),
 )
 
-# Positions are added after shuffling, as in a model: position t gets PE[t].
-PE = sinusoidal_positional_encoding(T, C)  # (T, C)
-out_pe, out_pe_p = f(X + PE)[0], f(P @ X + PE)[0]
+# Positions are added after shuffling, as in a model: position t gets pos[t].
+pos = sinusoidal_positional_encoding(T, C)  # (T, C), the encoding PE
+out_pe, out_pe_p = f(X + pos)[0], f(P @ X + pos)[0]
 print(
     "with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe)
 )

@@ -59,6 +59,8 @@ note(ax, 5, 6.3, "framed: the output of 'dog', 8 numbers")
 # --8<-- [end:picture]
 
 # --8<-- [start:check]
+import torch
+
 # "dog" is word 0 of a and word 2 of b.
 out_a, out_b = attend(embed(a)), attend(embed(b))
 same = torch.allclose(out_a[0], out_b[2], atol=1e-6)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
 
 import pytest
 
@@ -236,11 +237,14 @@ def test_no_accessibility_violation(looks, page_path, scheme):
     assert looks(page_path, "desktop").violations[scheme] == []
 
 
-def test_copied_python_is_code_that_runs_in_page_order(looks, page_path, executed_tutorials, tmp_path):
+def test_copied_python_is_code_that_runs_in_page_order(
+    looks, page_path, executed_tutorials, built_site, tmp_path
+):
     """What a reader copies, block after block, runs in one fresh interpreter. A tutorial's blocks
     are its code cells, which ran top to bottom in a fresh kernel when it was executed: the copies
     are compared with them (running them again would train its models again). A page's blocks
-    are run."""
+    are run, in a folder that holds the files published beside the page (a block's data, as its
+    title's link gives them to the reader)."""
     blocks = looks(page_path, "desktop").copied
     if not blocks:
         pytest.skip("no Python code on this page")
@@ -251,6 +255,9 @@ def test_copied_python_is_code_that_runs_in_page_order(looks, page_path, execute
         ran = [cell.source.strip() for cell in executed_tutorials[tutorial].code_cells]
         assert [block.strip() for block in blocks] == ran
         return
+    for published in (built_site.path / page_path).iterdir():
+        if published.is_file() and published.name != "index.html":
+            shutil.copy2(published, tmp_path / published.name)
     script = tmp_path / "copied.py"
     script.write_text("\n\n".join(blocks) + "\n")
     finished = run_python(script, cwd=tmp_path)

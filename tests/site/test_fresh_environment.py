@@ -3,8 +3,9 @@ PyTorch's CPU build, the site's wheel and Jupyter; then runs a downloaded tutori
 own command. Nothing of the project is needed, no CUDA comes with it, and it fits the disk the page
 states.
 
-The commands are read from the built home page (its Linux tab) and run by bash as written, with
-one exception: where PyTorch's CPU index (scripts/cpu_torch.py's ``CPU_INDEX``) cannot be reached
+The commands are read from the built home page (its Linux tab) and run by bash as written, the
+site's address (mkdocs.yml's ``site_url``, where the page says the wheel is) standing for the test's
+server that serves the built site, with one exception: where PyTorch's CPU index (scripts/cpu_torch.py's ``CPU_INDEX``) cannot be reached
 from this machine, the torch line stands this machine's own package sources in for it: it asks
 them for the torch version constraints.txt pins (the CPU wheel on this kind of machine), after a
 dry run confirms they resolve it without CUDA, and the test warns that it did so.
@@ -135,9 +136,13 @@ def _disk_mb(folder: Path) -> float:
 @pytest.mark.fresh_environment
 def test_a_reader_installs_as_the_home_page_says_and_a_downloaded_notebook_runs(built_site, server, tmp_path):
     (wheel,) = (built_site.path / "downloads").glob("attn_ref-*.whl")
-    wheel_url = server + f"downloads/{wheel.name}"
-    setup, run = _home_commands((built_site.path / "index.html").read_text())
-    assert f"pip install {wheel_url}" in setup
+    home = (built_site.path / "index.html").read_text()
+    setup, run = _home_commands(home)
+    (site_url,) = re.findall(r'<link rel="canonical" href="([^"]+/)">', home)  # the site's own address
+    published_url = site_url + f"downloads/{wheel.name}"
+    assert f"pip install {published_url}" in setup
+    # The site as a reader finds it at its address is, here, the test's server.
+    setup, wheel_url = setup.replace(site_url, server), server + f"downloads/{wheel.name}"
     environment = _environment(_with_stand_in(setup), wheel, wheel_url)
     python = environment / "bin" / "python"
 
@@ -157,7 +162,7 @@ def test_a_reader_installs_as_the_home_page_says_and_a_downloaded_notebook_runs(
     notebook_file = tmp_path / notebook_name
     notebook_file.write_bytes(urllib.request.urlopen(server + f"tutorials/{notebook_name}").read())
     notebook = nbformat.read(notebook_file, as_version=4)
-    assert f"%pip install {wheel_url}" in notebook.cells[0].source  # what the notebook itself says
+    assert f"%pip install {published_url}" in notebook.cells[0].source  # what the notebook itself says
     assert "/#run-it-yourself" in notebook.cells[0].source
     where = subprocess.run(
         [python, "-c", "import attn_ref; print(attn_ref.__file__)"],

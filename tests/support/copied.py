@@ -144,11 +144,30 @@ def run_page(jobs: list[Job], cwd: Path, notebook: bool, timeout: float = 300) -
     failed. A job is (the numbers of the blocks it continues, its own number, their codes, its
     code): in a fresh namespace, the blocks it continues run first, silently; unless the job before
     ran after exactly those, and then its namespace goes on, as a reader's would. ``notebook``: a
-    block's last expression is shown, as a notebook cell shows it."""
+    block's last expression is shown, as a notebook cell shows it.
+
+    The process is not a pool's daemonic worker: a block may start processes of its own (a
+    tutorial's ranks), as it may in a reader's interpreter."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOADED)
-    with context.Pool(1) as pool:
-        return pool.apply_async(_run_all, (jobs, str(cwd), notebook)).get(timeout)
+    receiving, sending = context.Pipe(duplex=False)
+    process = context.Process(target=_send_all, args=(sending, jobs, str(cwd), notebook))
+    process.start()
+    sending.close()
+    with receiving:
+        finished = receiving.poll(timeout)
+        printed = receiving.recv() if finished else None
+    if not finished:
+        process.kill()
+    process.join()
+    if printed is None:
+        raise TimeoutError(f"the page's blocks ran for more than {timeout} s")
+    return printed
+
+
+def _send_all(sending, jobs: list[Job], cwd: str, notebook: bool) -> None:
+    sending.send(_run_all(jobs, cwd, notebook))
+    sending.close()
 
 
 def _run_all(jobs: list[Job], cwd: str, notebook: bool) -> list[str]:

@@ -65,7 +65,7 @@ def test_positions_break_equivariance(values):
     angles = np.arange(T)[:, None] / 10000 ** (np.arange(0, C, 2) / C)
     expected = np.zeros((T, C))
     expected[:, 0::2], expected[:, 1::2] = np.sin(angles), np.cos(angles)
-    PE = as64(values["PE"])
+    PE = as64(values["pos"])
     assert_within(PE, expected, SAFETY * 8 * EPS32 * (1 + np.repeat(angles, 2, axis=1)), "PE")
     size = np.abs(X) + np.abs(PE)  # X + PE is one float32 rounding away from exact
     with_pe = projected_attention(values, X + PE, rounds=1, size=size)
