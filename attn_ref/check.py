@@ -1,9 +1,11 @@
 r"""Check your own attention, written from memory in a file, with the tests the site's solution passes.
 
-From a terminal, with the site's package installed::
+From a terminal, with the site's package installed:
 
-    python -m attn_ref.check causal-mha my_attention.py
-    python -m attn_ref.check --list
+```bash
+python -m attn_ref.check causal-mha my_attention.py
+python -m attn_ref.check --list
+```
 
 The check builds what your file defines, gives it weights and inputs chosen so that each
 property of attention can be seen on its own, and prints one line per property: ``passed``, or
