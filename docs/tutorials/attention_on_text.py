@@ -148,8 +148,9 @@ figure_to_svg(
 topics = len(corpus.documents) + len(corpus.repeats)
 print(
     f"Python {corpus.python}: {corpus.raw_chars:,} characters in {topics} "
-    f"topics, SHA-256 {corpus.sha256[:12]}..., {corpus.dropped} dropped"
+    f"topics, SHA-256 {corpus.sha256[:12]}..."
 )
+print(f"{corpus.dropped} characters outside the alphabet dropped")
 print(f"{len(corpus.repeats)} topics dropped as repeats:")
 print(textwrap.fill(", ".join(corpus.repeats), 64))
 print(
@@ -545,15 +546,16 @@ for (layer, head), d in change.items():
 together = window_losses(without_heads(model, open_heads), held) / LN2
 together = together - losses
 print(f"open-delimiter heads {open_heads} zeroed together:")
+print(f"{'':18} bits each  of the extra bits  of the predictions")
 for name, where in (
     ("closing quotes", quotes),
     ("closing brackets", brackets),
     ("elsewhere", ~closing),
 ):
     print(
-        f"  {name:<16} {together[where].mean():+.3f} bits each, "
-        f"{together[where].sum() / together.sum():4.0%} of the extra bits, "
-        f"{where.float().mean():5.1%} of the predictions"
+        f"  {name:<16} {together[where].mean():+9.3f}  "
+        f"{together[where].sum() / together.sum():>17.0%}  "
+        f"{where.float().mean():>18.1%}"
     )
 
 # %% [markdown]
@@ -811,8 +813,9 @@ print(encode(to_alphabet("the \u201cfor\u201d statement")).shape)
 # %% tags=["solution"]
 predicted = (1, int(scores["open bracket"][1].argmax()))
 d = window_losses(without_heads(model, [predicted]), held) / LN2 - losses
+print(f"head {predicted}, bits more per character:")
 print(
-    f"head {predicted}: closing brackets {d[brackets].mean():+.2f} bits, "
+    f"  closing brackets {d[brackets].mean():+.2f}, "
     f"closing quotes {d[quotes].mean():+.2f}, "
     f"elsewhere {d[~closing].mean():+.3f}"
 )

@@ -595,6 +595,8 @@ for method, rows in collective_errors.items():
 # and `launch` raises a `RankError` with the error of the first rank to fail.
 
 # %%
+import textwrap
+
 import torch
 
 from attn_ref.context_parallel import RankError, launch, ulysses_attention
@@ -603,7 +605,7 @@ x = torch.zeros(1, 2, 8, 16)  # (B, H, T / R, d): 2 heads, on each of 4 ranks
 try:
     launch(ulysses_attention, [(x, x, x)] * 4)
 except RankError as error:  # every rank fails alike: what it raised
-    print(error.error)
+    print(textwrap.fill(error.error, 79))
 
 # %% [markdown]
 # The ring and the all-gather split the sequence, not the heads, so they have no such
@@ -924,6 +926,7 @@ print(f"rank 0's dK: largest {size:.2f}, off by up to {kept_gap:.2f} if kept")
 
 # %% tags=["check"]
 import operator
+import textwrap
 
 import torch.distributed as dist
 from torch.distributed.constants import default_pg_timeout
@@ -933,7 +936,7 @@ try:
     launch(operator.call, [(dist.barrier,), (int,)], timeout=1)
 except RankError as error:
     hang_message = str(error)
-    print(hang_message)
+    print(textwrap.fill(hang_message, 79))
 
 # %% [markdown]
 # ## Exercises

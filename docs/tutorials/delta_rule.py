@@ -438,10 +438,8 @@ for name, run in forms.items():
     out, _ = run(*tensors)
     out.sum().backward()
     timing[name] = time.process_time() - start
-print(
-    ", ".join(f"{name}: {s:.2f} s" for name, s in timing.items()),
-    "of CPU, forward and backward, 256 tokens in chunks of 64",
-)
+print("CPU time, forward and backward, 256 tokens in chunks of 64:")
+print(", ".join(f"{name}: {s:.2f} s" for name, s in timing.items()))
 
 # %% [markdown]
 # ## What it buys: recall

@@ -95,8 +95,10 @@ T, C = X.shape
 d_k = Q.shape[-1]  # the width of a query and of a key: 2
 print("to_query.weight, a row per output:")
 print(to_query.weight.tolist())
-print("Q = to_query(X), a row per token: ", Q.tolist())
-print("K:", K.tolist(), " V:", V.tolist())
+print("Q = to_query(X), a row per token:")
+print(Q.tolist())
+print("K:", K.tolist())
+print("V:", V.tolist())
 
 # %% [markdown]
 # ## Why not the tokens themselves?
