@@ -212,6 +212,7 @@ def kernel_splits(batch):
     return max(1, 8 // batch)
 
 
+# %%
 g = torch.Generator().manual_seed(3)
 # (B, H, 1, d_k): a decoding step
 q_row = torch.randn(1, 4, 1, 16, generator=g)
@@ -323,6 +324,7 @@ def prefill(q, k, v, chunk, cut_at_chunk):
     return torch.cat(rows, dim=2)  # (B, H, T, d)
 
 
+# %%
 g = torch.Generator().manual_seed(4)
 q_p, k_p, v_p = torch.randn(3, 1, 2, 48, 8, generator=g)  # (B, H, T, d) each
 one_pass = prefill(q_p, k_p, v_p, chunk=48, cut_at_chunk=False)

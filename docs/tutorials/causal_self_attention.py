@@ -39,20 +39,33 @@ weights_drawn = torch.softmax(
     scores_drawn.masked_fill(~sees, -math.inf), dim=-1
 )
 fig, ax = canvas(9.4, 16.4, scale=0.36)
-panels = [
-    (scores_drawn, None, "scores Q Kᵀ / √2", {}),
-    (scores_drawn, sees, "+ the mask: −∞ where\nthe key comes later", {}),
-    (weights_drawn, sees, "softmax along\neach row", {"cmap": "viridis"}),
+# The masked scores drawn as the map's lowest colour, each cell's word in
+# the ink that stands out from its colour, in both schemes.
+largest = scores_drawn[sees].abs().max().item()
+masked_words = [
+    [f"{s:.2f}" if ok else "−∞" for s, ok in zip(row, seen, strict=True)]
+    for row, seen in zip(scores_drawn.tolist(), sees.tolist(), strict=True)
 ]
-for n, (values, seen, label, options) in enumerate(panels):
+panels = [
+    (scores_drawn, "scores Q Kᵀ / √2", {"decimals": 2}),
+    (
+        scores_drawn.masked_fill(~sees, -largest),
+        "+ the mask: −∞ where\nthe key comes later",
+        {"labels": masked_words},
+    ),
+    (
+        weights_drawn,
+        "softmax along\neach row",
+        {"decimals": 2, "mask": sees, "cmap": "viridis"},
+    ),
+]
+for n, (values, label, options) in enumerate(panels):
     top = 1.5 + 5.4 * n
     box = grid(
         ax,
         values,
         2.2,
         top,
-        decimals=2,
-        mask=seen,
         label=label if n == 0 else None,
         row_names=tokens,
         column_names=tokens if n == 0 else None,
@@ -60,10 +73,7 @@ for n, (values, seen, label, options) in enumerate(panels):
     )
     if n < 2:
         arrow(ax, box.bottom, (box.bottom[0], box.bottom[1] + 1.3))
-        note(ax, 4.5, box.bottom[1] + 0.7, panels[n + 1][2], ha="left")
-for i in range(T_drawn):  # the hatched cells' scores, set to minus infinity
-    for j in range(i + 1, T_drawn):
-        note(ax, 2.2 + j + 0.5, 6.9 + i + 0.5, "−∞", fontsize=10, zorder=5)
+        note(ax, 4.5, box.bottom[1] + 0.7, panels[n + 1][1], ha="left")
 outline(ax, Box(2.2, 12.3 + 1, 4, 1))  # met's row
 figure_to_svg(
     fig,

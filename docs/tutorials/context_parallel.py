@@ -70,7 +70,10 @@ for step in range(4):
             cell=0.8,
         )
         if not computed:
-            note(ax, box.x + 1.2, box.y + 0.4, f"KV{owner}", fontsize=10)
+            # Mid grey: the dark drawing keeps words over the grid as they
+            # are, and this one sits on hatched grey in both schemes.
+            at = (box.x + 1.2, box.y + 0.4)
+            note(ax, *at, f"KV{owner}", fontsize=10, color="0.5")
         name_y = box.y - 0.25 if r < 2 else box.y + box.height + 0.3
         note(ax, box.center[0], name_y, f"rank {r}", fontsize=10)
     for r in range(4):  # the ring: each rank passes its block to the next

@@ -386,6 +386,7 @@ def new_pool(num_blocks=400):
     return PagedKVCache(2, num_blocks, 4, H_kv, d_k)
 
 
+# %%
 cached_pool = new_pool()
 with_cache = serve(
     exact,
@@ -786,6 +787,7 @@ class OwnTokensOnly(BlockHashCache):
             parent = entry
 
 
+# %%
 first_request = Request(tuple(ids("You are kind. Hi")), 4)
 later = Request(tuple(ids("are kind. Hi")), 4)  # starts with block 2's tokens
 fresh = serve(exact, [later], new_pool(), split_size=16)  # no cache at all

@@ -271,6 +271,7 @@ def choose(how, top_k, q, k):
     return window_blocks(T, N_BLOCKS, top_k, BLOCK)
 
 
+# %%
 def sparse_logits(model, how, top_k):
     """The model's logits with every layer's attention sparse."""
 

@@ -1,4 +1,4 @@
-# Shuffle the tokens: the outputs are shuffled the same way.
+# --8<-- [start:shuffle]
 from functools import partial
 
 import torch
@@ -24,7 +24,9 @@ print("f(P X) == P f(X), equivariant:", close(out_p, P @ out))
 print("f(P X) == f(X), invariant:", close(out_p, out))
 print("A(P X) == P A(X) P^T:", close(A_p, P @ A @ P.T))
 print("mean over tokens unchanged:", close(out_p.mean(dim=0), out.mean(dim=0)))
+# --8<-- [end:shuffle]
 
+# --8<-- [start:fixed]
 # A causal mask and positions stay where they are when the tokens move.
 from attn_ref import sinusoidal_positional_encoding
 from attn_ref.masks import causal_mask
@@ -47,3 +49,4 @@ print(
     "with positions, f(P X + PE) == P f(X + PE):", close(out_pe_p, P @ out_pe)
 )
 print(f"largest difference: {(out_pe_p - P @ out_pe).abs().max():.2f}")
+# --8<-- [end:fixed]

@@ -222,7 +222,7 @@ def test_every_page_links_to_the_notation_table(built_site):
     assert missing == []
 
 
-PLOT_IMAGE = re.compile(r'<img class="plot plot-(light|dark)" src="([^"]+)"')
+PLOT_IMAGE = re.compile(r'<img class="plot plot-(light|dark)"[^>]*? src="([^"]+)"')
 RASTER = re.compile(r'xlink:href="data:image/png;base64,([^"]+)"')
 
 
