@@ -611,7 +611,7 @@ for name, dist in exact.items():
 # `toy_speculative` runs speculative sampling on the two chains and counts the first
 # three tokens; `chi2_test` returns the chi-square statistic of the counts and its
 # p-value, which for an even number of degrees of freedom $2m$ is the finite sum
-# $e^{-x/2} \sum_{j < m} (x/2)^j / j!$.
+# $e^{-x/2} \sum_{j < m} (x/2)^j / \Gamma(j + 1)$, with $\Gamma(j + 1)$ the factorial of $j$.
 #
 # </details>
 
@@ -868,7 +868,7 @@ figure_to_svg(
 # drafter that yields $\tau$ tokens per pass is
 #
 # $$
-# \text{speed-up} = \frac{\tau \, \mathrm{pass}(1)}{\mathrm{pass}(k + 1) + \mathrm{draft}(k)} .
+# \text{speedup} = \frac{\tau \, \mathrm{pass}(1)}{\mathrm{pass}(k + 1) + \mathrm{draft}(k)} .
 # $$
 #
 # It exceeds 1 when
@@ -958,7 +958,7 @@ print(
 # $\tau = \frac{1 - \alpha^{k+1}}{1 - \alpha}$. Then
 #
 # $$
-# \text{speed-up} = \frac{1 - \alpha^{k+1}}{(1 - \alpha)(k c + 1)} .
+# \text{speedup} = \frac{1 - \alpha^{k+1}}{(1 - \alpha)(k c + 1)} .
 # $$
 #
 # In their experiments $c$ "was always less than 0.05"; the cell's last line prints
@@ -981,7 +981,7 @@ print(
 # `build_tree_ancestor_matrix`.
 #
 # The three grow their trees differently. SpecInfer's simplest tree follows a fixed
-# *expansion configuration* $\langle k_1, k_2, \ldots \rangle$: each node at depth
+# *expansion configuration* $(k_1, k_2, \ldots)$: each node at depth
 # $i - 1$ gets the drafter's $k_i$ likeliest next tokens after its own branch.
 # Medusa's extra heads each predict one position ahead without seeing the branch, so
 # its tree takes every combination of their top tokens. EAGLE's drafter runs on the
@@ -989,7 +989,7 @@ print(
 # expanding the nodes whose branch the drafter is most confident in.
 #
 # The picture is a tree the n-gram drafter grows from the picture's text at the top
-# of the page, with SpecInfer's configuration $\langle 2, 2, 1 \rangle$ (the example
+# of the page, with SpecInfer's configuration $(2, 2, 1)$ (the example
 # of its Figure 3): the 2 likeliest characters after its last one, the 2 likeliest
 # after each of those, then the likeliest one after each. Node 0 is the text's last
 # character. Right, its ancestor mask (coloured: seen; hatched: not seen), with the
