@@ -300,8 +300,15 @@ def accept_sampled(
     from `residual_distribution` $(p_i - q_i)_+$ and the round ends; if all
     $k$ are kept, a bonus token is drawn from $p_k$. Each token then has the
     target's probability exactly:
-    $q(x) \min(1, p(x)/q(x)) + \bigl(1 - \sum_y \min(p(y), q(y))\bigr)
-    \frac{(p(x) - q(x))_+}{\sum_y (p(y) - q(y))_+} = \min(p, q)(x) + (p(x) - q(x))_+ = p(x)$.
+
+    $$
+    \begin{aligned}
+    &q(x) \min(1, p(x)/q(x)) \\
+    &\quad + \bigl(1 - \textstyle\sum_y \min(p(y), q(y))\bigr)
+    \frac{(p(x) - q(x))_+}{\sum_y (p(y) - q(y))_+} \\
+    &= \min(p, q)(x) + (p(x) - q(x))_+ = p(x).
+    \end{aligned}
+    $$
 
     Args:
         p: ``(k + 1, V)`` the target's probabilities (row ``i``: after guess ``i - 1``).

@@ -93,10 +93,8 @@ to_value = linear(torch.tensor(ex.SENTENCE_W_V))
 Q, K, V = to_query(X), to_key(X), to_value(X)  # (T, d_k) each
 T, C = X.shape
 d_k = Q.shape[-1]  # the width of a query and of a key: 2
-print("to_query.weight, a row per output:")
-print(to_query.weight.tolist())
-print("Q = to_query(X), a row per token:")
-print(Q.tolist())
+print("to_query.weight, a row per output:", to_query.weight.tolist(), sep="\n")
+print("Q = to_query(X), a row per token:", Q.tolist(), sep="\n")
 print("K:", K.tolist())
 print("V:", V.tolist())
 
