@@ -9,12 +9,15 @@ EXPECTED = {  # exercise -> the first line of what its file must define
 
 
 def test_each_exercise_is_listed_with_what_its_file_defines(printed):
-    listed: dict[str, list[str]] = {}  # exercise -> the indented lines under it
+    listed: dict[str, list[str]] = {}  # exercise -> the lines of what its file defines
     for line in printed.splitlines():
-        if line.startswith(" "):
-            listed[list(listed)[-1]].append(line.strip())
-        else:
-            listed[line.split(": ")[0]] = []
+        if not line.startswith(" "):
+            name, defines = line.removesuffix(":"), False
+            listed[name] = []
+        elif line.strip() == "the file defines:":
+            defines = True
+        elif defines:
+            listed[name].append(line.strip())
     assert list(listed) == list(EXPECTED)
     for name, definition in EXPECTED.items():
         assert listed[name] and listed[name][0].startswith(definition), (name, listed[name])
