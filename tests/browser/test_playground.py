@@ -29,7 +29,7 @@ from sitelook.browsing import Tab, accessibility_violations, reading
 from sitelook.budgets import PLAYGROUND_WORDS, SCREEN
 from tests.support.colours import contrast, on, srgb
 from tests.support.float32_attention_bounds import SAFETY, assert_within, float32_attention
-from tests.support.playground_state import read_state
+from tests.support.playground_state import SETTLE_MS, read_state
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.reference import EPS32, EPS64, as64
 
@@ -43,7 +43,6 @@ SCRIPT_AND_STYLE_BUDGET = (
 )  # bytes the playground's script and stylesheet add to the page, uncompressed
 PAGE_BUDGET = 150 * 1024  # bytes of the page's HTML, uncompressed
 PLANE_EXTENT, PLANE_UNIT, PLANE_SIZE = 3.5, 40, 300  # the SVG planes' geometry, as drawn by the script
-SETTLE_MS = 250  # the live region speaks this long after the last change
 NAME = "e => e.getAttribute('aria-label') || (e.labels && e.labels[0] ? e.labels[0].textContent : e.textContent.trim())"
 TOKENS = [token[:2] for token in THREE_TOKENS]  # the view keeps the first two features of each token
 

@@ -22,9 +22,9 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from attn_ref.training import model_from_playground_json, prefix_matching_scores
-from sitelook.browsing import Tab, accessibility_violations
+from sitelook.browsing import Tab
 from tests.support.playground_files import float64_from_levels
-from tests.support.playground_state import read_state
+from tests.support.playground_state import SETTLE_MS, assert_accessible_before_and_after, read_state
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 from tests.support.training_claims import COPYING, ROLE, ov_copying  # the tutorial's criterion
 
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.browser
 PAGE = "playground_induction/"
 MODEL = "tutorials/induction_heads/induction_heads.json"  # beside the tutorial's page
 ROOT = ".pgi[data-state]"
-SETTLE_MS = 250  # the live region speaks this long after the last change
 
 # Both computations round each operation once (float64): their weights agree to a few thousand
 # ulps of 1. float32's own rounding is 2**29 times coarser, and a wrong formula far more.
@@ -266,17 +265,9 @@ def test_keyboard_alone(view):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_no_accessibility_violation_before_and_after_changes(browser, server, scheme):
-    visit = Tab(browser, server, **{**DESKTOP, "color_scheme": scheme}).open(PAGE)
-    page = visit.page
-    page.wait_for_selector(ROOT)
-    if scheme == "dark":
-        page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
-    page.wait_for_timeout(SETTLE_MS + 50)
-    assert accessibility_violations(page) == []
-    field(page).fill("3 x")
-    assert accessibility_violations(page) == []
-    assert visit.outside == [] and visit.console_errors == []
-    visit.close()
+    assert_accessible_before_and_after(
+        browser, server, PAGE, ROOT, scheme, lambda page: field(page).fill("3 x")
+    )
 
 
 LABELS = "[...document.querySelectorAll('.pgi-labels text')].map(t => t.getBoundingClientRect().height)"

@@ -22,11 +22,11 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from attn_ref.training import ALPHABET, char_model_from_playground_json
-from sitelook.browsing import Tab, accessibility_violations
+from sitelook.browsing import Tab
 from sitelook.budgets import FIRST_VISIT_BUDGET
 from tests.support.looks import TRANSFERRED
 from tests.support.playground_files import float64_from_levels
-from tests.support.playground_state import read_state
+from tests.support.playground_state import SETTLE_MS, assert_accessible_before_and_after, read_state
 from tests.support.readers import DESKTOP, PHONE, SIDEWAYS_SCROLL, screenshot
 
 pytestmark = pytest.mark.browser
@@ -34,7 +34,6 @@ pytestmark = pytest.mark.browser
 PAGE = "playground_text/"
 MODEL = "tutorials/attention_on_text/attention_on_text.json"  # beside the tutorial's page
 ROOT = ".pgt[data-state]"
-SETTLE_MS = 250  # the live region speaks this long after the last change
 SHOWN = {" ": "\u2423", "\n": "\u21b5"}  # how the maps label the space and the newline
 
 # Both computations round every operation once; they differ in the order of their sums and in
@@ -279,17 +278,9 @@ def test_a_first_visit_with_the_model_stays_within_the_budget(browser, server):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_no_accessibility_violation_before_and_after_changes(browser, server, scheme):
-    visit = Tab(browser, server, **{**DESKTOP, "color_scheme": scheme}).open(PAGE)
-    page = visit.page
-    page.wait_for_selector(ROOT)
-    if scheme == "dark":
-        page.wait_for_function("() => document.body.dataset.mdColorScheme === 'slate'")
-    page.wait_for_timeout(SETTLE_MS + 50)
-    assert accessibility_violations(page) == []
-    field(page).fill("\u00e9")
-    assert accessibility_violations(page) == []
-    assert visit.outside == [] and visit.console_errors == []
-    visit.close()
+    assert_accessible_before_and_after(
+        browser, server, PAGE, ROOT, scheme, lambda page: field(page).fill("\u00e9")
+    )
 
 
 LABELS = "[...document.querySelectorAll('.pgt-labels text')].map(t => t.getBoundingClientRect().height)"
