@@ -232,8 +232,10 @@ print(f"sink_softmax vs SDPA with a zero key: {sink_vs_sdpa:.1e}")
 # ## A gate: output that goes nowhere
 #
 # Qiu et al. (2025) multiply each head's output by $g = \sigma(x W_g)$, computed
-# from the query token's own input $x$: `output_gate`. Qwen3-Next gates each
-# feature of each head; the model here gates each head as a whole (`gate="head"`).
+# from the query token's own input $x$: `output_gate`. Of the forms they tried, a
+# gate for each feature of each head (elementwise) did best and one for each head
+# as a whole came close behind. Qwen3-Next gates each feature; the model here
+# gates each head (`gate="head"`).
 # A head with nothing to read can close its gate, $g \approx 0$, instead of
 # parking its weight somewhere.
 #
@@ -302,14 +304,14 @@ for seed in SEEDS:
 # - **No fix**: the sunk head puts several times the uniform share on position 0.
 # - **Sink logit**: that weight falls to half of no fix's or less, and most of a
 #   nothing-to-match query's weight reaches no key at all: the sink takes it.
-# - **Gate**: the gate is mostly closed where nothing matches (a quarter to a third
+# - **Gate**: the gate is mostly closed where nothing matches (well under half
 #   open) and mostly open where something does, and the weight on position 0 is
 #   lower than without it.
 # - **Both** lower the loss, the sink logit by more.
 #
-# With the gate, the sink did not go away: the sunk head still puts twice the
-# uniform share or more on position 0. But where nothing matches, its gate passes
-# only a quarter to a third of what the head reads there. With the sink logit, the
+# With the gate, the sink did not go away: the sunk head still puts well over the
+# uniform share on position 0. But where nothing matches, its gate passes well
+# under half of what the head reads there. With the sink logit, the
 # weight went where the model was built to put it: nowhere.
 #
 # ## Common pitfalls
