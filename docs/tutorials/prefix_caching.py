@@ -215,8 +215,9 @@ print(
 # can be reused only whole, and only when every token before it is the same, so a
 # prefix cache stores *full* blocks and keys each by its tokens and its prefix. SGLang
 # (Zheng et al., 2024) keeps them in a radix tree: a tree of token sequences whose edges
-# hold runs of tokens, split where two prompts part. `attn_ref.serving.RadixCache`
-# does this at block granularity, on a `PagedKVCache`:
+# hold runs of tokens, split where two prompts part. Its pages hold one token each,
+# so its tree matches to the token; `attn_ref.serving.RadixCache` does the same at
+# block granularity, on a `PagedKVCache`:
 #
 # - `match(tokens)` walks down from the root as long as whole blocks match and returns
 #   the blocks of the longest cached prefix; where the match ends inside a node, the
@@ -241,11 +242,12 @@ print(
 )
 
 # %% [markdown]
-# The fourth prompt finds the 3 blocks of "You are kind" and computes only ". Bye".
+# The fourth prompt finds the blocks of "You are kind" and computes only ". Bye".
 # `match` is given the prompt without its last token: a request needs the logits
 # after its last prompt token to choose its first new one, and a block read from the
-# cache brings keys and values, not logits. vLLM caps a hit the same way (it sets
-# `max_cache_hit_length to prompt_length - 1`).
+# cache brings keys and values, not logits. vLLM caps a hit the same way (its
+# [`get_computed_blocks`](https://github.com/vllm-project/vllm/blob/003df2961dd8830c317a61f9745ccd557da9fa06/vllm/v1/core/kv_cache_manager.py)
+# sets `max_cache_hit_length = request.num_tokens - 1`).
 #
 # ## Chained block hashes
 #
@@ -257,7 +259,8 @@ print(
 # $$
 #
 # so $h_i$ stands for every token up to the end of block $i$, and one table maps hashes
-# to blocks. A prompt looks up $h_0, h_1, \dots$ until one is missing.
+# to blocks (vLLM hashes extra keys in too: a LoRA id, image hashes, a cache salt). A
+# prompt looks up $h_0, h_1, \dots$ until one is missing.
 # `attn_ref.serving.BlockHashCache` keeps such a table. Below, both indexes store the
 # blocks of 30 prompts made of 3 system prompts and short questions, then look up 30
 # others; they find the same blocks for every one.
@@ -318,9 +321,11 @@ print("the same blocks found for all 30 new prompts:", same)
 # Both hold each shared block once. The tree walks one node per run of blocks and
 # splits nodes; the table looks up one hash per block and needs no structure but the
 # hashes. A hash can collide, two different prefixes with one hash: vLLM's design
-# notes that its key "is not 100% collision free" and advises SHA-256 where that
-# matters; `BlockHashCache` keeps each entry's tokens and parent and treats a
-# mismatch as a miss.
+# notes that its key "is not 100% collision free", and vLLM now hashes with SHA-256
+# by default, "the most secure choice to avoid potential hash collisions"
+# ([`vllm/config/cache.py`](https://github.com/vllm-project/vllm/blob/002f10e0cfa1373a19a0d2756598a34b700d20e5/vllm/config/cache.py)).
+# `BlockHashCache` keeps each entry's tokens and parent and treats a mismatch as a
+# miss.
 #
 # ## Reference counts and eviction
 #
@@ -331,7 +336,8 @@ print("the same blocks found for all 30 new prompts:", same)
 # may evict only blocks that no request uses (count 1, the cache's own) and that no
 # cached prefix continues from (leaves): SGLang implements "an LRU eviction policy that
 # recursively evicts leaf nodes", where "a node is evictable if its reference counter
-# is zero". Evicting a leaf can make its parent a leaf, evictable in turn.
+# is zero". SGLang's counter counts running requests only, so its zero is this pool's
+# 1. Evicting a leaf can make its parent a leaf, evictable in turn.
 #
 # vLLM keeps the same rule another way: its cache holds no reference, and a cached
 # block no request uses sits in the free queue, still found by its hash, until an
@@ -358,7 +364,7 @@ left = [decode(e.tokens) for e in pic_tree.entries()]
 print("still cached:", left, "- free blocks:", pic_pool.num_free)
 
 # %% [markdown]
-# The blocks request 1 reads cannot go, and neither can "You are", which leads to them.
+# The blocks request 1 reads cannot go: "You are", "kind" and ". Wh" count 2.
 #
 # ## Serving with a prefix cache
 #
@@ -367,7 +373,9 @@ print("still cached:", left, "- free blocks:", pic_pool.num_free)
 # feeds only the rest; after every step it stores the full blocks each running
 # request has written, so that a request can hit blocks of another that still runs;
 # when blocks run out, it evicts before it preempts. The cache stays in the pool
-# after `serve` returns.
+# after `serve` returns. `serve` admits requests in the order they arrive; SGLang's
+# scheduler also reorders the waiting requests by the length of their cached prefix
+# (cache-aware scheduling, §5.2 of its paper), which raises the hit rate further.
 #
 # Twenty requests over three system prompts arrive two steps apart. The cell serves
 # them with and without a radix cache, with the batch-invariant engine of [Batch
@@ -454,8 +462,9 @@ print("plain model: same tokens with and without:", same_tokens)
 # `serve` on a pool of 128 blocks of 4 positions, at most 4 requests at a time:
 #
 # - **system prompts and scans**: 72 requests. Most start with one of three system
-#   prompts (chosen 6 : 3 : 1) and ask a short question; every twelfth request on, a
-#   burst of five one-off documents (110 characters) arrives, a scan;
+#   prompts (chosen 6 : 3 : 1) and ask a short question; the last five of every
+#   twelve requests are one-off documents ("Summarise: " and 110 random characters),
+#   a scan: only their first two blocks are shared;
 # - **multi-turn chat**: 6 conversations of 4 turns. Each turn's prompt is the whole
 #   conversation so far (the model's own earlier replies included) and a new message;
 #   the turns of all conversations interleave;
@@ -465,12 +474,13 @@ print("plain model: same tokens with and without:", same_tokens)
 # Each runs with the radix tree under LRU, LFU and SLRU, and with the hash table under
 # LRU. The *hit rate* is the share of prompt tokens found in the cache, and the
 # prefill tokens saved are those tokens. These runs use the plain model: what the
-# cache holds depends only on the tokens, not on the last bits of the logits.
+# cache holds depends only on the tokens, not on the last bits of the logits (only a
+# flipped greedy reply in the chat trace could change it).
 #
 # <details class="example">
 # <summary>The three traces</summary>
 #
-# Questions and documents are random lowercase letters. The chat's replies are the
+# Questions and documents are random lowercase letters and spaces. The chat's replies are the
 # model's own: the trace is built turn by turn, each turn served once without a cache,
 # and its replies written into the next turn's prompts.
 #
@@ -639,9 +649,12 @@ figure_to_svg(
 # %% [markdown]
 # What the table shows, on these traces (the exact numbers are this page's):
 #
-# - The system prompts are where a cache pays, and where the policy matters: a burst
-#   of documents is a scan, and under LRU it pushes the rarer system prompts out. LFU
-#   and SLRU keep what was used twice, and the documents, used once, go first.
+# - In the system-prompt trace most prompt tokens belong to the one-off documents,
+#   which no cache can save, so its hit rate stays low under every policy. What it
+#   can save, the system prompts, is what the policy decides: a burst of documents is
+#   a scan, and under LRU it pushes the rarer system prompts out; LFU and SLRU keep
+#   what was used twice and let the documents' blocks go first. On each of the three
+#   traces, LFU and SLRU find more than LRU.
 # - The chat caches each conversation's growing history, the model's replies
 #   included: a turn starts from the previous turn's prompt and reply when they are
 #   still cached, and a larger pool keeps more of them (exercise 3).
@@ -662,8 +675,19 @@ figure_to_svg(
 # prefix and over the suffix. Hydragen (Juravsky et al., 2024) and FlashInfer's cascade
 # inference compute the prefix part for all requests at once: the queries of the
 # batch, stacked, against the prefix's keys, one matrix-matrix product that reads them
-# once. `attn_ref.serving.shared_prefix_attention` does this, and merges with each
-# request's suffix by its log-sum-exp.
+# once (in the ideal; a kernel reads them once per tile of queries, not once per
+# request). `attn_ref.serving.shared_prefix_attention` does this, and merges with each
+# request's suffix by its log-sum-exp. With $O_P$ and $O_S$ the two parts' outputs and
+# $\lambda_P$, $\lambda_S$ the log-sum-exps of their *scaled* scores,
+#
+# $$
+# O = \frac{e^{\lambda_P} O_P + e^{\lambda_S} O_S}{e^{\lambda_P} + e^{\lambda_S}}
+#   = e^{\lambda_P - \lambda} O_P + e^{\lambda_S - \lambda} O_S,
+# \qquad \lambda = \log\left(e^{\lambda_P} + e^{\lambda_S}\right),
+# $$
+#
+# computed on the right, where no exponential can overflow. This is FlashInfer's merge
+# operator ⊕.
 #
 # Eight requests share a prefix of 512 keys and have 1 to 40 of their own; the
 # reference is each request's attention in float64 over its whole sequence.
@@ -692,7 +716,8 @@ print(f"largest |shared-prefix attention - float64 attention|: {worst:.1e}")
 # The merge is exact; what differs is float32 rounding. The work saved is memory
 # traffic. Decoding one step of $B$ requests reads the prefix's keys and values $B$
 # times without the split, once with it; the multiply-adds are the same. The table
-# counts the bytes a step reads for the prefix, in 16-bit numbers, for the 7B-class
+# counts the bytes one layer's attention reads for the prefix in one decoding step, in
+# 16-bit numbers (a model reads them again in each of its layers), for the 7B-class
 # shape of the long-context page (32 query heads, 8 key/value heads of 128), a prefix
 # of 4,096 tokens, and the arithmetic intensity of the prefix's attention
 # (`attention_intensity`): $L = B$ queries per head against the prefix.
@@ -700,7 +725,7 @@ print(f"largest |shared-prefix attention - float64 attention|: {worst:.1e}")
 # %%
 P, H_q, H_k, d_h = 4096, 32, 8, 128
 prefix_bytes = 2 * P * H_k * d_h * 2  # keys and values, 2 bytes a number
-print("   B  prefix MiB read, per request  once  intensity: per request  once")
+print("   B  prefix MiB read per layer, apart  once  intensity: apart  once")
 for B_req in (1, 8, 64, 256):
     apart = B_req * prefix_bytes / 2**20
     once = prefix_bytes / 2**20
@@ -715,7 +740,8 @@ for B_req in (1, 8, 64, 256):
 # Apart, the prefix's bytes grow with the batch and the intensity stays where decoding
 # is memory-bound. Attended once, the bytes stay put and every byte serves $B$ queries
 # per head: FlashInfer reports its shared-prefix decoding kernel up to 31 times faster
-# than vLLM's PageAttention this way, for a prompt of 32,768 tokens and large batches.
+# than vLLM 0.2.6's PageAttention kernel this way, on an H100, for a shared prompt of
+# 32,768 tokens, batches of 128 or more and suffixes of at most 256 tokens.
 #
 # ## Summary
 #
@@ -735,9 +761,10 @@ for B_req in (1, 8, 64, 256):
 # **1. A hit counter that never counts.** A frequency-aware policy ranks entries by
 # their hits; if the code that finds an entry updates its time but forgets its count,
 # every entry keeps the count it was stored with, and the policy sorts by time alone:
-# it is LRU under another name. SGLang shipped this: `node.hit_count` "was never
-# incremented during `match_prefix` or `insert`", which "rendered any frequency-based
-# policies (like the existing LFU) ineffective" (sglang #18843). The cell runs SLRU
+# it is LRU under another name. SGLang's RadixCache had this bug until
+# [#18843](https://github.com/sgl-project/sglang/pull/18843): `node.hit_count` "was
+# never incremented during `match_prefix` or `insert`", which "rendered any
+# frequency-based policies (like the existing LFU) ineffective". The cell runs SLRU
 # with such a tree on the three traces, next to LRU and the real SLRU.
 
 
@@ -789,7 +816,9 @@ class OwnTokensOnly(BlockHashCache):
 
 # %%
 first_request = Request(tuple(ids("You are kind. Hi")), 4)
-later = Request(tuple(ids("are kind. Hi")), 4)  # starts with block 2's tokens
+later = Request(
+    tuple(ids("are kind. Hi")), 4
+)  # the first prompt's second block on
 fresh = serve(exact, [later], new_pool(), split_size=16)  # no cache at all
 keyed = {}  # index -> (tokens it found, the request's logits)
 for index_type in (BlockHashCache, OwnTokensOnly):
@@ -838,7 +867,26 @@ print(
 # positions (with pools of the same number of positions, 512), and print the hit rate.
 # Only full blocks are cached: what do larger blocks lose?
 
+
 # %% tags=["solution"]
+def findable(prompts, size):
+    """The prompt tokens a cache could find at most: each prompt's longest
+    common prefix with an earlier one (but its last token), in whole blocks."""
+    total = 0
+    for i, prompt in enumerate(prompts):
+        shared = 0
+        for earlier in prompts[:i]:
+            n = 0
+            while n < min(len(prompt) - 1, len(earlier)) and (
+                prompt[n] == earlier[n]
+            ):
+                n += 1
+            shared = max(shared, n)
+        total += shared // size * size
+    return total
+
+
+system_prompts = [r.prompt for r in traces["system prompts"]]
 for size in (2, 4, 8, 16):
     r = run_trace(
         traces["system prompts"],
@@ -847,12 +895,19 @@ for size in (2, 4, 8, 16):
         num_blocks=512 // size,
         block_size=size,
     )
-    print(f"blocks of {size:>2}: hit rate {r['hit rate']:.1%}")
+    most = findable(system_prompts, size) / r["prompt"]
+    print(
+        f"blocks of {size:>2}: hit rate {r['hit rate']:.1%},"
+        f" at most {most:.1%}"
+    )
 
 # %% [markdown]
 # Every prompt's partial last block is computed again, and so is the part of a shared
-# prefix that ends inside a block: the larger the block, the more of each prompt that
-# is. Smaller blocks cost more entries and more lookups instead.
+# prefix that ends inside a block, so the most a cache could find (the second
+# number) never grows with the block size. Where the hit rate does not follow it,
+# eviction decided: the same 512 positions make fewer, larger blocks, and a policy
+# evicts a whole block at a time. Smaller blocks cost more entries and more lookups
+# instead.
 
 # %% [markdown]
 # **2. Examples in a fixed order.** Build the few-shot trace with each request's
@@ -880,8 +935,8 @@ for blocks in (96, 128, 192, 256):
 
 # %% [markdown]
 # **4. FlashInfer's setting.** For a prefix of 32,768 tokens, 32 heads of 128 (no
-# grouping) and 256 requests, print the bytes one decoding step reads for the prefix,
-# in GiB, with and without attending it once.
+# grouping) and 256 requests, print the bytes one layer reads for the prefix in one
+# decoding step, in GiB, with and without attending it once.
 
 # %% tags=["solution"]
 per_copy = 2 * 32_768 * 32 * 128 * 2  # keys and values in 16 bits

@@ -16,6 +16,7 @@ import functools
 import torch
 
 from attn_ref.plotting import PLOT_MIME
+from attn_ref.training import ALPHABET
 from tests.support.drawings import texts
 from tests.support.float32_attention_bounds import assert_within, float32_attention
 from tests.support.shown import assert_printed, displayed, half_unit, sci_rtol, verdicts
@@ -150,6 +151,42 @@ def test_the_traces_numbers_and_the_counter_that_never_counts(tutorial, values):
         # a policy that never counts a hit sorts by time alone: it is LRU, decision for decision
         assert values["never_counts"][trace] == results[trace, "tree, LRU"]["hit rate"]
     assert len(traces["multi-turn chat"]) == 24 and len(traces["system prompts"]) == 72
+    # what the page says of the table: on every trace the frequency-aware policies find more
+    for trace in traces:
+        lru = results[trace, "tree, LRU"]["hit rate"]
+        assert min(results[trace, "tree, LFU"]["hit rate"], results[trace, "tree, SLRU"]["hit rate"]) > lru
+    # and most of the system-prompt trace's prompt tokens are the one-off documents'
+    documents = [q.prompt for q in traces["system prompts"] if _text(q.prompt).startswith("Summarise: ")]
+    assert sum(map(len, documents)) > results["system prompts", "tree, LRU"]["prompt"] / 2
+
+
+def _text(tokens) -> str:
+    return "".join(ALPHABET[i] for i in tokens)
+
+
+def test_exercise_1_the_most_a_cache_could_find(tutorial, values):
+    """Exercise 1's answer, counted here: the most each prompt of the system-prompt trace can find
+    (its longest common prefix with an earlier prompt, but its last token, in whole blocks) never
+    grows with the block size, and the page printed it beside each hit rate."""
+    prompts = [q.prompt for q in values["traces"]["system prompts"]]
+    total = sum(map(len, prompts))
+
+    def findable(size):
+        most = 0
+        for i, prompt in enumerate(prompts):
+            shared = 0
+            for earlier in prompts[:i]:
+                n = 0
+                while n < min(len(prompt) - 1, len(earlier)) and prompt[n] == earlier[n]:
+                    n += 1
+                shared = max(shared, n)
+            most += shared // size * size
+        return most / total
+
+    ceilings = [findable(size) for size in (2, 4, 8, 16)]
+    assert ceilings == sorted(ceilings, reverse=True)
+    for size, most in zip((2, 4, 8, 16), ceilings, strict=True):
+        assert_printed(tutorial, [size, most * 100], atol=[0, half_unit(1)], gaps=True)
 
 
 def test_shared_prefix_attention_is_attention_within_float32_rounding(tutorial, values):
