@@ -93,8 +93,8 @@ def split_bounds(num_keys: int, *, split_size: int | None = None, num_splits: in
     With ``split_size``, the boundaries are the multiples of the size: they
     sit at the same absolute positions whatever the number of keys, so a
     longer sequence only adds splits at its end. With ``num_splits``, the keys
-    are shared out evenly, as `attn_ref.serving.split_k_attention` does: every
-    boundary moves when the count (or the number of keys) changes.
+    are shared out evenly, as `attn_ref.serving.split_k_attention` does: the
+    boundaries can move when the count (or the number of keys) changes.
 
     Args:
         num_keys: Keys to split, at least 1.

@@ -2,14 +2,16 @@
 # # Batch invariance: the same request, the same bits, in any batch
 #
 # Send a server the same prompt twice, with greedy decoding, and the two answers can
-# differ. Nothing is random: the difference comes from the *other* requests that
-# shared each forward pass. A kernel splits its sums by how much work it was given,
-# and floating-point addition gives other bits when the order changes. This page
+# differ. Nothing is random: the difference comes from how many other requests, and
+# how long, shared each forward pass, not from what they contain. A kernel splits its
+# sums by how much work it was given, and floating-point addition can give other bits
+# when the order changes. This page
 # finds where a request's numbers come to depend on its batch (attention split along
 # the keys, chunked prefill, the linear layers), counts the greedy tokens that flip
 # because of it, and makes every reduction follow an order fixed by the request
-# alone, so that its numbers are the same bits in any batch. Each claim is checked
-# with `torch.equal`, bit for bit, on every machine.
+# alone, so that its numbers are the same bits in any batch. Each claim of invariance
+# is checked with `torch.equal`, bit for bit; how many bits or tokens change in the
+# other cases is what the machine that built this page printed.
 #
 # It assumes [Serving attention](serving_batches.md) (the paged pool and `serve`) and
 # split-K decoding from [Serving long contexts](serving_long_contexts.md#split-k-decoding).
@@ -18,8 +20,8 @@
 # The picture is one query and its 40 keys. A decoding kernel splits the keys among
 # its workers, so that they stay busy: with 4 workers, one request gets 4 splits, two
 # requests get 2 splits each, four requests 1. Each split's sum is added in its own
-# order, so the query's output, printed beside each row, changes in its last digits
-# with the batch. The bottom row splits at a fixed *size*, 16 keys: its boundaries
+# order, so the number printed beside each row can change in its last digits when the
+# batch does (two rows may agree by chance). The bottom row splits at a fixed *size*, 16 keys: its boundaries
 # are the same in every batch, and so are its bits. (The picture's folded code also
 # holds the page's imports.)
 
@@ -49,7 +51,7 @@ from attn_ref.serving import (
 )
 
 torch.set_grad_enabled(False)  # inference only: no gradients
-# one thread: a page that runs alike on every machine's cores
+# one thread everywhere; the instruction set still moves the last bits printed
 torch.set_num_threads(1)
 
 
@@ -107,7 +109,8 @@ figure_to_svg(
 # %% [markdown]
 # ## Float addition is not associative
 #
-# In float32, $10^8 + 1$ rounds back to $10^8$: the 1 is below the last bit. So the
+# In float32, $10^8 + 1$ rounds back to $10^8$: float32 numbers near $10^8$ are 8 apart,
+# and 1 is less than half that gap. So the
 # same four numbers summed in two orders give two answers.
 
 # %%
@@ -145,9 +148,9 @@ for parts in (1, 2, 4, 8):
     )
 
 # %% [markdown]
-# Each order is as good as another: every total is off the exact sum by a few float32
-# roundings of numbers this size. They are simply different. A reduction gives the
-# same bits only when the same numbers are added in the same order.
+# Every total is within a few float32 roundings of the exact sum, and no order is the
+# better one. Two orders can agree by chance, but nothing promises it: a reduction
+# gives the same bits only when the same numbers are added in the same order.
 #
 # ## One query, split four ways
 #
@@ -185,7 +188,8 @@ for n, out in split_outs.items():
     print(f"{n:>6} {unlike:>20} of 64 {gap:>12.1e} {error:>14.1e}")
 
 # %% [markdown]
-# Every split count is as close to the exact output as the others; here most of the
+# Every split count is within float32 rounding of the exact output, none of them
+# systematically closer; here most of the
 # 64 numbers differ between them in their last bits (the count is what this machine
 # printed: which bits differ depends on the data). The decision that matters is who
 # picks the count.
@@ -236,11 +240,17 @@ for batch in counted:
     print(f"{batch:>5} {n:>7} {by_count!s:>28} {by_size!s:>11}")
 
 # %% [markdown]
-# With the count from the batch, the row's bits changed here as soon as the batch grew
-# (another count could give the same bits by chance, nothing more), and they cannot
-# change while the count stays (batches of 5 to 8 all get one split: the same
+# With the count from the batch, the row's bits changed wherever the by-count column
+# says False (another count can give the same bits by chance, nothing more), and they
+# cannot change while the count stays (batches of 5 to 8 all get one split: the same
 # computation). With a fixed split size the row is the same in every batch, by
 # construction: the boundaries are 0, 16, 32, ..., fixed by the key positions alone.
+# In this emulation the batch reaches the row only through the split count, so the
+# right column is the same call every time; exercise 1 puts the row beside 7 other
+# requests in one call. *Fixed* is the word that matters: a split size chosen by the
+# batch is no better than a count chosen by it, and Thinking Machines' post points
+# out that FlashInfer's balanced scheduling "chooses the largest split-size that can
+# still saturate all the GPU's cores", which is not batch invariant.
 #
 # <details class="note">
 # <summary>Going deeper: why "the same bits" holds on every machine</summary>
@@ -263,16 +273,23 @@ for batch in counted:
 # visible is padded with masked keys, which add exact zeros. `fixed_order_sum` pads
 # with zeros to a power of two, and more zeros at the end change no bit. So a query
 # gives the same bits whether its keys end at its own position (decoding) or run on
-# past it, masked (a chunk of a prompt). The test suite checks each claim on this page
-# with `torch.equal` under the native kernels and under
-# `ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1`.
+# past it, masked (a chunk of a prompt). The test suite checks each bitwise claim
+# (fixed split size, keys written first, fixed-order layers, the replayed batch,
+# exercise 4) with `torch.equal`, under the native kernels and under
+# `ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1`. "The same bits" means the same in
+# any batch on one machine: the page's seeded inputs themselves can differ in their
+# last bits from one instruction set to another (PyTorch draws normal numbers with a
+# kernel of its own for each).
 #
 # </details>
 #
-# A fixed *count* would not do either. The count decides the boundaries only with
-# the number of keys: Thinking Machines' post splits 1,000 keys into four even
-# splits of 250, and into splits of 256 (256 + 256 + 256 + 232), whose boundaries
-# stay where they are when more keys arrive.
+# A fixed count of more than one split would not do either: "it's not sufficient to
+# choose a fixed number of splits regardless of the batch size", in the words of
+# Thinking Machines' post, since the count fixes the boundaries only together with
+# the number of keys. The post splits 1,000 keys into four even splits of 250, or
+# into splits of 256 (256 + 256 + 256 + 232); splits of a fixed size keep their
+# boundaries as keys arrive. One split, that is no splitting, is invariant too, at
+# the cost of parallelism.
 
 # %%
 for n_keys in (1000, 1001):
@@ -291,9 +308,10 @@ for n_keys in (1000, 1001):
 # cached keys from the pool and the new ones from the chunk, and split each part on
 # its own; then a chunk that starts inside a split of 16 cuts that split in two
 # (`cuts=` below), and its queries get other bits than in one pass over the prompt.
-# SGLang's deterministic mode avoids this by cutting prompts only at multiples of the
-# split size: its chunking "aligns the truncation point with an integer multiple of
-# `split_kv_size`". The other way out writes the chunk's keys into the cache before
+# SGLang's deterministic mode, with its FlashInfer backend, avoids this by cutting
+# prompts only at multiples of the split size: "we adapted the chunking logic to align
+# the truncation point with an integer multiple of the split_kv_size"
+# ([SGLang's post](https://lmsys.org/blog/2025-09-22-sglang-deterministic/)). The other way out writes the chunk's keys into the cache before
 # attention (Thinking Machines' fix), so that every query sees one sequence of keys,
 # split on one grid.
 #
@@ -341,11 +359,12 @@ for chunk in (8, 12, 16, 24, 32):
 
 # %% [markdown]
 # Read apart, chunks of 16 and 32 start on the grid and keep every bit, by
-# construction. Chunks of 8, 12 and 24 start inside a split: the queries of a chunk
-# that starts off the grid are added in another order, and here they lost their bits
-# (the first chunk is never cut). With the keys written first, every chunk size keeps
-# every bit. `serve` works that way: it writes a step's keys into the pool, then reads
-# each request's keys back as one sequence.
+# construction. Chunks of 12 and 24, and the chunks of 8 at 8, 24 and 40, start
+# inside a split: their queries are added in another order, and here they lost
+# their bits (the first chunk is never cut); the chunks of 8 that start on the grid
+# keep theirs. With the keys written first, every chunk size keeps every bit. `serve`
+# works that way: it writes a step's keys into the pool, then reads each request's
+# keys back as one sequence.
 #
 # ## The linear layers reduce too
 #
@@ -372,9 +391,9 @@ for N, (library, ours) in linear_unlike.items():
     print(f"{N:>4} {library:>35} {ours:>17}")
 
 # %% [markdown]
-# On this machine the library's product gives the row other bits as soon as it
-# shares the call (the counts are this machine's; another CPU, or another thread
-# count, may print others). The fixed-order layer never does.
+# Wherever the `nn.Linear` column is not 0, the library's product gave the row other
+# bits when it shared the call (the counts are this machine's; another CPU, or another
+# thread count, may print others). The fixed-order layer never does, by construction.
 #
 # A decoder has more of this. Each layer norm sums over its row. And even an
 # elementwise function can depend on the tensor a value sits in: a kernel may compute
@@ -477,11 +496,12 @@ print(
 print(wrap(f"first token that differs, by request: {flipped}"))
 
 # %% [markdown]
-# Each of these requests decoded the same prompt with the same weights; only the
-# batch around it changed, and some of them wrote other text from some token on. The
-# number is this machine's (a count of flips is chaotic: one bit elsewhere moves it),
-# but not an accident: Thinking Machines' post reports 80 different completions out of
-# 1,000 identical requests to Qwen3-235B at temperature 0.
+# Each request decoded the same prompt with the same weights; only the batch around it
+# changed, and any request listed above wrote other text from the listed token on.
+# The number is this machine's (a count of flips is chaotic: one bit elsewhere moves
+# it), but not an accident: Thinking Machines' post reports 80 different completions
+# out of 1,000 identical requests ("Tell me about Richard Feynman") to
+# Qwen/Qwen3-235B-A22B-Instruct-2507 at temperature 0.
 #
 # A greedy token flips where the two best logits are nearly tied, so that a
 # difference in the last bits reorders them. The plot shows, for the requests decoded
@@ -513,12 +533,15 @@ figure_to_svg(
     + ".",
 )
 print(f"median gap over all steps:  {all_gaps.median().item():.3f}")
-print(f"largest gap at a first flip: {flip_gaps.max().item():.3f}")
+if flipped:
+    print(f"largest gap at a first flip: {flip_gaps.max().item():.3f}")
 
 # %% [markdown]
-# The flips sit at the far left: steps where the two best tokens were nearly tied
-# (in bfloat16, often exactly tied), so that the batch's other bits could swap them.
-# From there on, the two texts are different inputs and differ more and more.
+# Any flip sits at the far left: a step where the two best logits were nearly tied,
+# so that the batch's other bits could swap them. In bfloat16 two logits can even be
+# exactly equal: `argmax` then takes the first of them, and a batched run whose last
+# bits differ breaks the tie the other way (exercise 3 prints each flip's gap). From
+# there on the two runs feed different tokens, and nothing brings them back together.
 #
 # A fixed split size removes attention's part. Does it make the server invariant?
 
@@ -538,11 +561,12 @@ print(
 )
 
 # %% [markdown]
-# A fixed split size removes the flips that came from attention. It does not make the
-# server batch invariant: the library's bfloat16 matrix products and norms still sum in
-# an order of their own choosing, which may change with the number of rows in a step,
-# as the float32 products above did. Whether a request's logits moved here is this
-# machine's count. Exercise 4 makes the whole server batch invariant, by construction.
+# A fixed split size removes the flips that came from attention, but it does not make
+# the server invariant by construction: the library's bfloat16 matrix products and
+# norms still sum in an order of their own choosing, which may change with the number
+# of rows in a step, as the float32 products above did. Whether any logits moved is
+# this machine's count, and another CPU may print another. Exercise 4 makes the whole
+# server batch invariant, by construction.
 #
 # ## Summary
 #
@@ -553,10 +577,13 @@ print(
 #   the same in every batch.
 # - A chunk read apart from the cache must start on the split grid; writing its keys
 #   into the cache first removes the condition.
-# - Linear layers and norms reduce too; computed row by row in a fixed order, the
-#   whole forward pass of a request is the same bits in any batch.
+# - Linear layers and norms reduce too, and even an elementwise GELU may take another
+#   code path; computed row by row in a fixed order, with attention at a fixed split
+#   size over keys written first, the whole forward pass of a request is the same
+#   bits in any batch.
 # - The greedy tokens that flip without this are those whose two best logits were
-#   nearly tied; in bfloat16 a long decode meets such steps.
+#   nearly or exactly tied; in bfloat16 such steps are common enough (exercise 3
+#   prints how common here) that a long decode is likely to meet one.
 #
 # ## Common pitfalls
 #
@@ -607,15 +634,17 @@ for split in ({"num_splits": 4}, {"split_size": 16}):
     print(f"{split}: {int(same.sum())} of 48 queries with the same bits")
 
 # %% [markdown]
-# With 4 splits, only the queries whose keys split the same way over 48 and over
-# their own count agree (position 47 among them: the same 48 keys). With splits of
-# 16 all do.
+# With 4 splits, positions 0 and 47 split their keys the same way both times and agree
+# by construction; any other query that agrees does so by the luck of rounding. With
+# splits of 16 all agree by construction. Fix: `split_size=`, never `num_splits=`.
 #
-# **3. Calling a deterministic server batch invariant.** Run the same batch twice and
-# every bit repeats: the kernels are deterministic. A reproducibility test that
-# replays one batch passes, while the same request in another batch differs. The
-# cell serves the first two requests of the stream twice, with the batch's split
-# count, and compares the first one's logits with its run alone.
+# **3. Calling a deterministic server batch invariant.** Here, running the same batch
+# twice repeats every bit: these kernels are deterministic, as most GPU kernels of a
+# forward pass are (Thinking Machines' post: "there is usually not a single atomic
+# add present"). A reproducibility test that replays one batch passes, while the same
+# request in another batch can differ. The cell serves the first two requests of the
+# stream twice, with the batch's split count, and compares the first one's logits with
+# its run alone (the second line shows whether they differed here).
 
 # %%
 pair = stream[:2]
@@ -632,7 +661,13 @@ print(
 
 # %% [markdown]
 # Determinism is the same output for the same *batch*; batch invariance is the same
-# output for the same *request*.
+# output for the same *request*. The post's point: the forward pass is run-to-run
+# deterministic, yet "from the perspective of anybody using the inference server, the
+# results are nondeterministic", because the batch around a request changes. Fix:
+# test a request alone and in another batch with `torch.equal`, as exercise 4 does.
+# [`torch.use_deterministic_algorithms(True)`](https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html)
+# is no fix either: it promises the same output "given the same input", and the batch
+# is part of the input.
 #
 # ## Exercises
 #
@@ -725,9 +760,9 @@ print("identical logits in every batch:", identical)
 #   batch-invariant; a fixed split size for attention, 1,000 keys split as
 #   256 + 256 + 256 + 232 rather than four splits of 250; the KV cache updated before
 #   the attention kernel; 80 unique completions of 1,000 identical requests at
-#   temperature 0 (Qwen3-235B), and one with batch-invariant kernels. Its companion library,
-#   [batch_invariant_ops](https://github.com/thinking-machines-lab/batch_invariant_ops),
-#   shows `torch.mm(a[:1], b)` differing from `torch.mm(a, b)[:1]`.
+#   temperature 0 (Qwen/Qwen3-235B-A22B-Instruct-2507), and one with batch-invariant
+#   kernels; `torch.mm(a[:1], b)` differing from `torch.mm(a, b)[:1]`. Its companion
+#   library: [batch_invariant_ops](https://github.com/thinking-machines-lab/batch_invariant_ops).
 # - [Dao-AILab/flash-attention #1897](https://github.com/Dao-AILab/flash-attention/issues/1897).
 #   "Is FlashAttention Kernel already batch invariant?"; Tri Dao: "I don't think it's
 #   batch invariant unless you fix the split-KV size."
@@ -746,8 +781,8 @@ print("identical logits in every batch:", identical)
 # - The SGLang Team. [Towards Deterministic Inference in SGLang and Reproducible RL
 #   Training](https://lmsys.org/blog/2025-09-22-sglang-deterministic/). 2025.
 #   Deterministic inference "while maintaining compatibility with chunked prefill,
-#   CUDA graphs, radix cache, and non-greedy sampling"; its chunking rule is quoted in
-#   [flashinfer #2270](https://github.com/flashinfer-ai/flashinfer/issues/2270).
+#   CUDA graphs, radix cache, and non-greedy sampling"; chunked prefill truncated at
+#   multiples of the split size, with its FlashInfer backend.
 # - Tri Dao, Daniel Haziza, Francisco Massa, Grigory Sizov. [Flash-Decoding for
 #   long-context inference](https://pytorch.org/blog/flash-decoding/). 2023. Split-K
 #   decoding and its merge by log-sum-exp.
