@@ -661,7 +661,7 @@ print(
 
 # %% [markdown]
 # Determinism is the same output for the same *batch*; batch invariance is the same
-# output for the same *request*. The post's point: the forward pass is run-to-run
+# output for the same *request*. Thinking Machines' point: the forward pass is run-to-run
 # deterministic, yet "from the perspective of anybody using the inference server, the
 # results are nondeterministic", because the batch around a request changes. Fix:
 # test a request alone and in another batch with `torch.equal`, as exercise 4 does.

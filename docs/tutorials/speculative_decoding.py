@@ -24,20 +24,18 @@
 # attention](serving_batches.md)), and the character model of [Attention on real
 # text](attention_on_text.md), which is the target here. The section on recurrent
 # states uses [the delta rule](delta_rule.md). Shapes follow the
-# [notation table](../notation.md). The code runs top to bottom in one session, as
-# the downloadable notebook does: each block continues the ones above it, the
-# folded ones included (the first folded block holds the imports, the models'
+# [notation table](../notation.md). The code runs top to bottom, as the downloadable
+# notebook does, folded blocks included (the first holds the imports, the models'
 # recipe and the page's texts).
 #
-# Here is one round of the page's decoding: the first, over its texts in order, that
-# keeps some of its guesses and rejects one. The target has cached every character
-# of the text so far but the last. A drafter guesses 4 characters. The
-# target runs one *chunk* of 5 queries (the last character and the 4 guesses) over
-# its cache: query $i$ sees the cache and the chunk's keys up to its own (coloured;
-# hatched: not seen). Each query predicts the character after it. On the right,
-# the target's prediction and whether it matches the next guess; the round keeps the
-# guesses up to the first mismatch, then adds the target's own character there. The
-# keys of the rejected guesses (the framed columns) are dropped from the cache.
+# Here is one round of the page's decoding, the first that keeps some guesses and
+# rejects one. The target has cached the text but its last character. A drafter
+# guesses 4 characters. The target runs one *chunk* of 5 queries (the last
+# character and the guesses) over its cache: query $i$ sees the cache and the
+# chunk's keys up to its own (coloured; hatched: not seen), and predicts the next
+# character. On the right, the prediction and whether it matches the next guess;
+# the round keeps the guesses up to the first mismatch, then adds the target's own
+# character. The rejected guesses' keys (framed) are dropped from the cache.
 
 # %% tags=["plot"]
 import copy
@@ -330,15 +328,14 @@ print(
 print("guesses kept per round:", fast.accepted)
 
 # %% [markdown]
-# Same characters, in fewer passes. Are they always the same? In exact arithmetic,
-# yes. In float32, the chunk's logits and a one-token pass's differ in their last
-# bits (the matrix products have other shapes, so sums are added in another order),
-# and an argmax could flip where the two best logits are nearly tied. The folded
-# cell decodes all 8 texts with $k$ = 1, 2, 4 and 8 and compares them with plain
-# decoding. It also prints the smallest gap between the best and second-best logit
-# over every step of plain decoding, and the largest difference between the logits
-# the two ways computed for the same position: as long as the gap is more than
-# twice the difference, no argmax can flip.
+# Same characters, in fewer passes. Always? In exact arithmetic, yes. In float32,
+# the chunk's logits and a one-token pass's differ in their last bits (sums added
+# in another order), and an argmax could flip where the two best logits nearly tie.
+# The folded cell decodes all 8 texts with $k$ = 1, 2, 4 and 8 and compares them
+# with plain decoding. It prints the smallest gap between the two best logits over
+# every step of plain decoding, and the largest difference between the two ways'
+# logits for one position: while the gap is more than twice the difference, no
+# argmax can flip.
 
 # %% tags=["check"]
 KS = (1, 2, 4, 8)
@@ -346,15 +343,28 @@ drafters = {  # a fresh drafter for each text
     "n-gram": lambda: ngram,
     "small model": lambda: ModelDrafter(small, new_pool(small)),
 }
-plains = [
-    speculative_generate(target, ngram, new_pool(target), p, NEW, k=0)
-    for p in prompts
-]
-runs = {  # (drafter, k) -> one SpeculativeResult per prompt
-    (name, k): [
-        speculative_generate(target, make(), new_pool(target), p, NEW, k=k)
+
+
+def decode_texts(make, k, temperature=None, generator=None):
+    """The 8 texts, each continued with a fresh drafter from make()."""
+    return [
+        speculative_generate(
+            target,
+            make(),
+            new_pool(target),
+            p,
+            NEW,
+            k,
+            temperature=temperature,
+            generator=generator,
+        )
         for p in prompts
     ]
+
+
+plains = decode_texts(lambda: ngram, 0)
+runs = {  # (drafter, k) -> one SpeculativeResult per prompt
+    (name, k): decode_texts(make, k)
     for name, make in drafters.items()
     for k in KS
 }
@@ -415,14 +425,13 @@ print(
 )
 
 # %% [markdown]
-# The drafter has a cache of its own, and it must roll back too, by its own count.
-# It ran the text's last character and the first $k - 1$ guesses (the last guess is
-# sampled, never run): it must drop $k - 1 - a$ of them, one fewer than the
-# target, and after a round that kept all $k$ it still lacks the last guess.
-# `ModelDrafter.rollback` keeps the positions that are still the text's, and the
-# next `propose` first runs whatever the text has that its cache lacks. Get that
-# arithmetic wrong by two and the drafter falls behind the text a little more at
-# every rejection: that happened in mlxcel, and the
+# The drafter's own cache rolls back too, by its own count. It ran the text's last
+# character and the first $k - 1$ guesses (the last guess is never run): it drops
+# $k - 1 - a$ of them, one fewer than the target, and after a round that kept all
+# $k$ it lacks the last guess. `ModelDrafter.rollback` keeps the positions that are
+# still the text's; the next `propose` first runs what its cache lacks. Get that
+# count wrong by two and the drafter falls further behind the text at every
+# rejection: that happened in mlxcel, and the
 # [bugs page](../practice/bugs.md#a-draft-cache-rewound-two-entries-too-far)
 # reproduces it.
 #
@@ -437,11 +446,10 @@ print(
 # "a multi-token draft advances the recurrence and there is no way to undo it by
 # truncation". The fix is a *checkpoint*: keep the state from before the chunk,
 # and after the verdict, run the kept tokens through the recurrence again from it.
-# Its author describes that design, in the thread of the earlier pull request
-# [#1456](https://github.com/ml-explore/mlx-lm/pull/1456), as a "capture-and-replay
-# rollback" in which "the layer records a closure over the exact kernel inputs":
-# the recurrence's inputs for the chunk are kept with the state, so the replay
-# needs no second pass through the layers below.
+# Its author's "capture-and-replay rollback" (in the thread of
+# [#1456](https://github.com/ml-explore/mlx-lm/pull/1456)) keeps the chunk's
+# recurrence inputs with the state, so the replay needs no pass through the layers
+# below.
 #
 # One delta-rule head, its keys of unit length: a state that holds 20 tokens of
 # text, then a chunk of 5 (the text's last token, not yet in the state, and 4
@@ -475,11 +483,11 @@ print("checkpoint + replay gives the text's state bit for bit:", bitwise)
 print(f"checkpoint: {before.state.numel()} numbers, however long the text")
 
 # %% [markdown]
-# Keeping the state the chunk left is simply wrong: it holds two tokens the text
-# does not have. The replay from the checkpoint runs the same operations, in the same
-# order, on the same numbers as decoding the text token by token, so its state is
-# equal bit for bit. A checkpoint costs one state per layer and the chunk's inputs
-# to the recurrence, and the replay runs the recurrence again over the kept tokens.
+# Keeping the state the chunk left is wrong: it holds two tokens the text does not
+# have. The replay runs the same operations, in the same order, on the same numbers
+# as decoding the text token by token, so its state is equal bit for bit. A
+# checkpoint costs one state per layer and the chunk's recurrence inputs, and the
+# replay runs the recurrence again over the kept tokens.
 # Storing the state after every token of the chunk instead (one matrix per guess)
 # trades that replay for memory.
 #
@@ -719,21 +727,7 @@ def kept_share(results):
 
 g = torch.Generator().manual_seed(0)
 sampled = {
-    name: kept_share(
-        [
-            speculative_generate(
-                target,
-                make(),
-                new_pool(target),
-                p,
-                NEW,
-                k=4,
-                temperature=1.0,
-                generator=g,
-            )
-            for p in prompts
-        ]
-    )
+    name: kept_share(decode_texts(make, 4, 1.0, g))
     for name, make in drafters.items()
 }
 for name, share in sampled.items():
@@ -750,13 +744,12 @@ for name, share in sampled.items():
 # confuse.
 #
 # - The *share of guesses kept*: guesses kept over guesses proposed. A round stops
-#   at its first wrong guess, and the guesses after it are thrown away unjudged, so
-#   this share falls as $k$ grows even if every guess were as good as the last.
+#   at its first wrong guess and throws the rest away unjudged, so this share falls
+#   as $k$ grows even if every guess were as good as the last.
 # - The *acceptance rate* $\alpha$ of Leviathan et al.: the chance that a guess is
-#   kept once the target judges it, that is, once every guess before it was kept.
-#   It is estimated by $\hat\alpha$, the guesses kept over the guesses judged (the
-#   kept ones and the first wrong one of each round). At $k = 1$ the two shares are
-#   the same.
+#   kept once the target judges it (once every guess before it was kept), estimated
+#   by $\hat\alpha$, the guesses kept over the guesses judged (the kept ones and
+#   each round's first wrong one). At $k = 1$ the two are the same.
 # - *Tokens per target pass*, $\tau$: what a round yields, the guesses kept plus the
 #   target's own token, between 1 and $k + 1$. This is what saves passes.
 #
@@ -770,17 +763,9 @@ for seed in (1, 2):
     smalls[seed] = train_drafter(seed)
 for seed in (1, 2):
     for k in KS:
-        runs[f"small model, seed {seed}", k] = [
-            speculative_generate(
-                target,
-                ModelDrafter(smalls[seed], new_pool(smalls[seed])),
-                new_pool(target),
-                p,
-                NEW,
-                k=k,
-            )
-            for p in prompts
-        ]
+        runs[f"small model, seed {seed}", k] = decode_texts(
+            lambda m=smalls[seed]: ModelDrafter(m, new_pool(m)), k
+        )
 names = ["n-gram", "small model", "small model, seed 1", "small model, seed 2"]
 table = {  # (drafter, k) -> (share of guesses kept, tokens per pass)
     (name, k): (
@@ -845,21 +830,18 @@ figure_to_svg(
 # %% [markdown]
 # Every drafter saves passes, and more with larger $k$, though far from $k + 1$:
 # each round stops at its first wrong guess. From $k = 1$ to $k = 8$ the share of
-# guesses kept falls by more than a third, but the acceptance rate $\hat\alpha$
-# moves by a few points only: the drafters are no worse at a round's later
-# guesses, and the share falls because more guesses go unjudged. The n-gram
-# counts, which guess the target's character more often than the small model does
-# (the agreement printed earlier), keep more guesses here too, for every seed of
-# the small model. (The tests check these claims with two more seeds of the target
+# guesses kept falls by more than a third, but $\hat\alpha$ moves by a few points
+# only: the drafters are no worse at later guesses; more guesses go unjudged. The
+# n-gram counts, which agree with the target more often than the small model (as
+# printed earlier), keep more guesses here too, for every seed of the small model. (The tests check these claims with two more seeds of the target
 # too, those of [Attention on real text](attention_on_text.md#other-seeds).)
 #
 # Greedy text from a model this small repeats itself (read the plain text printed
-# earlier), which makes it easy to guess; that is a property of this model's text,
-# not of speculative decoding. Real deployments see acceptance vary with the text
-# in the same way: the prompt-lookup drafter of Saxena (2023), which copies a
-# continuation from the prompt, reports "significant speedups (2x-4x) in
-# input-grounded tasks" (summarization, document question answering, multi-turn
-# chat, code editing), where such copies are common.
+# earlier), which makes it easy to guess: a property of this model's text, not of
+# speculative decoding. Real deployments see acceptance vary with the text too:
+# Saxena's prompt-lookup drafter (2023), which copies from the prompt, reports
+# "significant speedups (2x-4x) in input-grounded tasks" such as summarization,
+# document question answering, multi-turn chat and code editing.
 #
 # ## What it buys on this machine
 #
@@ -938,17 +920,15 @@ print(
 )
 
 # %% [markdown]
-# Read the table with the formula beside it. A pass over $k + 1$ queries does all
-# the work of a pass over one and more, so the speed-up could reach the tokens per
-# pass only if drafting were free and the extra queries cost nothing; a timing of
-# such short passes can still come out a hair either way, which is the machine's
-# noise, not a gain. A pass of this tiny target is mostly
+# Read the table with the formula beside it. The speed-up could reach the tokens
+# per pass only if drafting were free and the extra queries cost nothing (a timing
+# of such short passes can still come out a hair either way: noise, not a gain). A
+# pass of this tiny target is mostly
 # Python's overhead, so a pass over 9 queries costs far less than 9 passes over one,
 # as for a large model on a GPU. The n-gram drafter costs a table lookup per guess.
-# The small model costs a pass per guess, and a pass of it costs a good part of a
-# target's pass, for the same reason: its guesses, kept less often and paid for
-# more dearly, buy less than the n-gram's at every $k$, and at the larger $k$ less
-# than they cost.
+# The small model costs a pass per guess, a good part of a target's pass for the
+# same reason: its guesses, kept less often and paid for more dearly, buy less than
+# the n-gram's at every $k$, and at the larger $k$ less than they cost.
 #
 # Leviathan et al.'s expected speed-up (their Theorem 3.8) is this formula under
 # three assumptions. A pass over $k + 1$ queries costs what a pass over one does:
@@ -982,11 +962,11 @@ print(
 # attention-gym's `jetspec` example builds the same matrix in
 # `build_tree_ancestor_matrix`.
 #
-# The three grow their trees differently. SpecInfer's simplest tree follows a fixed
-# *expansion configuration* $(k_1, k_2, \ldots)$: each node at depth
-# $i - 1$ gets the drafter's $k_i$ likeliest next tokens after its own branch.
-# Medusa's extra heads each predict one position ahead without seeing the branch, so
-# its tree takes every combination of their top tokens. EAGLE's drafter runs on the
+# They grow their trees differently. SpecInfer's simplest tree follows a fixed
+# *expansion configuration* $(k_1, k_2, \ldots)$: each node at depth $i - 1$ gets
+# the drafter's $k_i$ likeliest next tokens after its branch. Medusa's heads each
+# predict one position ahead without seeing the branch, so its tree combines their
+# top tokens. EAGLE's drafter runs on the
 # tree itself, and EAGLE-2 (Li et al., 2024b) shapes the tree to the context,
 # expanding the nodes whose branch the drafter is most confident in.
 #
@@ -1167,17 +1147,13 @@ for name, counts in yields.items():
 # guesses are common enough that depth wins. Which shape is best depends on the
 # drafter and the text, which is why EAGLE-2 shapes its tree to each context.
 #
-# Verifying a tree needs an attention kernel that takes an arbitrary mask. A chain
-# needs only the causal one: in
+# Verifying a tree needs an attention kernel that takes an arbitrary mask; a chain
+# needs only the causal one. Asked for custom masks in
 # [flash-attention #1576](https://github.com/Dao-AILab/flash-attention/issues/1576),
-# a request for custom masks, the library's author asked whether standard
-# speculative decoding could "just pass in 4 tokens in the query with
-# `causal=True`" (that library aligns its causal mask to the bottom-right corner,
-# as its [`flash_attn_func`](https://github.com/Dao-AILab/flash-attention/blob/main/flash_attn/flash_attn_interface.py)
-# documents), and was told the custom mask was for "EAGLE 2, EAGLE 3 and MTP".
-# vLLM's request for the same,
-# [#18327](https://github.com/vllm-project/vllm/issues/18327), asked for
-# "topology-aware masking", and its
+# its author asked whether a chain could "just pass in 4 tokens in the query with
+# `causal=True`", and was told the mask was for "EAGLE 2, EAGLE 3 and MTP". vLLM's
+# [#18327](https://github.com/vllm-project/vllm/issues/18327) asked for
+# "topology-aware masking", and
 # [#20401](https://github.com/vllm-project/vllm/pull/20401) added a tree attention
 # backend. A kernel without custom masks can still verify a tree in two parts, as
 # SGLang's [#29706](https://github.com/sgl-project/sglang/pull/29706) does: the
@@ -1224,80 +1200,57 @@ print(f"largest |two parts merged - one masked pass|: {cascade_gap:.1e}")
 # %% [markdown]
 # ## Summary
 #
-# - A drafter guesses $k$ tokens; the target scores them all in one pass, a chunk of
+# - A drafter guesses $k$ tokens; the target scores them in one pass, a chunk of
 #   $k + 1$ queries with a bottom-right causal mask over its cache.
-# - Greedy: keep the guesses that match the target's argmax, then its own token.
-#   The text is the target's greedy text, as long as rounding never flips a
-#   near-tied argmax (the page measures the margin).
+# - Greedy: keep the guesses that match the target's argmax, then its own token:
+#   the target's greedy text, unless rounding flips a near tie (measured here).
 # - Sampling: keep a guess with probability $\min(1, p/q)$, replace the first
-#   rejected one from $(p - q)_+$ normalized. The text is distributed exactly as the
-#   target's; drawing the replacement from $p$ is not.
-# - Roll back: truncate the target's cache by the $k - a$ rejected guesses and the
-#   drafter's by its own count. A recurrent state cannot be truncated: keep a
-#   checkpoint and replay the kept tokens.
-# - Count guesses kept over guesses judged ($\hat\alpha$), not over guesses
-#   proposed, to compare drafters across $k$.
+#   rejected one from $(p - q)_+$ normalized: exactly the target's distribution.
+# - Roll back: truncate the target's cache by the $k - a$ rejected guesses, the
+#   drafter's by its own count; a recurrent state needs a checkpoint and a replay.
+# - Compare drafters across $k$ by $\hat\alpha$, guesses kept over guesses judged.
 # - Speed: tokens per pass times
 #   $\mathrm{pass}(1) / (\mathrm{pass}(k + 1) + \mathrm{draft}(k))$. Cheap
 #   drafters and passes whose cost barely grows with their queries make it pay.
 # - Trees: several guesses per position in one pass, with the ancestor mask and
-#   positions by depth; the accepted branch is moved to consecutive slots. Without
-#   a masked kernel, the cache and the tree can be attended apart and merged.
+#   positions by depth; the accepted branch moves to consecutive slots. A kernel
+#   without masks attends to the cache and the tree apart, and merges.
 #
 # ## Common pitfalls
 #
 # **1. "After a rejection, draw the next token from the target's distribution."**
-# It sounds harmless: the target is the model we trust. But the rejected token's
-# position then gets the drafter's kept guesses *and* a fresh draw from $p$, so the
-# tokens the drafter proposes too often come out too often. The
-# [sampling section](#sampling-the-rejection-rule) computed the symptom: the exact
-# three-token distribution off by the printed sum, and a chi-square p-value far
-# below any significance level. Fix: draw from the residual $(p - q)_+$ normalized
+# It sounds harmless, but the rejected token's position then gets the drafter's
+# kept guesses *and* a fresh draw from $p$, so the tokens the drafter favours come
+# out too often. The [sampling section](#sampling-the-rejection-rule) computed the
+# symptom: the exact distribution off by the printed sum, and a chi-square p-value
+# far below any significance level. Fix: draw from the residual $(p - q)_+$ normalized
 # (`residual_distribution`).
 #
-# **2. Forgetting to roll back the target's cache.** The next round's chunk is then
-# written after the rejected guesses, and its queries see them as text. Below, each
-# text's first round that keeps some guesses and rejects one (in the greedy runs
-# with the n-gram drafter and $k = 4$, if it comes early enough for the next round
-# to fit in the model's context) is followed by the next round twice: once on the
-# truncated cache and once on the cache with the rejected guesses left in it.
-
+# **2. Forgetting to roll back the target's cache.** The next round's chunk then
+# lands after the rejected guesses, and its queries read them as text. Below, the
+# round after the picture's, on the truncated cache and on the cache that kept them.
 
 # %%
-def round_after(text, rolled_back):
-    """The target's logits in the round after the one that starts at text."""
-    pool = new_pool(target, blocks=12)  # room for the guesses left in
-    verify_forward(target, pool, "a", text[:-1])
-    draft, _ = ngram.propose(text, 4)
-    scored = verify_forward(target, pool, "a", torch.cat([text[-1:], draft]))
-    a, token = accept_greedy(scored, draft)
-    if rolled_back:
-        pool.truncate("a", len(text) + a)
-    text = torch.cat([text, draft[:a], torch.tensor([token])])
-    draft, _ = ngram.propose(text, 4)
-    return verify_forward(target, pool, "a", torch.cat([text[-1:], draft]))
-
-
-stale_gaps, flipped = [], 0  # per round: the largest logit difference
 with torch.no_grad():
-    for prompt, run in zip(prompts, runs["n-gram", 4], strict=True):
-        start = first_partial_round(prompt, run, 4)
-        # with the rejected keys left in, the next round reaches position
-        # len(start) + 8, which must be inside the model's context
-        if start is not None and len(start) + 9 <= T:
-            right, stale = round_after(start, True), round_after(start, False)
-            stale_gaps.append((right - stale).abs().max().item())
-            flipped += bool((right.argmax(-1) != stale.argmax(-1)).any())
-print(
-    f"largest logit difference, round by round: {min(stale_gaps):.2f}",
-    f"to {max(stale_gaps):.2f}",
-)
-print(f"a chosen character changed in {flipped} of {len(stale_gaps)} rounds")
+    rounds = {}
+    for rolled_back in (True, False):
+        p1 = new_pool(target)
+        verify_forward(target, p1, "a", text[:-1])
+        verify_forward(target, p1, "a", torch.cat([text[-1:], draft]))
+        if rolled_back:
+            p1.truncate("a", len(text) + a)
+        next_text = torch.cat([text, draft[:a], torch.tensor([token])])
+        next_draft, _ = ngram.propose(next_text, 4)
+        chunk_after = torch.cat([next_text[-1:], next_draft])
+        rounds[rolled_back] = verify_forward(target, p1, "a", chunk_after)
+stale_gap = (rounds[True] - rounds[False]).abs().max().item()
+print(f"largest logit difference: {stale_gap:.2f}")
 
 # %% [markdown]
-# The logits move by far more than rounding, and in some rounds a character the
-# target chooses changes: from there the text is no longer the target's. Fix:
-# `pool.truncate(request, n + a)` after every round, as `speculative_generate` does.
+# The logits move by far more than rounding. Wherever the target's two best
+# characters are closer than such a move, it can write another one, and from there
+# the text is no longer the target's. Fix: `pool.truncate(request, n + a)` after
+# every round, as `speculative_generate` does.
 #
 # **3. A tree verified with the causal mask of a chain.** Laid out in one chunk, the
 # tree's nodes are not a sequence: with a causal mask, node $i$ sees every node
@@ -1350,12 +1303,7 @@ class PromptLookupDrafter:
         pass
 
 
-lookup = [
-    speculative_generate(
-        target, PromptLookupDrafter(), new_pool(target), p, NEW, k=4
-    )
-    for p in prompts
-]
+lookup = decode_texts(PromptLookupDrafter, 4)
 print(
     "same text as plain decoding:",
     all(
@@ -1373,11 +1321,9 @@ print(
 # $\alpha$, a round of $k$ guesses would yield $(1 - \alpha^{k+1}) / (1 - \alpha)$
 # tokens on average (their Equation 1). Take $\alpha$ as the n-gram drafter's
 # $\hat\alpha$ at $k = 1$, predict its tokens per pass for $k$ = 2, 4 and 8, and
-# compare with the table. Then predict round by round, each round with the number
-# of guesses it made: a round near the end of a text makes fewer than $k$, so that
-# no round writes past the 24 characters. What is left of the gap, counted in
-# standard errors of the measurement (of the mean yield of a round, over the
-# rounds)? And what else in the comparison is uncertain?
+# compare with the table. Then predict round by round, each round with the guesses
+# it made (near a text's end, fewer than $k$). How does what is left of the gap
+# compare with the measurement's standard error, and what else is uncertain?
 
 # %% tags=["solution"]
 alpha = alpha_hat["n-gram", 1]
@@ -1394,82 +1340,54 @@ def expected_tokens(m, alpha):
     return (1 - alpha ** (m + 1)) / (1 - alpha)
 
 
-by_round = {}  # k -> the prediction from each round's own number of guesses
-spread = {}  # k -> how far one standard error of alpha-hat moves it
-scatter = {}  # k -> the standard error of the measured tokens per pass
 print(
     f"alpha-hat {alpha:.2f} ± {alpha_error:.2f}, from {judged} judged guesses"
 )
 for k in KS[1:]:
     made = [m for r in runs["n-gram", k] for m in r.drafted]
-    by_round[k] = np.mean([expected_tokens(m, alpha) for m in made])
-    shifted = np.mean([expected_tokens(m, alpha + alpha_error) for m in made])
-    spread[k] = shifted - by_round[k]
+    by_round = np.mean([expected_tokens(m, alpha) for m in made])
     yielded = [a + 1 for r in runs["n-gram", k] for a in r.accepted]
-    scatter[k] = np.std(yielded, ddof=1) / math.sqrt(len(yielded))
+    scatter = np.std(yielded, ddof=1) / math.sqrt(len(yielded))
     print(
         f"k = {k}: formula {expected_tokens(k, alpha):.2f}; round by round "
-        f"{by_round[k]:.2f} ± {spread[k]:.2f};\n       measured "
-        f"{table['n-gram', k][1]:.2f} ± {scatter[k]:.2f},",
-        f"over {len(yielded)} rounds",
+        f"{by_round:.2f}; measured\n       "
+        f"{np.mean(yielded):.2f} ± {scatter:.2f}, over {len(yielded)} rounds"
     )
 # Round by round the prediction drops: a round of m < k guesses yields less,
 # and the short rounds at the ends of the texts explain part of the formula's
-# excess. Set what is left against the two uncertainties printed beside it
-# (each ± is one standard error): the measurement's, over a few dozen rounds,
-# and the prediction's, from alpha-hat's. Telling whether guesses are kept
+# excess. Set what is left against two uncertainties, each ± one standard
+# error: the measurement's, over a few dozen rounds, and alpha-hat's, which
+# the formula amplifies at large k. Telling whether guesses are kept
 # independently, the formula's last assumption, takes many more rounds.
 
 # %% [markdown]
 # **3. Temperature.** Decode the 8 texts by speculative sampling with the n-gram
 # drafter and $k = 4$ at temperatures 0.5 and 2, and print the share of guesses
-# kept. Then tell what the temperature does to the two distributions from what it
-# does to the texts. On the held-out windows, a guess drawn from $q$ is kept with
-# probability $\sum_x \min(p(x), q(x))$: average it over the positions at both
-# temperatures. And in each temperature's texts, count the pairs of characters
-# (ending in a written one) that never occur in the drafter's training text. What
-# lowers the share kept?
+# kept. Then separate the two distributions from the texts: average the chance a
+# guess from $q$ is kept, $\sum_x \min(p(x), q(x))$, over the held-out windows at
+# both temperatures, and count the pairs of characters in each temperature's texts
+# that the drafter's training text never has. What lowers the share kept?
 
 # %% tags=["solution"]
-seen_pairs = ngram.counts.sum(dim=-1) > V * ngram.alpha + 0.5  # (V, V)
-# position t of both: the guess after characters t - 1 and t
-with torch.no_grad():
-    p_logits = target(held)[0][:, 1:].double()  # (n, 31, V)
+trained = ngram.counts.sum(dim=-1) > V * ngram.alpha + 0.5  # pairs seen
+with torch.no_grad():  # position t: the guess after characters t - 1 and t
+    p_logits = target(held)[0][:, 1:].double()
 q_logits = ngram.counts.view(V * V, V).double().log()[pairs]
 shares, overlap, unseen = {}, {}, {}  # temperature -> measurement
-for temperature in (0.5, 2.0):
-    g = torch.Generator().manual_seed(0)
-    sampled_runs = [
-        speculative_generate(
-            target,
-            ngram,
-            new_pool(target),
-            p,
-            NEW,
-            k=4,
-            temperature=temperature,
-            generator=g,
-        )
-        for p in prompts
-    ]
-    shares[temperature] = kept_share(sampled_runs)
-    p_t = torch.softmax(p_logits / temperature, dim=-1)
-    q_t = torch.softmax(q_logits / temperature, dim=-1)
-    overlap[temperature] = torch.minimum(p_t, q_t).sum(dim=-1).mean().item()
-    texts = torch.stack(
-        [
-            torch.cat([p, r.tokens])
-            for p, r in zip(prompts, sampled_runs, strict=True)
-        ]
+for t in (0.5, 2.0):
+    decoded = decode_texts(
+        lambda: ngram, 4, t, torch.Generator().manual_seed(0)
     )
-    # every pair of characters that ends in a written one
-    written = texts[:, 7:-1], texts[:, 8:]
-    unseen[temperature] = (~seen_pairs[written]).double().mean().item()
+    shares[t] = kept_share(decoded)
+    p_t, q_t = torch.softmax(p_logits / t, -1), torch.softmax(q_logits / t, -1)
+    overlap[t] = torch.minimum(p_t, q_t).sum(-1).mean().item()
+    written = torch.stack([r.tokens for r in decoded])  # (8, 24)
+    texts = torch.cat([torch.stack(prompts), written], dim=1)
+    unseen[t] = (~trained[texts[:, 7:-1], texts[:, 8:]]).double().mean().item()
     print(
-        f"temperature {temperature}:",
-        f"{shares[temperature]:.0%} of guesses kept;",
-        f"\n  overlap on the held-out text {overlap[temperature]:.3f};",
-        f"pairs never seen in training {unseen[temperature]:.0%}",
+        f"temperature {t}: {shares[t]:.0%} of guesses kept;\n  overlap on "
+        f"the held-out text {overlap[t]:.3f}; pairs never seen in training "
+        f"{unseen[t]:.0%}"
     )
 # On the same text, flattening both distributions brings them closer (both
 # tend to the uniform one), and the overlap rises a little. The fall comes from
@@ -1498,9 +1416,8 @@ for temperature in (0.5, 2.0):
 #   "topology-aware causal mask".
 # - Tianle Cai et al. [Medusa: Simple LLM Inference Acceleration Framework with
 #   Multiple Decoding Heads](https://arxiv.org/abs/2401.10774). ICML 2024; its code,
-#   [`medusa/model/utils.py`](https://github.com/FasterDecoding/Medusa/blob/main/medusa/model/utils.py),
-#   builds the tree's mask from each node's ancestors, gives each node the position
-#   of its depth, and copies the accepted branch's keys and values into place.
+#   [`medusa/model/utils.py`](https://github.com/FasterDecoding/Medusa/blob/main/medusa/model/utils.py):
+#   the ancestor mask, positions by depth, the accepted branch copied into place.
 # - Yuhui Li, Fangyun Wei, Chao Zhang, Hongyang Zhang. [EAGLE: Speculative Sampling
 #   Requires Rethinking Feature Uncertainty](https://arxiv.org/abs/2401.15077). ICML
 #   2024; and [EAGLE-2: Faster Inference of Language Models with Dynamic Draft

@@ -156,11 +156,13 @@ def test_the_traces_numbers_and_the_counter_that_never_counts(tutorial, values):
         lru = results[trace, "tree, LRU"]["hit rate"]
         assert min(results[trace, "tree, LFU"]["hit rate"], results[trace, "tree, SLRU"]["hit rate"]) > lru
     # and most of the system-prompt trace's prompt tokens are the one-off documents'
-    documents = [q.prompt for q in traces["system prompts"] if _text(q.prompt).startswith("Summarise: ")]
+    documents = [
+        q.prompt for q in traces["system prompts"] if _prompt_text(q.prompt).startswith("Summarise: ")
+    ]
     assert sum(map(len, documents)) > results["system prompts", "tree, LRU"]["prompt"] / 2
 
 
-def _text(tokens) -> str:
+def _prompt_text(tokens) -> str:
     return "".join(ALPHABET[i] for i in tokens)
 
 

@@ -372,46 +372,49 @@ def _first_partial_round(prompt, run, k):
     return None
 
 
-def _stale_rounds(target, counts, prompts, runs):
-    """For each text's first partial round of 4 n-gram guesses: the next round's logits on the
-    right text, and with the round's rejected guesses left in the cache, each from one full causal
-    pass without a cache (the stale cache holds the text, the round's whole chunk, then the next
-    chunk, at the positions that count them)."""
-    guess, out = _ngram_guesser(counts), []
+def _stale_round(target, guess, text):
+    """The round after the one that starts at ``text`` (4 n-gram guesses): the target's logits on
+    the right text, and with the round's rejected guesses left in the cache, each from one full
+    causal pass without a cache (the stale cache holds the text, the round's whole chunk, then the
+    next chunk, at the positions that count them)."""
     with torch.no_grad():
-        for prompt, run in zip(prompts, runs, strict=True):
-            text = _first_partial_round(prompt, run, 4)
-            if text is None or len(text) + 9 > 32:  # the stale pass would not fit the context
-                continue
-            draft = guess(text, 4)
-            best = target(torch.tensor([text + draft]))[0][0, len(text) - 1 :].argmax(dim=-1).tolist()
-            a = next((i for i in range(4) if draft[i] != best[i]), 4)
-            text_after = text + draft[:a] + [best[a]]
-            draft_after = guess(text_after, 4)
-            right = target(torch.tensor([text_after + draft_after]))[0][0, -5:]
-            stale = target(torch.tensor([text + draft + text_after[-1:] + draft_after]))[0][0, -5:]
-            out.append((right, stale))
-    return out
+        draft = guess(text, 4)
+        best = target(torch.tensor([text + draft]))[0][0, len(text) - 1 :].argmax(dim=-1).tolist()
+        a = next((i for i in range(4) if draft[i] != best[i]), 4)
+        text_after = text + draft[:a] + [best[a]]
+        draft_after = guess(text_after, 4)
+        right = target(torch.tensor([text_after + draft_after]))[0][0, -5:]
+        stale = target(torch.tensor([text + draft + text_after[-1:] + draft_after]))[0][0, -5:]
+    return float((right - stale).abs().max())
 
 
-def check_stale_cache_symptom(stale_gaps, flipped) -> None:
-    """What the page says of pitfall 2: the logits move by far more than rounding in every round,
-    and a chosen character changes in some rounds (in 3 or more on every target and arithmetic
-    seen)."""
-    assert stale_gaps and min(stale_gaps) > 0.5
-    assert flipped >= 2
+def _stale_gaps(target, counts, prompts, runs):
+    """For each text's first partial round of 4 guesses (if the stale pass fits the context of
+    32): the largest logit difference the stale cache makes in the next round."""
+    guess = _ngram_guesser(counts)
+    starts = [_first_partial_round(prompt, run, 4) for prompt, run in zip(prompts, runs, strict=True)]
+    return [_stale_round(target, guess, text) for text in starts if text is not None and len(text) + 9 <= 32]
 
 
 def test_the_pitfalls_symptoms(tutorial, values):
-    counts = values["ngram"].counts.numpy()
-    rounds = _stale_rounds(values["target"], counts, values["prompts"], values["runs"]["n-gram", 4])
-    gaps = [float((right - stale).abs().max()) for right, stale in rounds]
-    flipped = sum(bool((right.argmax(-1) != stale.argmax(-1)).any()) for right, stale in rounds)
-    np.testing.assert_allclose(values["stale_gaps"], gaps, rtol=0, atol=1e-4)
-    check_stale_cache_symptom(gaps, flipped)
-    check_stale_cache_symptom(values["stale_gaps"], values["flipped"])
-    assert_printed(tutorial, [min(gaps), max(gaps)], atol=half_unit(2) + 1e-4)
-    assert_printed(tutorial, [values["flipped"], len(gaps)], gaps=True)
+    """Pitfall 2: the logits move by far more than rounding (by 0.86 or more on every target and
+    arithmetic seen, over every text's first partial round)."""
+    guess = _ngram_guesser(values["ngram"].counts.numpy())
+    gap = _stale_round(values["target"], guess, values["text"].tolist())
+    assert values["stale_gap"] == pytest.approx(gap, abs=1e-4)
+    assert gap > 0.5
+    assert_printed(tutorial, [values["stale_gap"]], atol=half_unit(2))
+    assert (
+        min(
+            _stale_gaps(
+                values["target"],
+                values["ngram"].counts.numpy(),
+                values["prompts"],
+                values["runs"]["n-gram", 4],
+            )
+        )
+        > 0.5
+    )
     assert values["wrong_gap"] > 0.5 and values["wrong_nodes"] >= 1
 
 
@@ -475,8 +478,7 @@ def test_the_temperature_exercise(tutorial, values):
 
 def test_leviathans_formula_exercise(tutorial, values):
     """Equation 1 with alpha-hat at k = 1, for full rounds and round by round (each round with
-    the guesses it made), with alpha-hat's standard error carried to the prediction, and the
-    measurement's standard error, computed here. Short rounds always lower the prediction; what is
+    the guesses it made), alpha-hat's standard error and the measurement's, computed here. Short rounds always lower the prediction; what is
     left is not judged: it differs between targets and arithmetics."""
     runs, table = values["runs"], values["table"]
     alpha = _judged_share(runs["n-gram", 1])
@@ -494,16 +496,12 @@ def test_leviathans_formula_exercise(tutorial, values):
     for k in KS[1:]:
         made = [m for r in runs["n-gram", k] for m in r.drafted]
         by_round = float(np.mean([expected(m, alpha) for m in made]))
-        spread = float(np.mean([expected(m, alpha + error) for m in made])) - by_round
-        assert values["by_round"][k] == pytest.approx(by_round, rel=1e-9)
-        assert values["spread"][k] == pytest.approx(spread, rel=1e-9)
         assert by_round < expected(k, alpha)  # some rounds are short
         yields = np.array([a + 1 for r in runs["n-gram", k] for a in r.accepted])
         assert yields.mean() == pytest.approx(table["n-gram", k][1], rel=1e-12)  # every token: a round's
         scatter = yields.std(ddof=1) / np.sqrt(len(yields))
-        assert values["scatter"][k] == pytest.approx(scatter, rel=1e-9)
-        shown = [k, expected(k, alpha), by_round, spread, yields.mean(), scatter, len(yields)]
-        assert_printed(tutorial, shown, atol=[0, *[half_unit(2)] * 5, 0])
+        shown = [k, expected(k, alpha), by_round, yields.mean(), scatter, len(yields)]
+        assert_printed(tutorial, shown, atol=[0, *[half_unit(2)] * 4, 0])
 
 
 def test_the_page_prints_its_verdicts(tutorial):
@@ -573,7 +571,7 @@ def other_targets(values, executed_tutorials):
                         nodes, parents = draft_tree(ngram.distribution, text[:n], [2, 2, 1])
                         scored = verify_forward(target, pool, "r", nodes, parents)
                         yields["tree"].append(len(accept_tree_greedy(scored, nodes, parents)[0]))
-            stale = _stale_rounds(target, ngram.counts.numpy(), prompts, runs["n-gram", 4])
+            stale = _stale_gaps(target, ngram.counts.numpy(), prompts, runs["n-gram", 4])
             sampled = {
                 t: [
                     speculative_generate(
@@ -639,10 +637,7 @@ def test_other_targets_tree_shapes(other_targets, seed):
 
 @pytest.mark.parametrize("seed", OTHER_SEEDS)
 def test_other_targets_stale_cache_symptom(other_targets, seed):
-    rounds = other_targets[seed]["stale"]
-    gaps = [float((right - stale).abs().max()) for right, stale in rounds]
-    flipped = sum(bool((right.argmax(-1) != stale.argmax(-1)).any()) for right, stale in rounds)
-    check_stale_cache_symptom(gaps, flipped)
+    assert min(other_targets[seed]["stale"]) > 0.5
 
 
 @pytest.mark.parametrize("seed", OTHER_SEEDS)
