@@ -10,8 +10,7 @@
 # The head of [page 3](causal_self_attention.md) gives each token one row of weights, but *she*
 # needs two things: *who* (*Alice*) and *what happened* (*met*). **Multi-head attention** runs
 # several heads side by side and mixes their outputs. This page shows why scores are divided by
-# $\sqrt{d_k}$, then builds causal multi-head attention step by step, checked against PyTorch.
-# Shapes follow the [notation table](../notation.md).
+# $\sqrt{d_k}$, then builds it step by step.
 #
 # Below, *she* goes through two hand-set heads. Head 0 asks *a female name?* and finds *Alice*;
 # head 1 asks *the verb?* and finds *met*. Through $W_O$, *she* carries *alice* and *verb*.
@@ -164,13 +163,12 @@ figure_to_svg(
 #
 # ## Several heads, step by step
 #
-# With $H$ heads, each head works in $d_k = C / H$ features, with its own $(C, d_k)$ slice of
-# $W_Q$, $W_K$ and $W_V$. Side by side, the slices fill one $(C, C)$ matrix per role, so one
-# product projects every head. Here the hand-set matrices of `attn_ref.examples` hold two heads.
+# With $H$ heads, each head works in $d_k = C / H$ features ([notation](../notation.md)), with
+# its own $(C, d_k)$ slice of $W_Q$, $W_K$ and $W_V$. The slices fill one $(C, C)$ matrix per
+# role, so one product projects every head. The hand-set matrices here hold two heads.
 #
-# **1. Project, then split into heads.** `view(B, T, H, d_k)` cuts each token's $C$ features
-# into $H$ groups of $d_k$, without moving a number. `transpose(1, 2)` brings the heads forward,
-# $(B, H, T, d_k)$: each head is one more batch of page 3's attention.
+# **1. Project, then split into heads.** `view(B, T, H, d_k)` cuts each token's features into
+# $H$ groups; `transpose(1, 2)` brings the heads forward: each is one more batch for page 3.
 
 # %%
 import math
@@ -253,9 +251,9 @@ weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
 heads = weights @ v  # (B, H, T, T) @ (B, H, T, d_k) -> (B, H, T, d_k)
 
 # %% tags=["plot"]
-fig, ax = canvas(11.8, 10.85, scale=0.36)
+fig, ax = canvas(11.8, 10.55, scale=0.36)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
-    top = 1.2 + 4.75 * h  # the heads share the tokens' column names
+    top = 1.1 + 4.65 * h  # the heads share the tokens' column names
     box = grid(
         ax,
         weights[0, h],
@@ -273,7 +271,7 @@ for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
     note(ax, 8.3, top + 2, "=")
     grid(ax, heads[0, h], 8.6, top, decimals=2, vmax=1.0, label=f"head {h}")
     note(ax, values.x + values.width / 2, top + 0.45, "v", fontsize=11)
-note(ax, 5.9, 10.45, f"(B, H, T, T) @ (B, H, T, dₖ) → {tuple(heads.shape)}")
+note(ax, 5.9, 10.15, f"(B, H, T, T) @ (B, H, T, dₖ) → {tuple(heads.shape)}")
 figure_to_svg(
     fig,
     alt="Each head's causal weights, 4 by 4, hatched above the diagonal, times "
@@ -287,13 +285,11 @@ figure_to_svg(
 )
 
 # %% [markdown]
-# The heads differ: head 0's weight sits on *Alice*, head 1's on *met*. (*Bob* asks head 0
-# nothing and spreads its weight.)
+# Head 0's weight sits on *Alice*, head 1's on *met*; *Bob* asks head 0 nothing and spreads it.
 #
-# **3. Merge, then $W_O$.** `transpose(1, 2)` puts the heads back beside each other, and
-# `reshape(B, T, C)` lays each token's outputs side by side. $W_O$ mixes them: here it writes
-# head 0's *Alice* and *Bob* and head 1's *verb* back as features; a trained $W_O$ mixes every
-# head into every feature.
+# **3. Merge, then $W_O$.** `transpose(1, 2)` and `reshape(B, T, C)` put each token's heads side
+# by side; $W_O$ mixes them. This one copies head 0's *Alice* and *Bob* and head 1's *verb* into
+# features; a trained $W_O$ mixes every head into every feature.
 
 # %%
 # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
@@ -301,13 +297,13 @@ merged = heads.transpose(1, 2).reshape(B, T, C)
 output = merged @ W_O  # (B, T, C) @ (C, C) -> (B, T, C)
 
 # %% tags=["plot"]
-fig, ax = canvas(10.6, 11.3, scale=0.36)
+fig, ax = canvas(10.6, 11.0, scale=0.36)
 m_box = grid(ax, merged[0], 1.6, 1.3, decimals=2, vmax=1.0, row_names=tokens)
 ax.plot([1.6 + d, 1.6 + d], [1.3, 5.55], color="black", lw=2.5)
 note(ax, 1.6 + d / 2, 0.85, "head 0", fontsize=11)
 note(ax, 1.6 + d * 1.5, 0.85, "head 1", fontsize=11)
 note(ax, 7.7, 3.3, "merged\n(B, T, C)", ha="left", fontsize=11)
-out_top = 7.2
+out_top = 6.9
 grid(
     ax,
     output[0],
@@ -324,7 +320,7 @@ for i, j in zip(*torch.nonzero(W_O, as_tuple=True), strict=True):
 note(
     ax,
     7.7,
-    6.0,
+    5.85,
     "× W_O: each 1\nof W_O is an\narrow here",
     ha="left",
     fontsize=10,
@@ -376,8 +372,7 @@ class CausalMultiHeadAttention(nn.Module):
 
 
 # %% [markdown]
-# With the hand-set matrices, it gives the steps' output; with random weights, what PyTorch's
-# `nn.MultiheadAttention` and `scaled_dot_product_attention(is_causal=True)` give:
+# With the hand-set matrices it gives the steps' output; with random weights, PyTorch's:
 
 # %% tags=["check"]
 import torch.nn.functional as F
@@ -418,9 +413,8 @@ print(
 )
 
 # %% [markdown]
-# **Your turn.** Close this page, write `CausalMultiHeadAttention` from memory in
-# `my_attention.py`, and check it. The command runs this page's tests (shapes, scale, causality,
-# the heads' split and merge, agreement with PyTorch) and names any that fails.
+# **Your turn.** Write the module from memory in `my_attention.py`. The command checks its shape,
+# projections, softmax, causality, heads, scaling and agreement with PyTorch:
 #
 # ```bash
 # python -m attn_ref.check causal-mha my_attention.py
@@ -428,10 +422,9 @@ print(
 #
 # ## Common pitfalls
 #
-# <a id="merge-without-transpose"></a>**`heads.reshape(B, T, C)` without the transpose.** The
-# sizes match, so nothing fails. But `reshape` reads all of head 0 first, so *Alice*'s row gets
-# *met*'s head-0 output in head 1's slot: the first token gains a "verb" from the future. The
-# fix: `transpose(1, 2)` first, as in the module.
+# <a id="merge-without-transpose"></a>**`heads.reshape(B, T, C)` without the transpose.** Nothing
+# fails, but `reshape` reads head 0 first: *Alice*'s row gets *met*'s head-0 output, a "verb"
+# from the future. Fix: `transpose(1, 2)` first.
 
 # %% tags=["check"]
 broken = heads.reshape(B, T, C) @ W_O  # no transpose
