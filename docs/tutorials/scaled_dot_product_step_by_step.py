@@ -36,6 +36,14 @@ from attn_ref.plotting import figure_to_svg
 torch.set_grad_enabled(False)  # forward passes only
 tokens = SENTENCE_TOKENS
 short = ["name", "verb", "pron.", "fem.", "alice", "bob"]  # the features
+
+
+def feature_names(ax, x, y):
+    """The features' names above a grid at (x, y): smaller than a cell."""
+    for j, name in enumerate(short):
+        note(ax, x + j + 0.5, y - 0.1, name, va="bottom", fontsize=9)
+
+
 Wq, Wk, Wv, Wo = (
     torch.tensor(M)
     for M in (
@@ -57,7 +65,7 @@ for h in range(n):
     drawn_w.append(torch.softmax(s, dim=-1))
     drawn_out.append(drawn_w[-1] @ v_h)
 she = tokens.index("she")
-fig, ax = canvas(11.4, 9.2, scale=0.36)
+fig, ax = canvas(11.4, 9.2, scale=0.37)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
     top = 1.3 + 1.9 * h  # the heads share the tokens' column names
     box = grid(
@@ -77,7 +85,8 @@ concat = torch.cat([drawn_out[h][she] for h in range(n)])  # (C,)
 note(ax, 4.8, 5.8, "she, heads\nside by side", ha="right", fontsize=10)
 grid(ax, concat, 5.0, 5.3, decimals=2, vmax=1.0)
 ax.plot([5.0 + d] * 2, [5.1, 6.5], color="black", lw=2.5)  # the boundary
-grid(ax, concat @ Wo, 5.0, 7.95, decimals=2, vmax=1.0, column_names=short)
+grid(ax, concat @ Wo, 5.0, 7.95, decimals=2, vmax=1.0)
+feature_names(ax, 5.0, 7.95)
 arrow(ax, (6.5, 6.4), (6.5, 7.3))
 note(ax, 6.7, 6.85, "× W_O", ha="left", fontsize=11)
 note(ax, 4.8, 8.45, "output", ha="right", fontsize=10)
@@ -144,12 +153,12 @@ for name, style in (("plain", "o-"), ("scaled", "s--")):
     axes[1].plot(widths, table[name][:, 1], style)  # the same lines as above
 axes[0].plot(widths, np.sqrt(widths), ":", color="gray", label="√dₖ")
 axes[1].axhline(1 / keys, color="gray", linestyle=":", label="uniform")
-axes[0].set(ylabel="std of scores", yscale="log")
-axes[1].set(ylabel="largest weight", ylim=(0, 1.05), xlabel="dₖ")
+axes[0].set(ylabel="score std", yscale="log")
+axes[1].set(ylabel="top weight", ylim=(0, 1.05), xlabel="dₖ")
 axes[1].set_xscale("log", base=2)
 for ax in axes:
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=9, loc="upper left")
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1, 0.5))
 figure_to_svg(
     fig,
     alt=f"Against d_k on a log scale, {trials} queries of {keys} keys at each "
@@ -251,9 +260,9 @@ weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
 heads = weights @ v  # (B, H, T, T) @ (B, H, T, d_k) -> (B, H, T, d_k)
 
 # %% tags=["plot"]
-fig, ax = canvas(11.8, 10.55, scale=0.36)
+fig, ax = canvas(11.8, 10.7, scale=0.36)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
-    top = 1.1 + 4.65 * h  # the heads share the tokens' column names
+    top = 1.1 + 4.8 * h  # the heads share the tokens' column names
     box = grid(
         ax,
         weights[0, h],
@@ -271,7 +280,7 @@ for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
     note(ax, 8.3, top + 2, "=")
     grid(ax, heads[0, h], 8.6, top, decimals=2, vmax=1.0, label=f"head {h}")
     note(ax, values.x + values.width / 2, top + 0.45, "v", fontsize=11)
-note(ax, 5.9, 10.15, f"(B, H, T, T) @ (B, H, T, dₖ) → {tuple(heads.shape)}")
+note(ax, 5.9, 10.3, f"(B, H, T, T) @ (B, H, T, dₖ) → {tuple(heads.shape)}")
 figure_to_svg(
     fig,
     alt="Each head's causal weights, 4 by 4, hatched above the diagonal, times "
@@ -297,7 +306,7 @@ merged = heads.transpose(1, 2).reshape(B, T, C)
 output = merged @ W_O  # (B, T, C) @ (C, C) -> (B, T, C)
 
 # %% tags=["plot"]
-fig, ax = canvas(10.6, 11.0, scale=0.36)
+fig, ax = canvas(10.6, 11.0, scale=0.37)
 m_box = grid(ax, merged[0], 1.6, 1.3, decimals=2, vmax=1.0, row_names=tokens)
 ax.plot([1.6 + d, 1.6 + d], [1.3, 5.55], color="black", lw=2.5)
 note(ax, 1.6 + d / 2, 0.85, "head 0", fontsize=11)
@@ -312,8 +321,8 @@ grid(
     decimals=2,
     vmax=1.0,
     row_names=tokens,
-    column_names=short,
 )
+feature_names(ax, 1.6, out_top)
 note(ax, 7.7, out_top + 2, "output\n(B, T, C)", ha="left", fontsize=11)
 for i, j in zip(*torch.nonzero(W_O, as_tuple=True), strict=True):
     arrow(ax, (1.6 + i + 0.5, 5.45), (1.6 + j + 0.5, out_top - 0.55))
