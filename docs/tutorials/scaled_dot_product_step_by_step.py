@@ -422,8 +422,8 @@ print(
 )
 
 # %% [markdown]
-# **Your turn.** Write the module from memory in `my_attention.py`. The command checks its shape,
-# projections, softmax, causality, heads, scaling and agreement with PyTorch:
+# **Your turn.** Write it from memory in `my_attention.py`; the command names any failing check:
+# shape, projections, softmax, causality, heads, scaling, agreement with PyTorch.
 #
 # ```bash
 # python -m attn_ref.check causal-mha my_attention.py
