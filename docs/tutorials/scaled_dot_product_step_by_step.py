@@ -8,15 +8,12 @@
 # # Scaled dot-product attention and heads
 #
 # The head of [page 3](causal_self_attention.md) gives each token one row of weights, but *she*
-# needs two things, *who* (*Alice*) and *what happened* (*met*). **Multi-head attention** runs
-# several heads side by side and mixes their outputs. This page shows why the scores are divided
-# by $\sqrt{d_k}$, then builds causal multi-head attention step by step, up to one block of code
-# checked against PyTorch. Shapes follow the [notation table](../notation.md). The cells run in
-# order, as one notebook.
+# needs two things: *who* (*Alice*) and *what happened* (*met*). **Multi-head attention** runs
+# several heads side by side and mixes their outputs. This page shows why scores are divided by
+# $\sqrt{d_k}$, then builds it step by step.
 #
-# The picture follows *she* through two hand-set heads: head 0 asks *a female name?* and finds
-# *Alice*, head 1 asks *the verb?* and finds *met*. Side by side, their outputs go through $W_O$:
-# *she* now carries *alice* and *verb*.
+# Below, *she* goes through two hand-set heads. Head 0 asks *a female name?* and finds *Alice*;
+# head 1 asks *the verb?* and finds *met*. Through $W_O$, *she* carries *alice* and *verb*.
 
 # %% tags=["plot"]
 import math
@@ -39,6 +36,14 @@ from attn_ref.plotting import figure_to_svg
 torch.set_grad_enabled(False)  # forward passes only
 tokens = SENTENCE_TOKENS
 short = ["name", "verb", "pron.", "fem.", "alice", "bob"]  # the features
+
+
+def feature_names(ax, x, y):
+    """The features' names above a grid at (x, y): smaller than a cell."""
+    for j, name in enumerate(short):
+        note(ax, x + j + 0.5, y - 0.1, name, va="bottom", fontsize=9)
+
+
 Wq, Wk, Wv, Wo = (
     torch.tensor(M)
     for M in (
@@ -60,9 +65,9 @@ for h in range(n):
     drawn_w.append(torch.softmax(s, dim=-1))
     drawn_out.append(drawn_w[-1] @ v_h)
 she = tokens.index("she")
-fig, ax = canvas(11.4, 11.0, scale=0.39)
+fig, ax = canvas(11.4, 9.2, scale=0.37)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
-    top = 1.5 + 2.7 * h
+    top = 1.3 + 1.9 * h  # the heads share the tokens' column names
     box = grid(
         ax,
         drawn_w[h][she],
@@ -70,20 +75,21 @@ for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
         top,
         cmap="viridis",
         decimals=2,
-        column_names=tokens,
+        column_names=None if h else tokens,
         label=question,
     )
-    target = (5.0 + d * h + d / 2, 7.35)  # this head's half of the row below
+    target = (5.0 + d * h + d / 2, 5.2)  # this head's half of the row below
     arrow(ax, box.right, target, bend=-0.25 if h == 0 else -0.15)
     note(ax, 5.3, top + 0.2, "× V", fontsize=11)
 concat = torch.cat([drawn_out[h][she] for h in range(n)])  # (C,)
-note(ax, 4.8, 7.95, "she, heads\nside by side", ha="right", fontsize=10)
-grid(ax, concat, 5.0, 7.45, decimals=2, vmax=1.0)
-ax.plot([5.0 + d] * 2, [7.25, 8.65], color="black", lw=2.5)  # the boundary
-grid(ax, concat @ Wo, 5.0, 10.0, decimals=2, vmax=1.0, column_names=short)
-arrow(ax, (6.5, 8.5), (6.5, 9.35))
-note(ax, 6.7, 8.95, "× W_O", ha="left", fontsize=11)
-note(ax, 4.8, 10.5, "output", ha="right", fontsize=10)
+note(ax, 4.8, 5.8, "she, heads\nside by side", ha="right", fontsize=10)
+grid(ax, concat, 5.0, 5.3, decimals=2, vmax=1.0)
+ax.plot([5.0 + d] * 2, [5.1, 6.5], color="black", lw=2.5)  # the boundary
+grid(ax, concat @ Wo, 5.0, 7.95, decimals=2, vmax=1.0)
+feature_names(ax, 5.0, 7.95)
+arrow(ax, (6.5, 6.4), (6.5, 7.3))
+note(ax, 6.7, 6.85, "× W_O", ha="left", fontsize=11)
+note(ax, 4.8, 8.45, "output", ha="right", fontsize=10)
 figure_to_svg(
     fig,
     alt="She's row of weights in two heads. Head 0 gives "
@@ -110,12 +116,9 @@ figure_to_svg(
 # \operatorname{Var}(q \cdot k) = d_k :
 # $$
 #
-# the scores spread like $\sqrt{d_k}$, and dividing by $\sqrt{d_k}$ brings their variance back
-# to 1 at every width.
-#
-# Spread widely, the largest score takes almost all the weight, and a nearly one-hot softmax
-# passes back almost no gradient to $W_Q$ and $W_K$. The plot draws 500 such queries of ten keys
-# at each width.
+# the scores spread like $\sqrt{d_k}$; divided by $\sqrt{d_k}$, their variance is 1 at every
+# width. Widely spread scores make a nearly one-hot softmax, which passes almost no gradient
+# back to $W_Q$ and $W_K$.
 #
 # <details class="note">
 # <summary>Going deeper: why a saturated softmax learns slowly</summary>
@@ -124,7 +127,8 @@ figure_to_svg(
 # wherever every $p_i$ is near 0 or 1. In the paper's words, large dot products push "the
 # softmax function into regions where it has extremely small gradients" (section 3.2.1). The
 # [in-depth page](heads_in_depth.md#the-scale-measured-three-ways) measures the gradient's
-# size too.
+# size too. A model could instead learn a $W_Q$ $\sqrt{d_k}$ times smaller, but it would start
+# training saturated.
 #
 # </details>
 
@@ -141,44 +145,39 @@ for width in widths:
         spread[name].append([s.std(), p.amax(-1).mean()])
 table = {name: torch.tensor(rows) for name, rows in spread.items()}
 fig, axes = plt.subplots(
-    2, 1, figsize=(4.4, 3.0), sharex=True, layout="constrained"
+    2, 1, figsize=(4.4, 2.4), sharex=True, layout="constrained"
 )
 for name, style in (("plain", "o-"), ("scaled", "s--")):
     label = "q·k" if name == "plain" else "q·k / √dₖ"
-    for ax, column in zip(axes, (0, 1), strict=True):
-        ax.plot(widths, table[name][:, column], style, label=label)
+    axes[0].plot(widths, table[name][:, 0], style, label=label)
+    axes[1].plot(widths, table[name][:, 1], style)  # the same lines as above
 axes[0].plot(widths, np.sqrt(widths), ":", color="gray", label="√dₖ")
 axes[1].axhline(1 / keys, color="gray", linestyle=":", label="uniform")
-axes[0].set(ylabel="std of scores", yscale="log")
-axes[1].set(ylabel="largest weight", ylim=(0, 1.05), xlabel="dₖ")
+axes[0].set(ylabel="score std", yscale="log")
+axes[1].set(ylabel="top weight", ylim=(0, 1.05), xlabel="dₖ")
 axes[1].set_xscale("log", base=2)
 for ax in axes:
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=10)
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1, 0.5))
 figure_to_svg(
     fig,
-    alt="Against d_k on a log scale: unscaled, the spread of the scores grows "
-    "like the square root of d_k and the largest weight rises towards 1; "
-    "divided by the square root of d_k, both stay flat.",
+    alt=f"Against d_k on a log scale, {trials} queries of {keys} keys at each "
+    "width: unscaled, the spread of the scores grows like the square root of "
+    "d_k and the largest weight rises towards 1; divided by the square root "
+    "of d_k, both stay flat.",
 )
 
 # %% [markdown]
-# Unscaled, the spread follows $\sqrt{d_k}$ and the rows drift towards one-hot; scaled, both
-# stay put. (A model could learn a $W_Q$ $\sqrt{d_k}$ times smaller instead, but it would start
-# training saturated.)
+# Unscaled, the spread follows $\sqrt{d_k}$ and rows drift towards one-hot; scaled, both stay put.
 #
 # ## Several heads, step by step
 #
-# With $H$ heads, each head works in $d_k = C / H$ features, with its own $W_Q^{(h)}$,
-# $W_K^{(h)}$, $W_V^{(h)}$ of shape $(C, d_k)$. Side by side they fill one $(C, C)$ matrix per
-# role, so one product projects the tokens for every head. Here $C = 6$, $H = 2$, $d_k = 3$: head
-# 0 in columns 0 to 2 of the hand-set matrices of `attn_ref.examples`, head 1 in columns 3 to 5.
+# With $H$ heads, each head works in $d_k = C / H$ features ([notation](../notation.md)), with
+# its own $(C, d_k)$ slice of $W_Q$, $W_K$ and $W_V$. The slices fill one $(C, C)$ matrix per
+# role, so one product projects every head. The hand-set matrices here hold two heads.
 #
-# **1. Project, then split into heads.** As on page 2, but for both heads at once: $(B, T, C)$
-# in, $(B, T, C)$ out. Then `view(B, T, H, d_k)` cuts each token's $C$ features into $H$ groups
-# of $d_k$, without moving a number: head $h$ gets features $h d_k$ to $(h + 1) d_k - 1$.
-# `transpose(1, 2)` brings the heads forward, $(B, H, T, d_k)$, so that each head is one more
-# batch of page 3's attention.
+# **1. Project, then split into heads.** `view(B, T, H, d_k)` cuts each token's features into
+# $H$ groups; `transpose(1, 2)` brings the heads forward: each is one more batch for page 3.
 
 # %%
 import math
@@ -197,19 +196,16 @@ H = 2  # heads
 d_k = C // H  # 3 features per head
 Q, K, V = x @ W_Q, x @ W_K, x @ W_V  # (B, T, C) each
 # Split: (B, T, C) -> (B, T, H, d_k) -> (B, H, T, d_k)
-q = Q.view(B, T, H, d_k).transpose(1, 2)
-k = K.view(B, T, H, d_k).transpose(1, 2)
-v = V.view(B, T, H, d_k).transpose(1, 2)
+q, k, v = (M.view(B, T, H, d_k).transpose(1, 2) for M in (Q, K, V))
 print("Q:", tuple(Q.shape), "-> q:", tuple(q.shape))
-print("head 1 is features 3 to 5 of Q:", torch.equal(q[:, 1], Q[..., 3:]))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.8, 12.1, scale=0.37)
+fig, ax = canvas(10.8, 10.4, scale=0.34)
 c = 0.55  # the side of a cell
 for row, (name, full, split) in enumerate(
     (("Q", Q, q), ("K", K, k), ("V", V, v))
 ):
-    top = 1.0 + 3.6 * row
+    top = 0.95 + 3.15 * row
     box = grid(
         ax,
         full[0],
@@ -219,11 +215,11 @@ for row, (name, full, split) in enumerate(
         decimals=0,
         vmax=6.0,
         row_names=tokens,
-        label=f"{name}: (B, T, C)",
     )
+    note(ax, box.top[0], top - 0.4, f"{name}: (B, T, C)", va="bottom")
     ax.plot(
         [1.3 + d * c] * 2,
-        [top - 0.1, top + 4 * c + 0.1],
+        [top, top + 4 * c + 0.1],
         color="black",
         lw=2.5,
     )
@@ -240,20 +236,21 @@ for row, (name, full, split) in enumerate(
             label=f"head {h}",
         )
     arrow(ax, (box.x + box.width + 0.1, top + 2 * c), (6.3, top + 2 * c))
-note(ax, 5.4, 11.6, "each head: (B, H, T, dₖ) = (1, 2, 4, 3)", fontsize=11)
+note(
+    ax, 5.4, 9.95, f"each head: (B, H, T, dₖ) = {tuple(q.shape)}", fontsize=11
+)
 figure_to_svg(
     fig,
     alt="Q, K and V, each 4 tokens by 6 features with a thick line after "
     "feature 2, and to the right of each its two heads, 4 by 3 grids: head 0 "
     "holds features 0 to 2, head 1 features 3 to 5. Each head's pieces have "
-    "the shape (B, H, T, d_k) = (1, 2, 4, 3).",
+    f"the shape (B, H, T, d_k) = {tuple(q.shape)}.",
     kind="diagram",
 )
 
 # %% [markdown]
-# **2. Scores, mask, softmax, in every head at once.** The lines of page 3, unchanged: they act
-# on the last two axes, and the $(T, T)$ mask broadcasts over $B$ and $H$. Each head divides
-# by the square root of its own width, $d_k = 3$.
+# **2. Scores, mask, softmax, weighted values, in every head at once.** Page 3's lines,
+# unchanged: they act on the last two axes, and the $(T, T)$ mask broadcasts over $B$ and $H$.
 
 # %%
 scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T)
@@ -263,56 +260,59 @@ weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
 heads = weights @ v  # (B, H, T, T) @ (B, H, T, d_k) -> (B, H, T, d_k)
 
 # %% tags=["plot"]
-fig, ax = canvas(11.2, 7.2, scale=0.38)
+fig, ax = canvas(11.8, 10.7, scale=0.36)
 for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
-    left = 1.6 + 5.4 * h
-    grid(
+    top = 1.1 + 4.8 * h  # the heads share the tokens' column names
+    box = grid(
         ax,
         weights[0, h],
-        left,
-        2.4,
+        1.4,
+        top,
         cmap="viridis",
         decimals=2,
         mask=allowed,
-        row_names=tokens if h == 0 else None,
-        column_names=tokens,
+        row_names=tokens,
+        column_names=None if h else tokens,
         label=question,
     )
-note(ax, 5.8, 6.9, "weights: (B, H, T, T) = (1, 2, 4, 4)", fontsize=11)
+    note(ax, 5.75, top + 2, "×")
+    values = grid(ax, v[0, h], 6.1, top + 0.8, cell=0.6, decimals=0, vmax=6.0)
+    note(ax, 8.3, top + 2, "=")
+    grid(ax, heads[0, h], 8.6, top, decimals=2, vmax=1.0, label=f"head {h}")
+    note(ax, values.x + values.width / 2, top + 0.45, "v", fontsize=11)
+note(ax, 5.9, 10.3, f"(B, H, T, T) @ (B, H, T, dₖ) → {tuple(heads.shape)}")
 figure_to_svg(
     fig,
-    alt="The causal weights of the two heads, 4 by 4 each, hatched above the "
-    "diagonal. Head 0 puts its weight on Alice: met gives her "
+    alt="Each head's causal weights, 4 by 4, hatched above the diagonal, times "
+    "that head's values, 4 by 3, give the head's output, 4 by 3. Head 0 puts "
+    "its weight on Alice: met gives her "
     f"{weights[0, 0, 1, 0]:.2f} and she {weights[0, 0, 3, 0]:.2f}. Head 1 "
     "puts "
     f"it on met: Bob gives it {weights[0, 1, 2, 1]:.2f} and she "
     f"{weights[0, 1, 3, 1]:.2f}.",
+    kind="diagram",
 )
 
 # %% [markdown]
-# The heads look for different things: head 0's weight sits in *Alice*'s column, head 1's in
-# *met*'s. (*Bob* asks nothing of head 0 and spreads its weight.)
+# Head 0's weight sits on *Alice*, head 1's on *met*; *Bob* asks head 0 nothing and spreads it.
 #
-# **3. Merge, then $W_O$.** `transpose(1, 2)` puts the heads back beside each other,
-# $(B, T, H, d_k)$, and `reshape(B, T, C)` lays each token's outputs side by side. $W_O$,
-# $(C, C)$, then mixes them: here it writes head 0's *Alice* and *Bob* and head 1's *verb* back
-# as the sentence's own features (a trained $W_O$ mixes every head into every feature).
+# **3. Merge, then $W_O$.** `transpose(1, 2)` and `reshape(B, T, C)` put each token's heads side
+# by side; $W_O$ mixes them. This one copies head 0's *Alice* and *Bob* and head 1's *verb* into
+# features; a trained $W_O$ mixes every head into every feature.
 
 # %%
 # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, C)
 merged = heads.transpose(1, 2).reshape(B, T, C)
 output = merged @ W_O  # (B, T, C) @ (C, C) -> (B, T, C)
-print("features:    ", ex.SENTENCE_FEATURES)
-print("she's output:", output[0, 3].numpy().round(2))
 
 # %% tags=["plot"]
-fig, ax = canvas(10.0, 12.3, scale=0.39)
-m_box = grid(ax, merged[0], 1.6, 1.6, decimals=2, vmax=1.0, row_names=tokens)
-ax.plot([1.6 + d, 1.6 + d], [1.3, 5.9], color="black", lw=2.5)
-note(ax, 1.6 + d / 2, 1.05, "head 0", fontsize=11)
-note(ax, 1.6 + d * 1.5, 1.05, "head 1", fontsize=11)
-note(ax, 7.7, 3.6, "merged\n(B, T, C)", ha="left", fontsize=11)
-out_top = 8.1
+fig, ax = canvas(10.6, 11.0, scale=0.37)
+m_box = grid(ax, merged[0], 1.6, 1.3, decimals=2, vmax=1.0, row_names=tokens)
+ax.plot([1.6 + d, 1.6 + d], [1.3, 5.55], color="black", lw=2.5)
+note(ax, 1.6 + d / 2, 0.85, "head 0", fontsize=11)
+note(ax, 1.6 + d * 1.5, 0.85, "head 1", fontsize=11)
+note(ax, 7.7, 3.3, "merged\n(B, T, C)", ha="left", fontsize=11)
+out_top = 6.9
 grid(
     ax,
     output[0],
@@ -321,15 +321,15 @@ grid(
     decimals=2,
     vmax=1.0,
     row_names=tokens,
-    column_names=short,
 )
+feature_names(ax, 1.6, out_top)
 note(ax, 7.7, out_top + 2, "output\n(B, T, C)", ha="left", fontsize=11)
 for i, j in zip(*torch.nonzero(W_O, as_tuple=True), strict=True):
-    arrow(ax, (1.6 + i + 0.5, 5.75), (1.6 + j + 0.5, out_top - 0.6))
+    arrow(ax, (1.6 + i + 0.5, 5.45), (1.6 + j + 0.5, out_top - 0.55))
 note(
     ax,
     7.7,
-    6.6,
+    5.85,
     "× W_O: each 1\nof W_O is an\narrow here",
     ha="left",
     fontsize=10,
@@ -350,8 +350,7 @@ figure_to_svg(
 #
 # ## The whole module
 #
-# Those steps, with the four matrices in `nn.Linear` layers, are causal multi-head attention.
-# The block runs alone: copy it into a file, or better, write it from memory.
+# With the four matrices in `nn.Linear` layers, the steps make one module; the block runs alone.
 
 # %%
 import torch
@@ -382,8 +381,7 @@ class CausalMultiHeadAttention(nn.Module):
 
 
 # %% [markdown]
-# With the hand-set matrices copied in, it gives the steps' output; with random weights, what
-# PyTorch's `nn.MultiheadAttention` and `scaled_dot_product_attention(is_causal=True)` give:
+# With the hand-set matrices it gives the steps' output; with random weights, PyTorch's:
 
 # %% tags=["check"]
 import torch.nn.functional as F
@@ -424,23 +422,18 @@ print(
 )
 
 # %% [markdown]
-# **Your turn.** Close this page, write `CausalMultiHeadAttention` from memory in a file such as
-# `my_attention.py`, and check it:
+# **Your turn.** Write it from memory in `my_attention.py`; the command names any failing check:
+# shape, projections, softmax, causality, heads, scaling, agreement with PyTorch.
 #
 # ```bash
 # python -m attn_ref.check causal-mha my_attention.py
 # ```
 #
-# It runs the tests this page's module passes (shapes, scale, causality, the heads' split and
-# merge, agreement with PyTorch) and says in plain words which one fails.
-#
 # ## Common pitfalls
 #
-# <a id="merge-without-transpose"></a>**`heads.reshape(B, T, C)` without the transpose.** The
-# sizes match, so nothing fails, but `reshape` reads memory in order, all of head 0 first: a row of
-# $C$ numbers then holds head 0 for two tokens, not both heads for one token. *Alice*'s output
-# row now holds *met*'s head-0 output in head 1's slot: the first token reads a later one, and
-# the "verb" it gains comes from the future. The fix: `transpose(1, 2)` first, as in the module.
+# <a id="merge-without-transpose"></a>**`heads.reshape(B, T, C)` without the transpose.** Nothing
+# fails, but `reshape` reads head 0 first: *Alice*'s row gets *met*'s head-0 output, a "verb"
+# from the future. Fix: `transpose(1, 2)` first.
 
 # %% tags=["check"]
 broken = heads.reshape(B, T, C) @ W_O  # no transpose
@@ -451,8 +444,8 @@ print("Alice, right: ", output[0, 0].numpy().round(2))
 # %% [markdown]
 # ## Exercises
 #
-# **1. One head instead of two.** Run the same four $(C, C)$ matrices as *one* head of width
-# $C = 6$. Predict *she*'s weights, then compute them.
+# **1. One head instead of two.** Run the four $(C, C)$ matrices as *one* head of width $C$.
+# Predict *she*'s weights, then compute them.
 
 # %% tags=["solution"]
 one = torch.softmax(
@@ -469,8 +462,8 @@ print("she, head 1:  ", weights[0, 1, 3].numpy().round(2))
 # one token, and W_O gets both answers.
 
 # %% [markdown]
-# **2. The same vector on every key.** Add one vector $c$ to every key of both heads. Do the
-# weights change? And if $c$ is added to every query instead?
+# **2. The same vector on every key.** Add one vector $c$ to every key. Do the weights change?
+# And if $c$ is added to every query?
 
 # %% tags=["solution"]
 c = torch.tensor([1.0, -2.0, 0.5])  # (d_k,): the same for every token
@@ -501,13 +494,12 @@ print(f"4 C^2 = {4 * 512**2:,}")
 # ## References
 #
 # - Vaswani et al. [Attention Is All You Need](https://arxiv.org/abs/1706.03762), NeurIPS
-#   2017: scaled dot-product attention and footnote 4, the variance of $q \cdot k$ (section
-#   3.2.1); multi-head attention, $d_k = d_\text{model} / h$ (section 3.2.2).
+#   2017: the scaling and footnote 4 (section 3.2.1); multi-head attention (section 3.2.2).
 # - Raschka, *Build a Large Language Model (From Scratch)*, chapter 3
 #   ([its code](https://github.com/rasbt/LLMs-from-scratch/tree/main/ch03)): a causal
 #   multi-head attention class of the same shape.
 # - PyTorch: [`nn.MultiheadAttention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html),
 #   [`scaled_dot_product_attention`](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html).
 #
-# **Next:** [the transformer block](../concepts/transformer_block.md) puts this module where a
-# model uses it: between a layer norm and the residual stream, beside an MLP.
+# **Next:** [the transformer block](../concepts/transformer_block.md) puts this module between a
+# layer norm and the residual stream.

@@ -49,7 +49,8 @@ EXACT = sentence_heads()
 @pytest.fixture(scope="module")
 def pictures(tutorial) -> list[str]:
     found = drawn(tutorial)
-    # she through the two heads; the scaling plot; the split; the heads' weights; the merge.
+    # she through the two heads; the scaling plot; the split; each head's weights times its values;
+    # the merge.
     assert len(found) == 5
     return found
 
@@ -115,7 +116,6 @@ def test_merge_and_w_o(tutorial, values):
     assert (np.abs(as64(values["output"]) - out) <= bound).all()
     she = out[0, SHE]
     assert she[FEATURES["alice"]] > 0.8 and she[FEATURES["verb"]] > 0.85 and she[FEATURES["bob"]] < 0.1
-    assert_printed(tutorial, she, atol=TWO + bound[0, SHE])
     # The broken merge (no transpose): Alice's row holds met's head-0 output in head 1's slot, so
     # the first token reads a later one and gains a "verb" it cannot see; merged right, it has none.
     heads = EXACT["heads"][0]
@@ -133,8 +133,12 @@ def test_pictures_draw_the_computed_numbers(tutorial, pictures, values):
     assert_printed(tutorial, out[0, SHE], atol=TWO + 1e-6, texts=[she_picture])
     for W in (W_Q, W_K, W_V):
         assert_printed(tutorial, (X @ W).ravel(), texts=[split_picture], gaps=True)
-    for h in range(H):
+    heads, heads_bound = EXACT["heads"]
+    for h in range(H):  # each head's weights, times its values (small integers), give its output
         assert_printed(tutorial, w[0, h][causal(T)], atol=TWO + 1e-6, texts=[weights_picture])
+        values = (X @ W_V)[:, h * d_k : (h + 1) * d_k]
+        assert_printed(tutorial, values, texts=[weights_picture])
+        assert_printed(tutorial, heads[0, h], atol=TWO + heads_bound[0, h], texts=[weights_picture])
     assert_printed(tutorial, out[0].ravel(), atol=TWO + 1e-6, texts=[merge_picture])
 
 
@@ -232,7 +236,6 @@ def test_exercise_3_four_c_squared_parameters_for_any_number_of_heads(tutorial):
 
 def test_every_verdict_the_tutorial_prints_is_the_truth(tutorial):
     expected = [
-        True,  # head 1 is features 3 to 5 of Q
         True,  # the sentence, same as the steps
         True,  # random weights, same as nn.MultiheadAttention
         True,  # same as SDPA with is_causal=True
