@@ -27,7 +27,7 @@ steps = [  # (values, the step that made them, colour scale)
     (write, f"Linear {linear2.in_features}→{C}: back to C", None),
 ]
 
-fig, ax = canvas(9.0, 9.4, scale=0.34)
+fig, ax = canvas(9.0, 9.4, scale=0.32)
 cell, left, gap = 0.5, 0.5, 0.6  # a feature's cell; the rows' left edge
 note(ax, left, 0.35, f"x, one token of the stream: {spread}", ha="left")
 top = grid(ax, x, left, 0.7, cell=cell).y + cell

@@ -11,7 +11,7 @@ model = TinyDecoder(
 vocab, C = model.token_embedding.num_embeddings, model.head.in_features
 words = ["Alice", "met", "Bob", "she"]
 
-fig, ax = canvas(10.4, 11.6, scale=0.4)
+fig, ax = canvas(10.4, 11.6, scale=0.36)
 
 
 def box(y, text, colour="#e8e8e8", x=5.6, width=7.2, height=1.1):
