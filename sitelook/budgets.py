@@ -51,7 +51,6 @@ CORE_PATH_REWRITTEN = False
 # picture); every other core page is held to them. Take a page off when it comes within.
 CORE_PAGES_OVER = (
     "tutorials/scaled_dot_product_step_by_step/",  # 9.2 screens
-    "concepts/transformer_block/",  # 8.5 screens
 )
 SCREEN = 800  # px: the unit of a page's length
 CORE_PAGE_SCREENS = 8.0  # each core page
