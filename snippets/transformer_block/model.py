@@ -26,7 +26,7 @@ def box(y, text, colour="#e8e8e8", x=5.6, width=7.2, height=1.1):
             ec="black",
         )
     )
-    note(ax, x, y, text, fontsize=10.5)
+    note(ax, x, y, text, fontsize=9.5)
     return y - height / 2, y + height / 2
 
 
@@ -36,7 +36,7 @@ _, bottom = box(
     2.6,
     "token embedding: a row per word\n"
     "+ position embedding: a row per position",
-    width=7.8,
+    width=8.6,
 )
 arrow(ax, (5.6, 1.25), (5.6, 2.0))
 stream_x = 0.9  # the residual stream runs down the left edge

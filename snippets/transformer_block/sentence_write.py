@@ -55,7 +55,7 @@ rows = [
     (writes[1][0, 3], "+ head 1's write"),
     (stream[0, 3], "= she, after attention"),
 ]
-fig, ax = canvas(10.6, 6.5, scale=0.38)
+fig, ax = canvas(10.6, 6.5, scale=0.41)
 for n, (values, label) in enumerate(rows):
     top = 1.0 + 1.3 * n + (0.35 if n == 3 else 0.0)
     grid(
