@@ -54,10 +54,10 @@ boxes = [
     for t, left, row, label in pieces
 ]
 arrow(ax, boxes[0].right, boxes[1].left, "read")
-arrow(ax, boxes[1].bottom, (boxes[2].top[0], boxes[2].y - 0.5), None)
+arrow(ax, boxes[1].bottom, (boxes[2].top[0], boxes[2].y - 0.65), None)
 arrow(ax, boxes[2].left, boxes[3].right, "add")
-arrow(ax, boxes[3].bottom, (boxes[3].bottom[0], boxes[6].y - 0.5), None)
+arrow(ax, boxes[3].bottom, (boxes[3].bottom[0], boxes[6].y - 0.65), None)
 arrow(ax, boxes[3].right, (boxes[4].x, boxes[4].y + 0.5), "read", bend=-0.2)
-arrow(ax, boxes[4].bottom, (boxes[5].top[0], boxes[5].y - 0.5), None)
+arrow(ax, boxes[4].bottom, (boxes[5].top[0], boxes[5].y - 0.65), None)
 arrow(ax, boxes[5].left, boxes[6].right, "add")
 # --8<-- [end:picture]
