@@ -42,16 +42,8 @@ PLAYGROUND = "playground/"  # the playground beside the first page: part of the 
 PLAYGROUND_WORDS = 800  # its visible prose (1,783 words when #43 was filed)
 
 # The core path as issue #43 sets it, measured in screens of a 1280 x 800 laptop (the height of a
-# page's article at 1280 px wide, divided by 800) and in the words of the visible prose (sitelook.browsing.READING).
-# Today's pages are over these limits; the rewrite of the core pages (#43, branch core-pages) brings
-# them within. Until it lands the tests that check them are expected to fail (xfail): switch
-# CORE_PATH_REWRITTEN on when it does, and they must pass.
-CORE_PATH_REWRITTEN = False
-# The core pages still over a page's limits (screens, a diagram, the longest stretch without a
-# picture); every other core page is held to them. Take a page off when it comes within.
-CORE_PAGES_OVER = (
-    "concepts/transformer_block/",  # 8.5 screens
-)
+# page's article at 1280 px wide, divided by 800) and in the words of the visible prose
+# (sitelook.browsing.READING); tests/browser/test_pages.py holds every core page and the path to them.
 SCREEN = 800  # px: the unit of a page's length
 CORE_PAGE_SCREENS = 8.0  # each core page
 CORE_PATH_SCREENS = 45.0  # the five core pages and the playground

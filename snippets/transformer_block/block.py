@@ -38,7 +38,7 @@ from attn_ref.diagrams import arrow, canvas, grid
 shown = {"x": x, "h": h, "a": a, "x_mid": x_mid, "h_mid": h_mid, "m": m}
 top = max(t.abs().max().item() for t in (*shown.values(), out))
 scale = {"cell": 0.28, "vmax": top}
-fig, ax = canvas(10.4, 11.0, scale=0.37)
+fig, ax = canvas(10.4, 9.6, scale=0.37)
 stream_x, branch_x = 0.2, 5.7  # left: the stream; right: what the parts do
 pieces = [  # (tensor, column, row, label)
     (x, stream_x, 0, "$x$, the stream"),
@@ -50,14 +50,14 @@ pieces = [  # (tensor, column, row, label)
     (out, stream_x, 3, "$x + a + m$"),
 ]
 boxes = [
-    grid(ax, t[0], left, 0.8 + 2.7 * row, label=label, **scale)
+    grid(ax, t[0], left, 0.8 + 2.4 * row, label=label, **scale)
     for t, left, row, label in pieces
 ]
 arrow(ax, boxes[0].right, boxes[1].left, "read")
-arrow(ax, boxes[1].bottom, (boxes[2].top[0], boxes[2].y - 0.6), None)
+arrow(ax, boxes[1].bottom, (boxes[2].top[0], boxes[2].y - 0.65), None)
 arrow(ax, boxes[2].left, boxes[3].right, "add")
-arrow(ax, boxes[3].bottom, (boxes[3].bottom[0], boxes[6].y - 0.6), None)
+arrow(ax, boxes[3].bottom, (boxes[3].bottom[0], boxes[6].y - 0.65), None)
 arrow(ax, boxes[3].right, (boxes[4].x, boxes[4].y + 0.5), "read", bend=-0.2)
-arrow(ax, boxes[4].bottom, (boxes[5].top[0], boxes[5].y - 0.6), None)
+arrow(ax, boxes[4].bottom, (boxes[5].top[0], boxes[5].y - 0.65), None)
 arrow(ax, boxes[5].left, boxes[6].right, "add")
 # --8<-- [end:picture]

@@ -30,7 +30,7 @@ branches = [
 ]
 
 # Narrow, so that its text stays legible on a phone.
-fig, ax = plt.subplots(figsize=(3.6, 4.4), layout="constrained")
+fig, ax = plt.subplots(figsize=(3.6, 3.8), layout="constrained")
 ax.set_xlim(0, 10)
 ax.axis("off")
 # The stream runs down the left; the sublayers sit on the right.
@@ -47,7 +47,7 @@ small = {"ha": "center", "va": "bottom", "fontsize": 9}
 
 def box(top, text, colour):
     """A box of text, its top edge at height top; returns its bottom edge."""
-    height = 0.5 + 0.55 * (text.count("\n") + 1)
+    height = 0.35 + 0.5 * (text.count("\n") + 1)
     corner = (box_x, top - height)
     style = {"boxstyle": "round,pad=0.1", "fc": colour, "ec": "black"}
     ax.add_patch(FancyBboxPatch(corner, box_w, height, **style))
@@ -65,10 +65,10 @@ for (norm_text, sublayer_text), colour in zip(branches, colours, strict=True):
     ax.text((stream_x + box_x) / 2, read_y + 0.15, "read", **small)
     bottom = box(top, norm_text, "#e8e8e8")
     ax.annotate(
-        "", (middle, bottom - 0.45), (middle, bottom), arrowprops=arrow
+        "", (middle, bottom - 0.35), (middle, bottom), arrowprops=arrow
     )
-    bottom = box(bottom - 0.45, sublayer_text, colour)
-    plus_y = bottom - 0.8
+    bottom = box(bottom - 0.35, sublayer_text, colour)
+    plus_y = bottom - 0.65
     ax.plot([middle, middle], [bottom, plus_y], color="black", lw=1.2)
     add_to = (stream_x + 0.45, plus_y)  # the arrow stops at the circle's edge
     ax.annotate("", add_to, (middle, plus_y), arrowprops=arrow)
@@ -77,7 +77,7 @@ for (norm_text, sublayer_text), colour in zip(branches, colours, strict=True):
     ax.add_patch(plus)
     sign = {"ha": "center", "va": "center", "fontsize": 14, "zorder": 3}
     ax.text(stream_x, plus_y, "+", **sign)
-    top = plus_y - 0.6
+    top = plus_y - 0.5
 end = top - 0.2  # the stream goes on, below the last addition
 stream = {**arrow, "lw": 2.5}
 ax.annotate("", (stream_x, end), (stream_x, 12.8), arrowprops=stream, zorder=0)

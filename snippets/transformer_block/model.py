@@ -11,7 +11,7 @@ model = TinyDecoder(
 vocab, C = model.token_embedding.num_embeddings, model.head.in_features
 words = ["Alice", "met", "Bob", "she"]
 
-fig, ax = canvas(10.4, 13.9, scale=0.4)
+fig, ax = canvas(10.4, 11.6, scale=0.36)
 
 
 def box(y, text, colour="#e8e8e8", x=5.6, width=7.2, height=1.1):
@@ -26,7 +26,7 @@ def box(y, text, colour="#e8e8e8", x=5.6, width=7.2, height=1.1):
             ec="black",
         )
     )
-    note(ax, x, y, text, fontsize=10.5)
+    note(ax, x, y, text, fontsize=9.5)
     return y - height / 2, y + height / 2
 
 
@@ -36,14 +36,14 @@ _, bottom = box(
     2.6,
     "token embedding: a row per word\n"
     "+ position embedding: a row per position",
-    width=7.8,
+    width=8.6,
 )
 arrow(ax, (5.6, 1.25), (5.6, 2.0))
 stream_x = 0.9  # the residual stream runs down the left edge
-ax.plot([stream_x, stream_x], [bottom + 0.3, 10.0], color="black", lw=3)
+ax.plot([stream_x, stream_x], [bottom + 0.3, 8.1], color="black", lw=3)
 arrow(ax, (1.7, bottom), (stream_x + 0.1, bottom + 0.35))
-note(ax, stream_x - 0.35, 6.4, "residual stream", rotation=90, fontsize=10)
-for y, name in ((4.7, "block 1"), (8.3, "block N")):
+note(ax, stream_x - 0.35, 5.4, "residual stream", rotation=90, fontsize=10)
+for y, name in ((4.3, "block 1"), (6.9, "block N")):
     top, end = box(
         y,
         f"{name}: attention, then MLP,\neach read and added to the stream",
@@ -51,20 +51,20 @@ for y, name in ((4.7, "block 1"), (8.3, "block N")):
     )
     arrow(ax, (stream_x, top + 0.3), (2.0, top + 0.3))  # read
     arrow(ax, (2.0, end - 0.3), (stream_x, end - 0.3))  # add
-note(ax, 5.6, 6.5, "⋮", fontsize=16)
-_, end = box(10.6, f"final {type(model.norm).__name__}")
-arrow(ax, (stream_x, 10.0), (2.0, 10.6))
+note(ax, 5.6, 5.6, "⋮", fontsize=16)
+_, end = box(8.6, f"final {type(model.norm).__name__}", height=0.9)
+arrow(ax, (stream_x, 8.1), (2.0, 8.6))
 _, end = box(
-    12.2,
+    10.0,
     f"{type(model.head).__name__} {C} → {vocab}: a score\n"
     "for every word of the vocabulary",
     "#cfe0f5",
 )
-arrow(ax, (5.6, 11.15), (5.6, 11.6))
+arrow(ax, (5.6, 9.05), (5.6, 9.4))
 note(
     ax,
     5.6,
-    13.4,
+    11.1,
     "at each position: scores for the next token\n"
     "(after she: the word that comes next)",
     fontsize=10,

@@ -55,9 +55,9 @@ rows = [
     (writes[1][0, 3], "+ head 1's write"),
     (stream[0, 3], "= she, after attention"),
 ]
-fig, ax = canvas(10.6, 7.4, scale=0.42)
+fig, ax = canvas(10.6, 6.5, scale=0.41)
 for n, (values, label) in enumerate(rows):
-    top = 1.3 + 1.5 * n + (0.4 if n == 3 else 0.0)
+    top = 1.0 + 1.3 * n + (0.35 if n == 3 else 0.0)
     grid(
         ax,
         values,
@@ -68,5 +68,5 @@ for n, (values, label) in enumerate(rows):
         column_names=short if n == 0 else None,
     )
     note(ax, 4.2, top + 0.5, label, ha="right", fontsize=11)
-ax.plot([4.4, 10.4], [6.15, 6.15], color="black", lw=1.5)  # the sum's line
+ax.plot([4.4, 10.4], [5.2, 5.2], color="black", lw=1.5)  # the sum's line
 # --8<-- [end:picture]

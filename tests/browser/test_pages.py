@@ -19,12 +19,10 @@ from sitelook.browsing import (
 )
 from sitelook.budgets import (
     CORE_PAGE_SCREENS,
-    CORE_PAGES_OVER,
     CORE_PATH,
     CORE_PATH_FIGURES,
     CORE_PATH_MINUTES,
     CORE_PATH_PROSE_WORDS,
-    CORE_PATH_REWRITTEN,
     CORE_PATH_SCREENS,
     FIRST_VISIT_BUDGET,
     PLAYGROUND,
@@ -156,33 +154,18 @@ def test_code_wraps_on_a_phone_and_copies_as_it_is(looks, page_path):
     assert code["miscopied"] == [], "a copy that is not the code"
 
 
-# Issue #43's limits for the core path (sitelook/budgets.py): today's pages are over them, and the
-# core pages' rewrite brings them within; until CORE_PATH_REWRITTEN is switched on, these fail as
-# expected, and pass as a reminder to switch it on.
-ISSUE_43 = pytest.mark.xfail(
-    not CORE_PATH_REWRITTEN,
-    reason="#43: the core pages' rewrite brings them within these limits (switch on CORE_PATH_REWRITTEN)",
-    strict=True,
-)
+# Issue #43's limits for the core path (sitelook/budgets.py).
 
 
 def test_a_core_page_is_short_and_pictured_throughout(looks, page_path):
     """At most so many screens of a 1280 x 800 laptop, at least one explanatory diagram, and no
-    stretch of the lesson longer than so many screens without a picture. A page listed in
-    CORE_PAGES_OVER is expected over these limits (xfail), and fails once it is within them, as a
-    reminder to take it off the list."""
+    stretch of the lesson longer than so many screens without a picture."""
     if page_path not in CORE_PATH:
         pytest.skip("not on the core path")
     measured = looks(page_path, "desktop").reading
-    within = (
-        measured["screens"] <= CORE_PAGE_SCREENS
-        and measured["diagrams"] >= 1
-        and measured["screens_without_a_picture"] <= SCREENS_WITHOUT_A_PICTURE
-    )
-    if page_path in CORE_PAGES_OVER:
-        assert not within, f"{page_path} is within #43's limits now: take it off CORE_PAGES_OVER"
-        pytest.xfail(f"#43: {page_path} is still over a core page's limits: {measured}")
-    assert within, measured
+    assert measured["screens"] <= CORE_PAGE_SCREENS, measured
+    assert measured["diagrams"] >= 1, measured
+    assert measured["screens_without_a_picture"] <= SCREENS_WITHOUT_A_PICTURE, measured
 
 
 @pytest.mark.xdist_group("core path")
@@ -196,7 +179,6 @@ def test_the_core_path_is_short_and_pictured(looks):
     assert totals["prose_words"] <= CORE_PATH_PROSE_WORDS and totals["figures"] >= CORE_PATH_FIGURES, totals
 
 
-@ISSUE_43
 @pytest.mark.xdist_group("core path")
 def test_the_core_path_and_its_playground_take_45_minutes_and_a_diagram_every_250_words(looks):
     measured = [looks(path, "desktop").reading for path in (*CORE_PATH, PLAYGROUND)]
