@@ -40,7 +40,7 @@ note(ax, x["weights"] + 0.5, above, "weight\naⱼ", va="bottom")
 note(ax, x["values"] + 1, above, "value\nvⱼ", va="bottom")
 arrow(ax, (x["keys"] + 2.05, middle), (x["scores"] - 0.05, middle))
 arrow(ax, (x["scores"] + 1.05, middle), (x["weights"] - 0.05, middle))
-note(ax, x["scores"] + 1.85, middle - 0.45, "softmax", fontsize=10)
+note(ax, x["scores"] + 1.85, middle - 0.45, "softmax", fontsize=9)
 arrow(ax, (x["values"] + 2.05, middle), (x["out"] - 0.05, middle))
 note(ax, x["values"] + 2.6, middle - 0.45, "sum", fontsize=10)
 grid(ax, output[0], x["out"], middle - 0.5, decimals=2, vmax=spread)
@@ -65,9 +65,9 @@ output, weights = scaled_dot_product_attention(Q, K, V, attn_mask=causal)
 scores = Q @ K.T / d_k**0.5  # (T, T), before the mask
 spread = float(V.abs().max())  # one scale: the values and the output
 
-matrices_fig, ax = canvas(14.2, 7.7, scale=0.34)
+matrices_fig, ax = canvas(13.5, 7.7, scale=0.33)
 top = 3.5  # the first query's row
-x = {"Q": 1.0, "scores": 3.6, "weights": 8.4, "out": 12.0}
+x = {"Q": 0.9, "scores": 3.3, "weights": 8.0, "out": 11.4}
 names = [f"x{i}" for i in range(T)]
 grid(ax, K.T, x["scores"], top - 2.6, decimals=0, column_names=names)
 note(ax, x["scores"] - 0.2, top - 1.6, "Kᵀ", ha="right")
@@ -78,8 +78,8 @@ note(ax, x["out"] - 0.2, top - 1.9, "V", ha="right")
 grid(ax, weights, x["weights"], top, cmap="viridis", decimals=2, mask=causal)
 grid(ax, output, x["out"], top, decimals=2, vmax=spread)
 middle, below = top + T / 2, top + T + 0.5
-arrow(ax, (x["scores"] + 3.05, middle), (x["weights"] - 0.05, middle))
-note(ax, x["scores"] + 3.9, middle - 0.45, "softmax", fontsize=10)
+arrow(ax, (x["scores"] + 3.1, middle), (x["weights"] - 0.05, middle))
+note(ax, x["scores"] + 3.85, middle - 0.45, "softmax", fontsize=9)
 masked = f"scores Q Kᵀ/√{d_k}\nfuture masked"
 note(ax, x["scores"] + 1.5, below, masked, va="top")
 note(ax, x["weights"] + 1.5, below, "weights", va="top")
