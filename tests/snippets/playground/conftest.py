@@ -1,5 +1,4 @@
-"""The playground's pictures are read back as the mental model's are: each grid of coloured cells."""
+"""What the playground's pictures draw: each grid of coloured cells, read back from the figure
+(tests/support/diagram_grids.py)."""
 
-from tests.snippets.mental_model.conftest import grids, pictures
-
-__all__ = ["grids", "pictures"]
+from tests.support.diagram_grids import grids, pictures  # noqa: F401 (fixtures)

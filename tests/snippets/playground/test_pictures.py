@@ -22,7 +22,7 @@ def _scores_error(exact):
     return SAFETY * 2 * EPS32 * np.abs(exact)
 
 
-def _check(grid, expected, error, places, cmap, allowed=None):
+def _check_grid(grid, expected, error, places, cmap, allowed=None):
     """The grid's colours and written numbers are ``expected`` (within ``error`` and the rounding
     to ``places``); masked cells, where ``allowed`` is False, have no colour and no number."""
     expected = np.atleast_2d(expected)
@@ -50,7 +50,7 @@ def test_the_lookup_picture_draws_the_views_first_state(grids):
     ]
     assert len(cells) == len(expected)
     for grid, (drawn, error, places, cmap) in zip(cells, expected, strict=True):
-        _check(grid, drawn, error, places, cmap)
+        _check_grid(grid, drawn, error, places, cmap)
     assert cells[3].clim == (0.0, 1.0)  # weights: dark purple for 0, yellow for 1
     assert cells[0].clim == cells[1].clim  # one scale for the query and the keys
     assert cells[4].clim == cells[5].clim  # one scale for the values and the output
@@ -71,7 +71,7 @@ def test_the_self_attention_picture_draws_the_causal_first_state(grids):
     ]
     assert len(cells) == len(expected)
     for grid, (drawn, error, places, cmap, allowed) in zip(cells, expected, strict=True):
-        _check(grid, drawn, error, places, cmap, allowed)
+        _check_grid(grid, drawn, error, places, cmap, allowed)
     assert cells[4].clim == (0.0, 1.0)
     assert cells[3].clim == cells[5].clim  # one scale for the values and the output
     # What the alt text and the page say: token 0 sees only itself, the last token every token.
