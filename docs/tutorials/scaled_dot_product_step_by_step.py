@@ -283,9 +283,9 @@ for h, question in enumerate(("head 0: a female name?", "head 1: the verb?")):
 note(ax, 5.9, 10.3, f"(B, H, T, T) @ (B, H, T, dₖ) → {tuple(heads.shape)}")
 figure_to_svg(
     fig,
-    alt="Each head's causal weights, 4 by 4, hatched above the diagonal, times "
-    "that head's values, 4 by 3, give the head's output, 4 by 3. Head 0 puts "
-    "its weight on Alice: met gives her "
+    alt=f"Each head's causal weights, {T} by {T}, hatched above the diagonal, "
+    f"times that head's values, {T} by {d_k}, give the head's output, {T} by "
+    f"{d_k}. Head 0 puts its weight on Alice: met gives her "
     f"{weights[0, 0, 1, 0]:.2f} and she {weights[0, 0, 3, 0]:.2f}. Head 1 "
     "puts "
     f"it on met: Bob gives it {weights[0, 1, 2, 1]:.2f} and she "
