@@ -234,8 +234,10 @@ print(f"sink_softmax vs SDPA with a zero key: {sink_vs_sdpa:.1e}")
 # Qiu et al. (2025) multiply each head's output by $g = \sigma(x W_g)$, computed
 # from the query token's own input $x$: `output_gate`. Of the forms they tried, a
 # gate for each feature of each head (elementwise) did best and one for each head
-# as a whole came close behind. Qwen3-Next gates each feature; the model here
-# gates each head (`gate="head"`).
+# as a whole came close behind. Qwen3-Next gates each feature, and Qwen3.5 keeps
+# that attention layer (Transformers builds it from `Qwen3NextAttention`, in
+# [`modular_qwen3_5.py`](https://github.com/huggingface/transformers/blob/8940358af7421e958995b05136ca14ce54bef39c/src/transformers/models/qwen3_5/modular_qwen3_5.py));
+# the model here gates each head (`gate="head"`).
 # A head with nothing to read can close its gate, $g \approx 0$, instead of
 # parking its weight somewhere.
 #
