@@ -1150,7 +1150,7 @@ for name, counts in yields.items():
 # Verifying a tree needs an attention kernel that takes an arbitrary mask; a chain
 # needs only the causal one. Asked for custom masks in
 # [flash-attention #1576](https://github.com/Dao-AILab/flash-attention/issues/1576),
-# its author asked whether a chain could "just pass in 4 tokens in the query with
+# the library's author asked whether a chain could "just pass in 4 tokens in the query with
 # `causal=True`", and was told the mask was for "EAGLE 2, EAGLE 3 and MTP". vLLM's
 # [#18327](https://github.com/vllm-project/vllm/issues/18327) asked for
 # "topology-aware masking", and
