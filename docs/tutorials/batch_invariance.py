@@ -2,8 +2,10 @@
 # # Batch invariance: the same request, the same bits, in any batch
 #
 # Send a server the same prompt twice, with greedy decoding, and the two answers can
-# differ. Nothing is random: the difference comes from how many other requests, and
-# how long, shared each forward pass, not from what they contain. A kernel splits its
+# differ. Nothing is random: in a dense model the difference comes from how many
+# other requests, and how long, shared each forward pass, not from what they contain
+# (in a mixture of experts, what they contain decides how many tokens reach each
+# expert). A kernel splits its
 # sums by how much work it was given, and floating-point addition can give other bits
 # when the order changes. This page
 # finds where a request's numbers come to depend on its batch (attention split along
@@ -148,9 +150,10 @@ for parts in (1, 2, 4, 8):
     )
 
 # %% [markdown]
-# Every total is within a few float32 roundings of the exact sum, and no order is the
-# better one. Two orders can agree by chance, but nothing promises it: a reduction
-# gives the same bits only when the same numbers are added in the same order.
+# Every total is within a few float32 roundings of the exact sum, and none of these
+# orders (each a tree of pairwise sums) is the better one. Two orders can agree by
+# chance, but nothing promises it: a reduction gives the same bits only when the same
+# numbers are added in the same order.
 #
 # ## One query, split four ways
 #
@@ -540,7 +543,7 @@ if flipped:
 # Any flip sits at the far left: a step where the two best logits were nearly tied,
 # so that the batch's other bits could swap them. In bfloat16 two logits can even be
 # exactly equal: `argmax` then takes the first of them, and a batched run whose last
-# bits differ breaks the tie the other way (exercise 3 prints each flip's gap). From
+# bits differ can break the tie the other way (exercise 3 prints each flip's gap). From
 # there on the two runs feed different tokens, and nothing brings them back together.
 #
 # A fixed split size removes attention's part. Does it make the server invariant?
@@ -634,8 +637,9 @@ for split in ({"num_splits": 4}, {"split_size": 16}):
     print(f"{split}: {int(same.sum())} of 48 queries with the same bits")
 
 # %% [markdown]
-# With 4 splits, positions 0 and 47 split their keys the same way both times and agree
-# by construction; any other query that agrees does so by the luck of rounding. With
+# With 4 splits, position 0 has a single key either way and position 47 sees the same
+# 48 keys: they agree by construction; any other query that agrees does so by the luck
+# of rounding. With
 # splits of 16 all agree by construction. Fix: `split_size=`, never `num_splits=`.
 #
 # **3. Calling a deterministic server batch invariant.** Here, running the same batch

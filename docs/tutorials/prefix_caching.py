@@ -215,8 +215,8 @@ print(
 # can be reused only whole, and only when every token before it is the same, so a
 # prefix cache stores *full* blocks and keys each by its tokens and its prefix. SGLang
 # (Zheng et al., 2024) keeps them in a radix tree: a tree of token sequences whose edges
-# hold runs of tokens, split where two prompts part. Its pages hold one token each,
-# so its tree matches to the token; `attn_ref.serving.RadixCache` does the same at
+# hold runs of tokens, split where two prompts part. In the paper, and by default,
+# its pages hold one token each, so its tree matches to the token; `attn_ref.serving.RadixCache` does the same at
 # block granularity, on a `PagedKVCache`:
 #
 # - `match(tokens)` walks down from the root as long as whole blocks match and returns
@@ -259,7 +259,8 @@ print(
 # $$
 #
 # so $h_i$ stands for every token up to the end of block $i$, and one table maps hashes
-# to blocks (vLLM hashes extra keys in too: a LoRA id, image hashes, a cache salt). A
+# to blocks (vLLM hashes extra keys in too: a LoRA adapter's name, image hashes, a
+# cache salt). A
 # prompt looks up $h_0, h_1, \dots$ until one is missing.
 # `attn_ref.serving.BlockHashCache` keeps such a table. Below, both indexes store the
 # blocks of 30 prompts made of 3 system prompts and short questions, then look up 30
@@ -364,7 +365,8 @@ left = [decode(e.tokens) for e in pic_tree.entries()]
 print("still cached:", left, "- free blocks:", pic_pool.num_free)
 
 # %% [markdown]
-# The blocks request 1 reads cannot go: "You are", "kind" and ". Wh" count 2.
+# The blocks request 1 reads cannot go: "You are ", "kind" and ". Wh" have a
+# reference count of 2.
 #
 # ## Serving with a prefix cache
 #
@@ -374,8 +376,8 @@ print("still cached:", left, "- free blocks:", pic_pool.num_free)
 # request has written, so that a request can hit blocks of another that still runs;
 # when blocks run out, it evicts before it preempts. The cache stays in the pool
 # after `serve` returns. `serve` admits requests in the order they arrive; SGLang's
-# scheduler also reorders the waiting requests by the length of their cached prefix
-# (cache-aware scheduling, §5.2 of its paper), which raises the hit rate further.
+# paper instead runs the waiting requests with the longest cached prefix first
+# (cache-aware scheduling, §3), which raises the hit rate further.
 #
 # Twenty requests over three system prompts arrive two steps apart. The cell serves
 # them with and without a radix cache, with the batch-invariant engine of [Batch
@@ -650,7 +652,8 @@ figure_to_svg(
 # What the table shows, on these traces (the exact numbers are this page's):
 #
 # - In the system-prompt trace most prompt tokens belong to the one-off documents,
-#   which no cache can save, so its hit rate stays low under every policy. What it
+#   and no cache can save any of theirs after the first two blocks, so its hit rate
+#   stays low under every policy. What it
 #   can save, the system prompts, is what the policy decides: a burst of documents is
 #   a scan, and under LRU it pushes the rarer system prompts out; LFU and SLRU keep
 #   what was used twice and let the documents' blocks go first. On each of the three
@@ -717,7 +720,8 @@ print(f"largest |shared-prefix attention - float64 attention|: {worst:.1e}")
 # traffic. Decoding one step of $B$ requests reads the prefix's keys and values $B$
 # times without the split, once with it; the multiply-adds are the same. The table
 # counts the bytes one layer's attention reads for the prefix in one decoding step, in
-# 16-bit numbers (a model reads them again in each of its layers), for the 7B-class
+# 16-bit numbers (each layer has its own prefix keys and values, so a step reads this
+# much once per layer), for the 7B-class
 # shape of the long-context page (32 query heads, 8 key/value heads of 128), a prefix
 # of 4,096 tokens, and the arithmetic intensity of the prefix's attention
 # (`attention_intensity`): $L = B$ queries per head against the prefix.
@@ -904,10 +908,10 @@ for size in (2, 4, 8, 16):
 # %% [markdown]
 # Every prompt's partial last block is computed again, and so is the part of a shared
 # prefix that ends inside a block, so the most a cache could find (the second
-# number) never grows with the block size. Where the hit rate does not follow it,
-# eviction decided: the same 512 positions make fewer, larger blocks, and a policy
-# evicts a whole block at a time. Smaller blocks cost more entries and more lookups
-# instead.
+# number) falls as the block doubles. The hit rate stays below that bound but need
+# not follow it: with the pool fixed at 512 positions, the block size also changes
+# what eviction keeps and when blocks are stored. Smaller blocks cost more entries
+# and more lookups instead.
 
 # %% [markdown]
 # **2. Examples in a fixed order.** Build the few-shot trace with each request's

@@ -6,15 +6,14 @@
 # few more queries costs little more than a pass over one. Speculative decoding
 # turns that into speed: a cheap *drafter* guesses the next $k$ tokens, and the
 # model, the *target*, checks all $k$ guesses in one forward pass. Every guess it
-# agrees with is a token it did not have to produce on its own. (Its inventors saw
-# the same: [Leviathan et al.](https://arxiv.org/abs/2211.17192) found decoding
-# "often not bottlenecked on arithmetic operations, but rather on memory bandwidth
-# and communication", and [Chen et al.](https://arxiv.org/abs/2302.01318) that
-# scoring a short continuation in parallel takes about as long as sampling one
-# token.)
+# agrees with is a token it did not have to produce on its own. ([Leviathan et
+# al.](https://arxiv.org/abs/2211.17192) found decoding "often not bottlenecked on
+# arithmetic operations, but rather on memory bandwidth and communication"; [Chen et
+# al.](https://arxiv.org/abs/2302.01318), that scoring a short continuation in
+# parallel takes about as long as sampling one token.)
 #
-# This page builds it on the site's own trained character model and its paged
-# cache, and checks the three promises it makes: greedy decoding writes the same
+# This page builds it on the site's trained character model and paged cache, and
+# checks its three promises: greedy decoding writes the same
 # text, sampling draws from the same distribution, and the cache ends each round
 # holding exactly the text. Then it measures what it buys on this machine, and
 # verifies a *tree* of guesses in one pass.
@@ -1213,8 +1212,8 @@ print(f"largest |two parts merged - one masked pass|: {cascade_gap:.1e}")
 #   $\mathrm{pass}(1) / (\mathrm{pass}(k + 1) + \mathrm{draft}(k))$. Cheap
 #   drafters and passes whose cost barely grows with their queries make it pay.
 # - Trees: several guesses per position in one pass, with the ancestor mask and
-#   positions by depth; the accepted branch moves to consecutive slots. A kernel
-#   without masks attends to the cache and the tree apart, and merges.
+#   positions by depth; the accepted branch moves to consecutive slots. Without a
+#   masked kernel: the cache unmasked, the tree masked, merged.
 #
 # ## Common pitfalls
 #
@@ -1247,9 +1246,9 @@ stale_gap = (rounds[True] - rounds[False]).abs().max().item()
 print(f"largest logit difference: {stale_gap:.2f}")
 
 # %% [markdown]
-# The logits move by far more than rounding. Wherever the target's two best
-# characters are closer than such a move, it can write another one, and from there
-# the text is no longer the target's. Fix: `pool.truncate(request, n + a)` after
+# The logits move by far more than rounding: where the target's two best logits
+# are closer than that, the stale cache can make it write another character, and
+# from there the text is no longer the target's. Fix: `pool.truncate(request, n + a)` after
 # every round, as `speculative_generate` does.
 #
 # **3. A tree verified with the causal mask of a chain.** Laid out in one chunk, the
@@ -1353,17 +1352,17 @@ for k in KS[1:]:
         f"{by_round:.2f}; measured\n       "
         f"{np.mean(yielded):.2f} ± {scatter:.2f}, over {len(yielded)} rounds"
     )
-# Round by round the prediction drops: a round of m < k guesses yields less,
-# and the short rounds at the ends of the texts explain part of the formula's
-# excess. Set what is left against two uncertainties, each ± one standard
-# error: the measurement's, over a few dozen rounds, and alpha-hat's, which
-# the formula amplifies at large k. Telling whether guesses are kept
-# independently, the formula's last assumption, takes many more rounds.
+# Round by round the prediction is lower at every k: the texts end in short
+# rounds. What is left of the gap can have either sign. Set it against two
+# uncertainties: the measurement's and alpha-hat's (which the formula amplifies
+# at large k). Both treat guesses as independent; with 8 texts whose guesses
+# are kept in runs, the true ones are larger. Telling whether guesses are kept
+# independently, the formula's last assumption, takes many more texts.
 
 # %% [markdown]
 # **3. Temperature.** Decode the 8 texts by speculative sampling with the n-gram
 # drafter and $k = 4$ at temperatures 0.5 and 2, and print the share of guesses
-# kept. Then separate the two distributions from the texts: average the chance a
+# kept. Then tell the temperature's own effect from the texts': average the chance a
 # guess from $q$ is kept, $\sum_x \min(p(x), q(x))$, over the held-out windows at
 # both temperatures, and count the pairs of characters in each temperature's texts
 # that the drafter's training text never has. What lowers the share kept?
@@ -1389,13 +1388,14 @@ for t in (0.5, 2.0):
         f"the held-out text {overlap[t]:.3f}; pairs never seen in training "
         f"{unseen[t]:.0%}"
     )
-# On the same text, flattening both distributions brings them closer (both
-# tend to the uniform one), and the overlap rises a little. The fall comes from
-# the texts: at temperature 2 the target writes pairs of characters that the
-# training text never has, where the drafter's counts are all alpha and its
-# guess is a uniform draw over the alphabet. Leviathan et al. report the same
-# fall on large models: "the sharper the adjusted distribution, the higher the
-# α values".
+# On the held-out text, the overlap rose a little from 0.5 to 2 (in the limit
+# both tend to the uniform one). So the fall comes from the texts: at
+# temperature 2 the target writes pairs the training text never has, after
+# which the drafter's counts are all alpha and its guess is uniform. These
+# numbers show such pairs appear, not how much of the fall they cause.
+# Leviathan et al. saw α fall on large models too ("the sharper the adjusted
+# distribution, the higher the α values"), measured on text written at each
+# temperature: the same two effects, mixed.
 
 # %% [markdown]
 # ## References
@@ -1407,8 +1407,7 @@ for t in (0.5, 2.0):
 # - Charlie Chen, Sebastian Borgeaud, Geoffrey Irving, Jean-Baptiste Lespiau, Laurent
 #   Sifre, John Jumper. [Accelerating Large Language Model Decoding with Speculative
 #   Sampling](https://arxiv.org/abs/2302.01318). 2023. The same rule ("modified
-#   rejection sampling", with the target named $q$ and the drafter $p$), with its
-#   proof.
+#   rejection sampling"; target $q$, drafter $p$) and its proof.
 # - Xupeng Miao et al. [SpecInfer: Accelerating Large Language Model Serving with
 #   Tree-based Speculative Inference and
 #   Verification](https://arxiv.org/abs/2305.09781). ASPLOS 2024. Token trees
@@ -1431,15 +1430,14 @@ for t in (0.5, 2.0):
 #   custom masks for EAGLE and MTP; vllm-project/vllm
 #   [#18327](https://github.com/vllm-project/vllm/issues/18327) and
 #   [#20401](https://github.com/vllm-project/vllm/pull/20401), tree attention;
-#   sgl-project/sglang [#29706](https://github.com/sgl-project/sglang/pull/29706), a
-#   tree verified in two parts merged by their log-sum-exps.
+#   sgl-project/sglang [#29706](https://github.com/sgl-project/sglang/pull/29706),
+#   a tree verified in two parts.
 # - lablup/mlxcel [#994](https://github.com/lablup/mlxcel/issues/994) and its fix
 #   [#1002](https://github.com/lablup/mlxcel/pull/1002): the drafter's cache rewound
 #   two entries too far.
-# - ml-explore/mlx-lm [#1486](https://github.com/ml-explore/mlx-lm/pull/1486) (and
-#   [#1456](https://github.com/ml-explore/mlx-lm/pull/1456), from which it was
-#   split): exact rollback for hybrid caches, whose recurrent state cannot be
-#   trimmed.
+# - ml-explore/mlx-lm [#1486](https://github.com/ml-explore/mlx-lm/pull/1486) (split
+#   from [#1456](https://github.com/ml-explore/mlx-lm/pull/1456)): exact rollback
+#   for hybrid caches.
 #
 # **Next:** [Attention bugs seen in the wild](../practice/bugs.md), where the
 # drafter's rewind that went wrong is reproduced.
