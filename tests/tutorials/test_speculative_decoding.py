@@ -467,6 +467,9 @@ def test_the_temperature_exercise(tutorial, values):
     counts = values["ngram"].counts.numpy()
     overlap = _overlaps(values["target"], counts, values["held"])
     assert values["overlap"] == pytest.approx(overlap, abs=1e-6)
+    # the texts written at temperature 2 are the loop's last, kept as `decoded`
+    unseen = _unseen_share(counts, values["ngram"].alpha, values["prompts"], values["decoded"])
+    assert values["unseen"][2.0] == pytest.approx(unseen, abs=1e-12)
     check_temperature_claims(values["shares"], values["overlap"], values["unseen"])
     for t in (0.5, 2.0):
         assert_printed(
